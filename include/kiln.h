@@ -1,0 +1,193 @@
+/*
+ * kiln — ONNX models in, fast inference out.  The one public header.
+ *
+ * Conventions
+ *  - Every fallible function returns a kn_status; on failure it fills the
+ *    caller's kn_error (may be NULL) with one line: what failed, where
+ *    (file, node, input) and what was expected.
+ *  - Objects come in create/free (or load/free) pairs.  Freeing NULL is a no-op.
+ *  - A kn_model is read-only after loading and may be shared between threads;
+ *    a kn_context holds the per-run state and belongs to one thread at a time.
+ *  - Tensors are dense, row-major (C order), with no padding between
+ *    elements.  Element counts and byte sizes are int64/size_t.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_VERSION_MAJOR 0
+#define KN_VERSION_MINOR 1
+#define KN_VERSION_PATCH 0
+#define KN_VERSION_STRING "0.1.0"
+
+/* Largest tensor rank kiln handles; deeper tensors are refused at load. */
+#define KN_MAX_RANK 8
+
+typedef enum kn_status {
+  KN_OK = 0,
+  KN_ERR_INVALID_ARG,  /* a caller passed something unusable            */
+  KN_ERR_IO,           /* a file could not be opened, read or written   */
+  KN_ERR_PARSE,        /* a file is truncated, corrupt or not ONNX       */
+  KN_ERR_UNSUPPORTED,  /* an op, opset, dtype or feature kiln lacks     */
+  KN_ERR_SHAPE,        /* a shape does not fit what the op expects       */
+  KN_ERR_DTYPE,        /* a dtype does not fit what the op expects       */
+  KN_ERR_MISSING,      /* a required input or value was not given        */
+  KN_ERR_LIMIT,        /* a size exceeds kiln's limits (memory, rank)    */
+  KN_ERR_OOM,          /* the allocator failed                           */
+  KN_ERR_INTERNAL      /* a bug in kiln                                  */
+} kn_status;
+
+/* Element types.  The numbers are those of ONNX's TensorProto.DataType. */
+typedef enum kn_dtype {
+  KN_DTYPE_UNDEFINED = 0,
+  KN_DTYPE_F32 = 1,
+  KN_DTYPE_U8 = 2,
+  KN_DTYPE_I8 = 3,
+  KN_DTYPE_U16 = 4,
+  KN_DTYPE_I16 = 5,
+  KN_DTYPE_I32 = 6,
+  KN_DTYPE_I64 = 7,
+  KN_DTYPE_STRING = 8, /* elements are char* (NUL-terminated, owned by the tensor) */
+  KN_DTYPE_BOOL = 9,   /* one byte per element, 0 or 1 */
+  KN_DTYPE_F16 = 10,
+  KN_DTYPE_F64 = 11,
+  KN_DTYPE_U32 = 12,
+  KN_DTYPE_U64 = 13,
+  KN_DTYPE_BF16 = 16
+} kn_dtype;
+
+/* Room for one error line. */
+typedef struct kn_error {
+  kn_status status;
+  char msg[1024];
+} kn_error;
+
+/*
+ * A dense tensor.  `data` holds numel(dims) elements of `dtype`.
+ * When `owned` is non-zero the tensor owns `data` (and, for strings, every
+ * element) and kn_tensor_release frees them; otherwise the caller does.
+ * A rank-0 tensor is a scalar with one element.
+ */
+typedef struct kn_tensor {
+  kn_dtype dtype;
+  int32_t rank;
+  int64_t dims[KN_MAX_RANK];
+  void *data;
+  size_t nbytes;
+  int32_t owned;
+} kn_tensor;
+
+/* Name and size in bytes of one element ("float32", 4); NULL / 0 when unknown. */
+const char *kn_dtype_name(kn_dtype dtype);
+size_t kn_dtype_size(kn_dtype dtype);
+
+/* Number of elements (1 for a scalar). */
+int64_t kn_tensor_numel(const kn_tensor *t);
+
+/* Allocate an owned, zero-filled tensor.  Fails with KN_ERR_LIMIT when the
+ * size overflows or exceeds kiln's per-tensor limit. */
+kn_status kn_tensor_alloc(kn_tensor *t, kn_dtype dtype, int32_t rank,
+                          const int64_t *dims, kn_error *err)
+    __attribute__((warn_unused_result));
+
+/* Free what an owned tensor holds and reset it to an empty tensor. */
+void kn_tensor_release(kn_tensor *t);
+
+/* Read a serialized ONNX TensorProto (.pb) or a NumPy .npy file (chosen by
+ * the file's contents).  `name_out`, when not NULL, receives the tensor's
+ * name (malloc'd, may be NULL); the caller frees it. */
+kn_status kn_tensor_read_file(const char *path, kn_tensor *out, char **name_out,
+                              kn_error *err) __attribute__((warn_unused_result));
+kn_status kn_tensor_write_pb(const char *path, const kn_tensor *t,
+                             const char *name, kn_error *err)
+    __attribute__((warn_unused_result));
+kn_status kn_tensor_write_npy(const char *path, const kn_tensor *t,
+                              kn_error *err) __attribute__((warn_unused_result));
+
+/* ---- models ------------------------------------------------------------ */
+
+typedef struct kn_model kn_model;
+
+/* Load an ONNX model; external data is resolved relative to the model's
+ * folder and refused when it points outside it. */
+kn_status kn_model_load(const char *path, kn_model **out, kn_error *err)
+    __attribute__((warn_unused_result));
+/* Same from memory.  `base_dir` (may be NULL) resolves external data;
+ * `label` names the model in messages. */
+kn_status kn_model_load_buffer(const void *data, size_t size,
+                               const char *base_dir, const char *label,
+                               kn_model **out, kn_error *err)
+    __attribute__((warn_unused_result));
+void kn_model_free(kn_model *model);
+
+/* Shape and dtype of a graph input or output.  dims[i] < 0 is a dynamic
+ * dimension; dim_params[i] is its symbolic name or NULL.  rank < 0: unknown. */
+typedef struct kn_value_info {
+  const char *name;
+  kn_dtype dtype;
+  int32_t rank;
+  int64_t dims[KN_MAX_RANK];
+  const char *dim_params[KN_MAX_RANK];
+} kn_value_info;
+
+int32_t kn_model_input_count(const kn_model *model);
+int32_t kn_model_output_count(const kn_model *model);
+kn_status kn_model_input_info(const kn_model *model, int32_t index,
+                              kn_value_info *out);
+kn_status kn_model_output_info(const kn_model *model, int32_t index,
+                               kn_value_info *out);
+
+/* Summary used by `kiln inspect`.  Dynamic dimensions count as 1. */
+typedef struct kn_model_stats {
+  int64_t nodes;          /* top-level nodes (subgraphs not counted) */
+  int64_t params;         /* elements in initializers and Constant nodes */
+  int64_t param_bytes;
+  double flops;           /* estimated for one run, 1 multiply-add = 2 */
+  int64_t ir_version;
+  int64_t opset;          /* default-domain opset */
+} kn_model_stats;
+kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out,
+                             kn_error *err);
+/* Op histogram: calls `fn` once per distinct op type with its count,
+ * sorted by decreasing count. */
+void kn_model_op_histogram(const kn_model *model,
+                           void (*fn)(const char *op, int64_t count, void *arg),
+                           void *arg);
+
+/* ---- running ----------------------------------------------------------- */
+
+typedef struct kn_context kn_context;
+
+kn_status kn_context_create(const kn_model *model, kn_context **out,
+                            kn_error *err) __attribute__((warn_unused_result));
+void kn_context_free(kn_context *ctx);
+
+/* Bind graph input `index` (non-initializer inputs, in graph order).  The
+ * tensor is borrowed: it must stay valid until the next run completes.
+ * Shape and dtype are checked against the model here. */
+kn_status kn_context_set_input(kn_context *ctx, int32_t index,
+                               const kn_tensor *t, kn_error *err)
+    __attribute__((warn_unused_result));
+/* Same, by input name; KN_ERR_INVALID_ARG when no input has that name. */
+kn_status kn_context_set_input_by_name(kn_context *ctx, const char *name,
+                                       const kn_tensor *t, kn_error *err)
+    __attribute__((warn_unused_result));
+
+/* Run the model on the bound inputs. */
+kn_status kn_context_run(kn_context *ctx, kn_error *err)
+    __attribute__((warn_unused_result));
+
+/* Output `index` of the last run; owned by the context, valid until the
+ * next run or kn_context_free.  NULL when out of range or not run. */
+const kn_tensor *kn_context_output(const kn_context *ctx, int32_t index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

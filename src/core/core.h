@@ -1,0 +1,76 @@
+/* Internal core helpers shared by every layer: error reporting, checked
+ * allocation, dtype classes, half-precision conversion. */
+#ifndef KN_CORE_H
+#define KN_CORE_H
+
+#include "kiln.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KN_WUR __attribute__((warn_unused_result))
+#define KN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Largest single tensor kiln will allocate (guards against hostile shapes). */
+#define KN_MAX_TENSOR_BYTES ((size_t)16 << 30)
+
+/* Fill `err` (may be NULL) and return `status`. */
+kn_status kn_fail(kn_error *err, kn_status status, const char *fmt, ...)
+    KN_PRINTF(3, 4);
+/* Prefix an existing message: "<prefix>: <old message>". */
+void kn_error_prefix(kn_error *err, const char *fmt, ...) KN_PRINTF(2, 3);
+const char *kn_status_name(kn_status s);
+
+/* Always-on assertion for programmer errors. */
+#define KN_ASSERT(cond)                                                      \
+  do {                                                                       \
+    if (!(cond)) kn_assert_fail(#cond, __FILE__, __LINE__);                  \
+  } while (0)
+_Noreturn void kn_assert_fail(const char *what, const char *file, int line);
+
+void *kn_malloc(size_t n);           /* NULL on failure or n == 0 -> 1 byte */
+void *kn_calloc(size_t n, size_t sz);
+void *kn_realloc(void *p, size_t n);
+char *kn_strdup(const char *s);
+char *kn_strndup(const char *s, size_t n);
+
+/* Grow an array so that it holds at least `need` elements. */
+#define KN_GROW(ptr, cap, need)                                              \
+  kn_grow_array((void **)&(ptr), &(cap), (need), sizeof(*(ptr)))
+bool kn_grow_array(void **ptr, int32_t *cap, int64_t need, size_t elem) KN_WUR;
+
+/* dtype classes */
+bool kn_dtype_is_float(kn_dtype t);   /* f16, bf16, f32, f64 */
+bool kn_dtype_is_int(kn_dtype t);     /* signed or unsigned integers */
+bool kn_dtype_is_signed(kn_dtype t);  /* signed ints and floats */
+bool kn_dtype_is_valid(int32_t t);    /* a dtype kiln knows */
+
+/* half precision */
+float kn_f16_to_f32(uint16_t h);
+uint16_t kn_f32_to_f16(float f);
+float kn_bf16_to_f32(uint16_t h);
+uint16_t kn_f32_to_bf16(float f);
+
+/* Generic element access through double / int64 (slow paths, reference
+ * kernels and constant folding). */
+double kn_load_f64(const void *data, kn_dtype t, int64_t i);
+void kn_store_f64(void *data, kn_dtype t, int64_t i, double v);
+int64_t kn_load_i64(const void *data, kn_dtype t, int64_t i);
+void kn_store_i64(void *data, kn_dtype t, int64_t i, int64_t v);
+
+/* Shapes */
+/* numel with overflow check; -1 when any dim is negative or on overflow. */
+int64_t kn_shape_numel(int32_t rank, const int64_t *dims);
+/* "1x3x224x224" (or "scalar"), into buf. */
+const char *kn_shape_str(int32_t rank, const int64_t *dims, char *buf,
+                         size_t len);
+/* Deep copy (strings too); dst must be empty. */
+kn_status kn_tensor_copy(kn_tensor *dst, const kn_tensor *src,
+                         kn_error *err) KN_WUR;
+/* A borrowed view of src (not owned). */
+kn_tensor kn_tensor_view(const kn_tensor *src);
+
+#endif

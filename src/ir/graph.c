@@ -1,0 +1,268 @@
+#include "ir.h"
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+kn_graph *kn_graph_new(kn_graph *parent) {
+  kn_graph *g = kn_calloc(1, sizeof *g);
+  if (g) g->parent = parent;
+  return g;
+}
+
+void kn_attr_clear(kn_attr *a) {
+  free(a->name);
+  free(a->s);
+  kn_tensor_release(&a->t);
+  kn_graph_free(a->g);
+  free(a->floats);
+  free(a->ints);
+  if (a->strings)
+    for (int32_t i = 0; i < a->n; i++) free(a->strings[i]);
+  free(a->strings);
+  if (a->tensors)
+    for (int32_t i = 0; i < a->n; i++) kn_tensor_release(&a->tensors[i]);
+  free(a->tensors);
+  if (a->graphs)
+    for (int32_t i = 0; i < a->n; i++) kn_graph_free(a->graphs[i]);
+  free(a->graphs);
+  memset(a, 0, sizeof *a);
+}
+
+void kn_graph_free(kn_graph *g) {
+  if (!g) return;
+  for (int32_t i = 0; i < g->n_values; i++) {
+    kn_value *v = &g->values[i];
+    free(v->name);
+    for (int d = 0; d < KN_MAX_RANK; d++) free(v->dim_params[d]);
+    if (v->constant) {
+      kn_tensor_release(v->constant);
+      free(v->constant);
+    }
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    kn_node *n = &g->nodes[i];
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (int32_t a = 0; a < n->n_attrs; a++) kn_attr_clear(&n->attrs[a]);
+    free(n->attrs);
+  }
+  free(g->values);
+  free(g->nodes);
+  free(g->inputs);
+  free(g->outputs);
+  free(g->map);
+  free(g->name);
+  free(g);
+}
+
+void kn_ir_model_free(kn_ir_model *m) {
+  if (!m) return;
+  kn_graph_free(m->graph);
+  for (int32_t i = 0; i < m->n_opsets; i++) free(m->opsets[i].domain);
+  free(m->opsets);
+  free(m->label);
+  free(m);
+}
+
+int32_t kn_graph_find(const kn_graph *g, const char *name) {
+  if (!g->map_cap || !name) return -1;
+  uint32_t mask = (uint32_t)g->map_cap - 1;
+  for (uint32_t h = (uint32_t)hash_str(name) & mask;; h = (h + 1) & mask) {
+    int32_t idx = g->map[h];
+    if (idx < 0) return -1;
+    if (strcmp(g->values[idx].name, name) == 0) return idx;
+  }
+}
+
+static bool map_insert(kn_graph *g, int32_t idx) {
+  if ((int64_t)(g->n_values + 1) * 2 > g->map_cap) {
+    int32_t ncap = g->map_cap ? g->map_cap * 2 : 64;
+    while ((int64_t)(g->n_values + 1) * 2 > ncap) ncap *= 2;
+    int32_t *nm = kn_malloc((size_t)ncap * sizeof *nm);
+    if (!nm) return false;
+    for (int32_t i = 0; i < ncap; i++) nm[i] = -1;
+    free(g->map);
+    g->map = nm;
+    g->map_cap = ncap;
+    for (int32_t i = 0; i < g->n_values; i++)
+      if (i != idx && !map_insert(g, i)) return false;
+  }
+  uint32_t mask = (uint32_t)g->map_cap - 1;
+  uint32_t h = (uint32_t)hash_str(g->values[idx].name) & mask;
+  while (g->map[h] >= 0) h = (h + 1) & mask;
+  g->map[h] = idx;
+  return true;
+}
+
+int32_t kn_graph_add_value(kn_graph *g, const char *name) {
+  KN_ASSERT(kn_graph_find(g, name) < 0);
+  if (!KN_GROW(g->values, g->cap_values, (int64_t)g->n_values + 1)) return -1;
+  int32_t idx = g->n_values;
+  kn_value *v = &g->values[idx];
+  memset(v, 0, sizeof *v);
+  v->name = kn_strdup(name);
+  if (!v->name) return -1;
+  v->producer = -1;
+  v->outer = -1;
+  v->type.rank = -1;
+  g->n_values++;
+  if (!map_insert(g, idx)) {
+    g->n_values--;
+    free(v->name);
+    return -1;
+  }
+  return idx;
+}
+
+int32_t kn_graph_resolve(kn_graph *g, const char *name) {
+  int32_t idx = kn_graph_find(g, name);
+  if (idx >= 0 || !g->parent) return idx;
+  int32_t pidx = kn_graph_resolve(g->parent, name);
+  if (pidx < 0) return -1;
+  idx = kn_graph_add_value(g, name);
+  if (idx < 0) return -1;
+  g->values[idx].outer = pidx;
+  g->values[idx].type = g->parent->values[pidx].type;
+  return idx;
+}
+
+kn_node *kn_graph_add_node(kn_graph *g) {
+  if (!KN_GROW(g->nodes, g->cap_nodes, (int64_t)g->n_nodes + 1)) return NULL;
+  kn_node *n = &g->nodes[g->n_nodes++];
+  memset(n, 0, sizeof *n);
+  return n;
+}
+
+const kn_attr *kn_node_attr(const kn_node *n, const char *name) {
+  for (int32_t i = 0; i < n->n_attrs; i++)
+    if (n->attrs[i].name && strcmp(n->attrs[i].name, name) == 0)
+      return &n->attrs[i];
+  return NULL;
+}
+
+int64_t kn_ir_model_opset(const kn_ir_model *m, const char *domain) {
+  bool deflt = !domain || !*domain || strcmp(domain, "ai.onnx") == 0;
+  for (int32_t i = 0; i < m->n_opsets; i++) {
+    const char *d = m->opsets[i].domain;
+    bool ddef = !d || !*d || strcmp(d, "ai.onnx") == 0;
+    if (deflt ? ddef : (d && strcmp(d, domain) == 0)) return m->opsets[i].version;
+  }
+  return 0;
+}
+
+kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) {
+  kn_status st = KN_OK;
+  int32_t nn = g->n_nodes;
+  int32_t *pending = kn_calloc((size_t)nn + 1, sizeof *pending);
+  int32_t *order = kn_calloc((size_t)nn + 1, sizeof *order);
+  /* consumers as a CSR list: value -> nodes */
+  int32_t *ccount = kn_calloc((size_t)g->n_values + 1, sizeof *ccount);
+  int32_t *cstart = kn_calloc((size_t)g->n_values + 2, sizeof *cstart);
+  int32_t *clist = NULL;
+  kn_node *sorted = NULL;
+  if (!pending || !order || !ccount || !cstart) {
+    st = kn_fail(err, KN_ERR_OOM, "%s: out of memory sorting the graph", label);
+    goto done;
+  }
+  for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = -1;
+  for (int32_t i = 0; i < nn; i++) {
+    kn_node *n = &g->nodes[i];
+    for (int32_t o = 0; o < n->n_outputs; o++) {
+      int32_t v = n->outputs[o];
+      if (v < 0) continue;
+      kn_value *val = &g->values[v];
+      if (val->producer >= 0 || val->constant || val->outer >= 0 ||
+          (val->is_input)) {
+        st = kn_fail(err, KN_ERR_PARSE,
+                     "%s: graph '%s': value '%s' is produced by node '%s' and "
+                     "also defined elsewhere (each value must have one producer)",
+                     label, g->name ? g->name : "", val->name, n->name);
+        goto done;
+      }
+      val->producer = i;
+    }
+  }
+  int64_t total = 0;
+  for (int32_t i = 0; i < nn; i++) {
+    kn_node *n = &g->nodes[i];
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+      int32_t v = n->inputs[k];
+      if (v < 0) continue;
+      kn_value *val = &g->values[v];
+      if (val->producer < 0 && !val->constant && !val->is_input && val->outer < 0) {
+        st = kn_fail(err, KN_ERR_PARSE,
+                     "%s: node '%s' (%s): input %d '%s' is not produced by any "
+                     "node, initializer or graph input",
+                     label, n->name, n->op_type, k, val->name);
+        goto done;
+      }
+      if (val->producer >= 0) {
+        pending[i]++;
+        ccount[v]++;
+        total++;
+      }
+    }
+  }
+  for (int32_t v = 0; v < g->n_values; v++) cstart[v + 1] = cstart[v] + ccount[v];
+  clist = kn_calloc((size_t)total + 1, sizeof *clist);
+  if (!clist) {
+    st = kn_fail(err, KN_ERR_OOM, "%s: out of memory sorting the graph", label);
+    goto done;
+  }
+  memset(ccount, 0, (size_t)g->n_values * sizeof *ccount);
+  for (int32_t i = 0; i < nn; i++) {
+    kn_node *n = &g->nodes[i];
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+      int32_t v = n->inputs[k];
+      if (v >= 0 && g->values[v].producer >= 0)
+        clist[cstart[v] + ccount[v]++] = i;
+    }
+  }
+  /* Kahn's algorithm, stable with respect to the file's node order. */
+  int32_t head = 0, tail = 0;
+  for (int32_t i = 0; i < nn; i++)
+    if (pending[i] == 0) order[tail++] = i;
+  while (head < tail) {
+    int32_t i = order[head++];
+    kn_node *n = &g->nodes[i];
+    for (int32_t o = 0; o < n->n_outputs; o++) {
+      int32_t v = n->outputs[o];
+      if (v < 0) continue;
+      for (int32_t c = cstart[v]; c < cstart[v + 1]; c++)
+        if (--pending[clist[c]] == 0) order[tail++] = clist[c];
+    }
+  }
+  if (tail != nn) {
+    for (int32_t i = 0; i < nn; i++)
+      if (pending[i] > 0) {
+        st = kn_fail(err, KN_ERR_PARSE,
+                     "%s: the graph has a cycle through node '%s' (%s)", label,
+                     g->nodes[i].name, g->nodes[i].op_type);
+        goto done;
+      }
+  }
+  sorted = kn_malloc((size_t)nn * sizeof *sorted + 1);
+  if (!sorted) {
+    st = kn_fail(err, KN_ERR_OOM, "%s: out of memory sorting the graph", label);
+    goto done;
+  }
+  for (int32_t i = 0; i < nn; i++) sorted[i] = g->nodes[order[i]];
+  memcpy(g->nodes, sorted, (size_t)nn * sizeof *sorted);
+  for (int32_t i = 0; i < nn; i++)
+    for (int32_t o = 0; o < g->nodes[i].n_outputs; o++)
+      if (g->nodes[i].outputs[o] >= 0) g->values[g->nodes[i].outputs[o]].producer = i;
+done:
+  free(sorted);
+  free(pending);
+  free(order);
+  free(ccount);
+  free(cstart);
+  free(clist);
+  return st;
+}

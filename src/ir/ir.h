@@ -1,0 +1,136 @@
+/*
+ * kiln's graph IR.  A graph owns its values and nodes; values are referred
+ * to by index.  Subgraphs (If/Loop/Scan bodies) are graphs whose `parent`
+ * is the enclosing graph; a value they use from an enclosing scope is a
+ * local value with `outer` set to the value's index in the parent graph.
+ */
+#ifndef KN_IR_H
+#define KN_IR_H
+
+#include "core/core.h"
+#include "core/slot.h"
+
+typedef struct kn_graph kn_graph;
+struct kn_op_def;
+
+/* Attribute types, numbered as ONNX's AttributeProto.AttributeType. */
+typedef enum kn_attr_type {
+  KN_ATTR_UNDEFINED = 0,
+  KN_ATTR_FLOAT = 1,
+  KN_ATTR_INT = 2,
+  KN_ATTR_STRING = 3,
+  KN_ATTR_TENSOR = 4,
+  KN_ATTR_GRAPH = 5,
+  KN_ATTR_FLOATS = 6,
+  KN_ATTR_INTS = 7,
+  KN_ATTR_STRINGS = 8,
+  KN_ATTR_TENSORS = 9,
+  KN_ATTR_GRAPHS = 10,
+  KN_ATTR_SPARSE_TENSOR = 11, /* densified at import: read it as `t` */
+  KN_ATTR_TYPE_PROTO = 13,    /* only the element dtype is kept, in `i` */
+} kn_attr_type;
+
+typedef struct kn_attr {
+  char *name;
+  kn_attr_type type;
+  float f;
+  int64_t i;
+  char *s; /* NUL-terminated; s_len excludes the NUL (bytes may hold NULs) */
+  size_t s_len;
+  kn_tensor t;
+  kn_graph *g;
+  int32_t n; /* element count of the list below that matches `type` */
+  float *floats;
+  int64_t *ints;
+  char **strings;
+  kn_tensor *tensors;
+  kn_graph **graphs;
+} kn_attr;
+
+/* Type of a value as known before running. */
+typedef struct kn_type {
+  kn_kind kind;     /* TENSOR, SEQUENCE, or NONE when not known */
+  bool optional;    /* an ONNX optional(...) type */
+  kn_dtype dtype;   /* tensor dtype or sequence element dtype; 0 unknown */
+  int32_t rank;     /* -1 unknown (for sequences: element rank) */
+  int64_t dims[KN_MAX_RANK]; /* -1 unknown */
+} kn_type;
+
+typedef struct kn_value {
+  char *name;
+  kn_type type;
+  char *dim_params[KN_MAX_RANK]; /* symbolic names of graph input dims */
+  kn_tensor *constant;           /* initializer or folded constant, owned */
+  int32_t producer;              /* node index, or -1 */
+  int32_t outer;                 /* index in parent graph, or -1 */
+  bool is_input;                 /* listed in graph.input */
+  bool is_output;
+} kn_value;
+
+typedef struct kn_node {
+  char *name;    /* never NULL: import names unnamed nodes "<op>_<index>" */
+  char *op_type;
+  char *domain;  /* "" for the default domain */
+  int32_t n_inputs, *inputs;   /* value indices, -1 for an omitted input */
+  int32_t n_outputs, *outputs; /* value indices, -1 for an omitted output */
+  int32_t n_attrs;
+  kn_attr *attrs;
+  const struct kn_op_def *op; /* resolved at import */
+  int32_t opset;              /* version of the node's domain in the model */
+} kn_node;
+
+struct kn_graph {
+  char *name;
+  kn_graph *parent;
+  int32_t n_values, cap_values;
+  kn_value *values;
+  int32_t n_nodes, cap_nodes;
+  kn_node *nodes;           /* topologically sorted after kn_graph_finish */
+  int32_t n_inputs, *inputs;    /* every graph input, initializers included */
+  int32_t n_outputs, *outputs;
+  /* name -> value index (open addressing) */
+  int32_t map_cap, *map;
+};
+
+typedef struct kn_opset {
+  char *domain;
+  int64_t version;
+} kn_opset;
+
+typedef struct kn_ir_model {
+  kn_graph *graph;
+  int64_t ir_version;
+  int32_t n_opsets;
+  kn_opset *opsets;
+  char *label; /* the file name used in messages */
+} kn_ir_model;
+
+kn_graph *kn_graph_new(kn_graph *parent);
+void kn_graph_free(kn_graph *g);
+void kn_ir_model_free(kn_ir_model *m);
+void kn_attr_clear(kn_attr *a);
+
+/* Index of the value named `name` in g only, or -1. */
+int32_t kn_graph_find(const kn_graph *g, const char *name);
+/* Add a value (name must be new in g); returns its index or -1 on OOM. */
+int32_t kn_graph_add_value(kn_graph *g, const char *name);
+/* Find `name` in g, else in an enclosing graph (adding an outer reference
+ * value to g and any graph in between); -1 when no scope has it. */
+int32_t kn_graph_resolve(kn_graph *g, const char *name);
+/* Append a node; returns its pointer (zeroed) or NULL on OOM. */
+kn_node *kn_graph_add_node(kn_graph *g);
+
+/* Sort nodes topologically, fill producers; fails on cycles, on a value
+ * produced twice and on a node input that nothing produces. */
+kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) KN_WUR;
+
+/* Opset version of `domain` ("" or "ai.onnx" = default) in the model, 0 if absent. */
+int64_t kn_ir_model_opset(const kn_ir_model *m, const char *domain);
+
+/* Attribute lookup on a node: NULL when absent. */
+const kn_attr *kn_node_attr(const kn_node *n, const char *name);
+
+/* Static shape and type inference over the whole model (and subgraphs). */
+kn_status kn_ir_infer(kn_ir_model *m, kn_error *err) KN_WUR;
+
+#endif

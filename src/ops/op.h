@@ -1,0 +1,157 @@
+/*
+ * The operator interface.  Each op family lives in one file
+ * (src/ops/<family>.c) that defines a table `kn_ops_<family>[]` of
+ * kn_op_def, terminated by an entry with name == NULL; families are listed
+ * once in src/ops/families.inc.
+ *
+ * An op has two entry points, both given a kn_op_ctx:
+ *
+ *  infer  decides the kind, dtype and shape of every output from the
+ *         inputs' kinds, dtypes, shapes and (where known) values, and
+ *         validates the node (attributes, input dtypes and shapes).
+ *         It runs twice:
+ *          - at load (ctx->static_infer): inputs describe values before
+ *            running: rank may be -1 (unknown), dims may be -1 (unknown) and
+ *            data is NULL unless the value is a constant.  Infer must then
+ *            propagate what it can and leave the rest unknown (rank -1 or
+ *            dims -1), never fail because something is unknown.
+ *          - at run time, before `run`, with real tensors (all known).  It
+ *            must then set complete shapes for tensor outputs whenever they
+ *            can be computed from the inputs; the executor allocates those.
+ *         Errors name what is wrong and what was expected (kn_op_fail).
+ *  run    computes the outputs.  Tensor outputs whose shape infer fully
+ *         set are already allocated (zeroed); any other output (data-
+ *         dependent shapes such as If/Loop results, sequences) is built by
+ *         run itself (kn_out_alloc, kn_out_seq).
+ *
+ * Different opset versions of one op share an entry; use ctx->opset (the
+ * model's version of the node's domain) to select behaviour, e.g. Clip-6
+ * reads min/max attributes while Clip-11 reads inputs.
+ */
+#ifndef KN_OP_H
+#define KN_OP_H
+
+#include "core/core.h"
+#include "core/slot.h"
+#include "ir/ir.h"
+
+typedef struct kn_op_ctx kn_op_ctx;
+
+/* Run subgraph `g` with the given input slots (borrowed; count must equal
+ * g->n_inputs, omitted ones NULL) and write its outputs into `out`
+ * (n_out slots, released first).  Outer-scope values resolve against the
+ * calling node's environment. */
+typedef kn_status (*kn_subgraph_fn)(kn_op_ctx *ctx, const kn_graph *g,
+                                    int32_t n_in, const kn_slot *const *in,
+                                    int32_t n_out, kn_slot *out);
+
+struct kn_op_ctx {
+  const kn_node *node;
+  int64_t opset;
+  int32_t n_in;
+  kn_slot **in;   /* in[i] == NULL: input omitted (empty name) */
+  int32_t n_out;
+  kn_slot **out;  /* always non-NULL (scratch when the output is unused) */
+  bool static_infer;
+  kn_error *err;
+  const char *label;          /* model file name, for messages */
+  kn_subgraph_fn run_subgraph; /* NULL during static inference */
+  void *exec;                 /* executor state, for run_subgraph */
+};
+
+typedef kn_status (*kn_op_fn)(kn_op_ctx *ctx);
+
+typedef struct kn_op_def {
+  const char *name;   /* ONNX op_type */
+  const char *domain; /* NULL or "" for the default domain */
+  int16_t min_inputs, max_inputs;   /* max -1: variadic */
+  int16_t min_outputs, max_outputs; /* max -1: variadic */
+  int16_t since;      /* oldest opset version implemented (usually 1) */
+  int16_t until;      /* newest version implemented, checked at load */
+  kn_op_fn infer;
+  kn_op_fn run;
+  /* Estimated FLOPs of one run after infer (NULL: one per output element). */
+  double (*flops)(const kn_op_ctx *ctx);
+} kn_op_def;
+
+/* Registry (src/ops/registry.c) */
+const kn_op_def *kn_op_find(const char *domain, const char *name);
+/* Calls fn for every registered op. */
+void kn_op_foreach(void (*fn)(const kn_op_def *op, void *arg), void *arg);
+
+/* ---- helpers for op implementations (src/ops/op_util.c) ----------------- */
+
+/* Fail with "node 'N' (Op): <message>". */
+kn_status kn_op_fail(kn_op_ctx *ctx, kn_status st, const char *fmt, ...)
+    KN_PRINTF(3, 4);
+
+/* Input i as a tensor, NULL when omitted/absent or not a tensor. */
+const kn_tensor *kn_in(const kn_op_ctx *ctx, int32_t i);
+/* Input tensor i, failing with a clear message when it is omitted or is
+ * not a tensor (required inputs are checked by the executor, so this is
+ * mostly for optional-but-needed inputs). */
+kn_status kn_in_req(kn_op_ctx *ctx, int32_t i, const kn_tensor **out) KN_WUR;
+/* Output i as a tensor slot (sets its kind to TENSOR). */
+kn_tensor *kn_out(kn_op_ctx *ctx, int32_t i);
+/* In infer: declare output i as a tensor with dtype and shape (rank -1 or
+ * dims -1 for unknown parts). */
+void kn_out_set(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
+                const int64_t *dims);
+/* Same shape and dtype as input `in` (dtype overridden when not 0). */
+void kn_out_like(kn_op_ctx *ctx, int32_t out, int32_t in, kn_dtype dtype);
+/* In run: allocate output i (for outputs infer could not size). */
+kn_status kn_out_alloc(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
+                       const int64_t *dims) KN_WUR;
+
+/* True when every dim of t is known (rank >= 0, dims >= 0). */
+bool kn_shape_known(const kn_tensor *t);
+/* True when t's values are available (runtime, or a constant at load). */
+static inline bool kn_has_data(const kn_tensor *t) {
+  return t && (t->data != NULL || (t->rank >= 0 && kn_shape_known(t) &&
+                                   kn_tensor_numel(t) == 0));
+}
+
+/* Attributes */
+const kn_attr *kn_attr_get(const kn_op_ctx *ctx, const char *name);
+int64_t kn_attr_int(const kn_op_ctx *ctx, const char *name, int64_t dflt);
+float kn_attr_float(const kn_op_ctx *ctx, const char *name, float dflt);
+/* String attribute, or dflt when absent. */
+const char *kn_attr_str(const kn_op_ctx *ctx, const char *name,
+                        const char *dflt);
+/* Integer list: returns count (0 when absent), *vals points into the attr. */
+int32_t kn_attr_ints(const kn_op_ctx *ctx, const char *name,
+                     const int64_t **vals);
+int32_t kn_attr_floats(const kn_op_ctx *ctx, const char *name,
+                       const float **vals);
+
+/* Normalise axis into [0, rank) (accepting [-rank, rank)); fails clearly. */
+kn_status kn_axis(kn_op_ctx *ctx, int64_t axis, int32_t rank,
+                  int32_t *out) KN_WUR;
+
+/* Read an integer tensor (any int dtype) of at most `max` elements into
+ * vals; *n receives the count.  Fails when it has more elements. */
+kn_status kn_read_ints(kn_op_ctx *ctx, const kn_tensor *t, int64_t *vals,
+                       int64_t max, int64_t *n) KN_WUR;
+/* Scalar value of a (one-element) tensor as double / int64. */
+double kn_scalar_f64(const kn_tensor *t);
+int64_t kn_scalar_i64(const kn_tensor *t);
+
+/* Numpy broadcasting of two shapes; unknown dims (-1) propagate.  Fails
+ * with a message naming both shapes when they do not broadcast. */
+kn_status kn_broadcast(kn_op_ctx *ctx, int32_t ra, const int64_t *da,
+                       int32_t rb, const int64_t *db, int32_t *rout,
+                       int64_t *dout) KN_WUR;
+/* Strides (in elements) for reading a tensor of shape (r, d) broadcast to
+ * (rout, dout): 0 along broadcast dims.  out_strides has rout entries. */
+void kn_broadcast_strides(int32_t r, const int64_t *d, int32_t rout,
+                          const int64_t *dout, int64_t *out_strides);
+/* Contiguous strides of a shape. */
+void kn_strides(int32_t rank, const int64_t *dims, int64_t *strides);
+
+/* dtype check: fails unless t->dtype is in the zero-terminated list. */
+kn_status kn_check_dtype(kn_op_ctx *ctx, int32_t input, const kn_tensor *t,
+                         const kn_dtype *allowed) KN_WUR;
+
+#define KN_OP_END {NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL}
+
+#endif
