@@ -156,6 +156,61 @@ int64_t kn_ir_model_opset(const kn_ir_model *m, const char *domain) {
   return 0;
 }
 
+
+/* Calls fn for every value of g a node reads: its inputs and, through its
+ * subgraph attributes, the values its subgraphs take from g's scope. */
+static void node_reads(const kn_graph *g, const kn_node *n,
+                       void (*fn)(int32_t v, int32_t node, void *arg),
+                       int32_t node, void *arg) {
+  for (int32_t k = 0; k < n->n_inputs; k++)
+    if (n->inputs[k] >= 0) fn(n->inputs[k], node, arg);
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    const kn_attr *at = &n->attrs[a];
+    int32_t cnt = at->type == KN_ATTR_GRAPH ? 1 : at->type == KN_ATTR_GRAPHS ? at->n : 0;
+    for (int32_t i = 0; i < cnt; i++) {
+      const kn_graph *sg = at->type == KN_ATTR_GRAPH ? at->g : at->graphs[i];
+      if (!sg) continue;
+      for (int32_t v = 0; v < sg->n_values; v++)
+        if (sg->values[v].outer >= 0) fn(sg->values[v].outer, node, arg);
+    }
+  }
+  (void)g;
+}
+
+void kn_node_foreach_read(const kn_graph *g, const kn_node *n,
+                          void (*fn)(int32_t v, int32_t node, void *arg),
+                          int32_t node, void *arg) {
+  node_reads(g, n, fn, node, arg);
+}
+
+typedef struct sort_state {
+  kn_graph *g;
+  int32_t *pending, *ccount, *cstart, *clist;
+  int64_t total;
+  int pass; /* 0 count, 1 fill */
+  int32_t bad_value, bad_node;
+} sort_state;
+
+static void sort_visit(int32_t v, int32_t node, void *arg) {
+  sort_state *s = arg;
+  kn_value *val = &s->g->values[v];
+  if (val->producer < 0 && !val->constant && !val->is_input && val->outer < 0) {
+    if (s->bad_value < 0) {
+      s->bad_value = v;
+      s->bad_node = node;
+    }
+    return;
+  }
+  if (val->producer < 0) return;
+  if (s->pass == 0) {
+    s->pending[node]++;
+    s->ccount[v]++;
+    s->total++;
+  } else {
+    s->clist[s->cstart[v] + s->ccount[v]++] = node;
+  }
+}
+
 kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) {
   kn_status st = KN_OK;
   int32_t nn = g->n_nodes;
@@ -188,42 +243,27 @@ kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) {
       val->producer = i;
     }
   }
-  int64_t total = 0;
-  for (int32_t i = 0; i < nn; i++) {
-    kn_node *n = &g->nodes[i];
-    for (int32_t k = 0; k < n->n_inputs; k++) {
-      int32_t v = n->inputs[k];
-      if (v < 0) continue;
-      kn_value *val = &g->values[v];
-      if (val->producer < 0 && !val->constant && !val->is_input && val->outer < 0) {
-        st = kn_fail(err, KN_ERR_PARSE,
-                     "%s: node '%s' (%s): input %d '%s' is not produced by any "
-                     "node, initializer or graph input",
-                     label, n->name, n->op_type, k, val->name);
-        goto done;
-      }
-      if (val->producer >= 0) {
-        pending[i]++;
-        ccount[v]++;
-        total++;
-      }
-    }
+  sort_state ss = {.g = g, .pending = pending, .ccount = ccount, .cstart = cstart,
+                   .bad_value = -1, .bad_node = -1};
+  for (int32_t i = 0; i < nn; i++) node_reads(g, &g->nodes[i], sort_visit, i, &ss);
+  if (ss.bad_value >= 0) {
+    kn_node *n = &g->nodes[ss.bad_node];
+    st = kn_fail(err, KN_ERR_PARSE,
+                 "%s: node '%s' (%s): input '%s' is not produced by any node, "
+                 "initializer or graph input",
+                 label, n->name, n->op_type, g->values[ss.bad_value].name);
+    goto done;
   }
   for (int32_t v = 0; v < g->n_values; v++) cstart[v + 1] = cstart[v] + ccount[v];
-  clist = kn_calloc((size_t)total + 1, sizeof *clist);
+  clist = kn_calloc((size_t)ss.total + 1, sizeof *clist);
   if (!clist) {
     st = kn_fail(err, KN_ERR_OOM, "%s: out of memory sorting the graph", label);
     goto done;
   }
   memset(ccount, 0, (size_t)g->n_values * sizeof *ccount);
-  for (int32_t i = 0; i < nn; i++) {
-    kn_node *n = &g->nodes[i];
-    for (int32_t k = 0; k < n->n_inputs; k++) {
-      int32_t v = n->inputs[k];
-      if (v >= 0 && g->values[v].producer >= 0)
-        clist[cstart[v] + ccount[v]++] = i;
-    }
-  }
+  ss.clist = clist;
+  ss.pass = 1;
+  for (int32_t i = 0; i < nn; i++) node_reads(g, &g->nodes[i], sort_visit, i, &ss);
   /* Kahn's algorithm, stable with respect to the file's node order. */
   int32_t head = 0, tail = 0;
   for (int32_t i = 0; i < nn; i++)

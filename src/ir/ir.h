@@ -124,13 +124,16 @@ kn_node *kn_graph_add_node(kn_graph *g);
  * produced twice and on a node input that nothing produces. */
 kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) KN_WUR;
 
+/* Calls fn(v, node, arg) for each value of g that node `n` (index `node`)
+ * reads: explicit inputs and values its subgraphs use from g's scope. */
+void kn_node_foreach_read(const kn_graph *g, const kn_node *n,
+                          void (*fn)(int32_t v, int32_t node, void *arg),
+                          int32_t node, void *arg);
+
 /* Opset version of `domain` ("" or "ai.onnx" = default) in the model, 0 if absent. */
 int64_t kn_ir_model_opset(const kn_ir_model *m, const char *domain);
 
 /* Attribute lookup on a node: NULL when absent. */
 const kn_attr *kn_node_attr(const kn_node *n, const char *name);
-
-/* Static shape and type inference over the whole model (and subgraphs). */
-kn_status kn_ir_infer(kn_ir_model *m, kn_error *err) KN_WUR;
 
 #endif

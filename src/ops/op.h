@@ -79,6 +79,15 @@ const kn_op_def *kn_op_find(const char *domain, const char *name);
 /* Calls fn for every registered op. */
 void kn_op_foreach(void (*fn)(const kn_op_def *op, void *arg), void *arg);
 
+/* Resolve every node of the model (and its subgraphs) to an op, check
+ * opsets and arity, and run static shape and type inference (prepare.c). */
+kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) KN_WUR;
+
+/* Static inference for one graph whose input types are set (used by
+ * control-flow ops for their bodies). */
+kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g,
+                             kn_error *err) KN_WUR;
+
 /* ---- helpers for op implementations (src/ops/op_util.c) ----------------- */
 
 /* Fail with "node 'N' (Op): <message>". */

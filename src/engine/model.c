@@ -1,0 +1,246 @@
+/* Public model and context API (kiln.h) over the reference executor. */
+#include "engine.h"
+#include "onnx/onnx.h"
+
+#include <libgen.h>
+
+struct kn_context {
+  const kn_model *model;
+  kn_slot *inputs;  /* borrowed views, one per model input */
+  bool *bound;
+  kn_slot *outputs; /* owned, one per graph output */
+  bool ran;
+};
+
+const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
+
+static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err) {
+  kn_status st = kn_ops_prepare(ir, err);
+  if (st) {
+    kn_ir_model_free(ir);
+    return st;
+  }
+  kn_model *m = kn_calloc(1, sizeof *m);
+  const kn_graph *g = ir->graph;
+  if (m) m->inputs = kn_calloc((size_t)g->n_inputs + 1, sizeof *m->inputs);
+  if (!m || !m->inputs) {
+    free(m);
+    kn_ir_model_free(ir);
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  }
+  m->ir = ir;
+  for (int32_t i = 0; i < g->n_inputs; i++)
+    if (!g->values[g->inputs[i]].constant) m->inputs[m->n_inputs++] = i;
+  *out = m;
+  return KN_OK;
+}
+
+kn_status kn_model_load_buffer(const void *data, size_t size, const char *base_dir,
+                               const char *label, kn_model **out, kn_error *err) {
+  *out = NULL;
+  kn_ir_model *ir;
+  kn_status st = kn_onnx_import(data, size, base_dir, label ? label : "model", &ir, err);
+  if (st) return st;
+  return finish_model(ir, out, err);
+}
+
+kn_status kn_model_load(const char *path, kn_model **out, kn_error *err) {
+  *out = NULL;
+  void *buf;
+  size_t size;
+  kn_status st = kn_read_whole_file(path, &buf, &size, err);
+  if (st) return st;
+  char *dup = kn_strdup(path);
+  if (!dup) {
+    free(buf);
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  }
+  st = kn_model_load_buffer(buf, size, dirname(dup), path, out, err);
+  free(dup);
+  free(buf);
+  return st;
+}
+
+void kn_model_free(kn_model *m) {
+  if (!m) return;
+  kn_ir_model_free(m->ir);
+  free(m->inputs);
+  free(m);
+}
+
+int32_t kn_model_input_count(const kn_model *m) { return m->n_inputs; }
+int32_t kn_model_output_count(const kn_model *m) { return m->ir->graph->n_outputs; }
+
+static void fill_info(const kn_value *v, kn_value_info *out) {
+  memset(out, 0, sizeof *out);
+  out->name = v->name;
+  out->dtype = v->type.dtype;
+  out->rank = v->type.rank;
+  for (int32_t d = 0; d < v->type.rank && d < KN_MAX_RANK; d++) {
+    out->dims[d] = v->type.dims[d];
+    out->dim_params[d] = v->dim_params[d];
+  }
+}
+
+kn_status kn_model_input_info(const kn_model *m, int32_t i, kn_value_info *out) {
+  if (i < 0 || i >= m->n_inputs) return KN_ERR_INVALID_ARG;
+  const kn_graph *g = m->ir->graph;
+  fill_info(&g->values[g->inputs[m->inputs[i]]], out);
+  return KN_OK;
+}
+
+kn_status kn_model_output_info(const kn_model *m, int32_t i, kn_value_info *out) {
+  const kn_graph *g = m->ir->graph;
+  if (i < 0 || i >= g->n_outputs) return KN_ERR_INVALID_ARG;
+  fill_info(&g->values[g->outputs[i]], out);
+  return KN_OK;
+}
+
+kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) {
+  *out = NULL;
+  kn_context *c = kn_calloc(1, sizeof *c);
+  if (!c) return kn_fail(err, KN_ERR_OOM, "out of memory");
+  c->model = m;
+  c->inputs = kn_calloc((size_t)m->n_inputs + 1, sizeof *c->inputs);
+  c->bound = kn_calloc((size_t)m->n_inputs + 1, sizeof *c->bound);
+  c->outputs = kn_calloc((size_t)m->ir->graph->n_outputs + 1, sizeof *c->outputs);
+  if (!c->inputs || !c->bound || !c->outputs) {
+    kn_context_free(c);
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  }
+  *out = c;
+  return KN_OK;
+}
+
+void kn_context_free(kn_context *c) {
+  if (!c) return;
+  if (c->inputs)
+    for (int32_t i = 0; i < c->model->n_inputs; i++) kn_slot_release(&c->inputs[i]);
+  if (c->outputs)
+    for (int32_t i = 0; i < c->model->ir->graph->n_outputs; i++)
+      kn_slot_release(&c->outputs[i]);
+  free(c->inputs);
+  free(c->bound);
+  free(c->outputs);
+  free(c);
+}
+
+static kn_status check_tensor_input(const kn_model *m, const kn_value *v,
+                                    const kn_tensor *t, kn_error *err) {
+  char want[160], got[160];
+  const kn_type *ty = &v->type;
+  if (!kn_dtype_is_valid(t->dtype) || t->rank < 0 || t->rank > KN_MAX_RANK ||
+      kn_tensor_numel(t) < 0)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: input '%s': invalid tensor",
+                   m->ir->label, v->name);
+  if ((t->dtype == KN_DTYPE_STRING ? sizeof(char *) : kn_dtype_size(t->dtype)) *
+              (size_t)kn_tensor_numel(t) > t->nbytes ||
+      (!t->data && kn_tensor_numel(t) > 0))
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "%s: input '%s': tensor data (%zu bytes) is smaller than its shape needs",
+                   m->ir->label, v->name, t->nbytes);
+  if (ty->kind == KN_KIND_SEQUENCE)
+    return kn_fail(err, KN_ERR_DTYPE, "%s: input '%s': expected a sequence, got a tensor",
+                   m->ir->label, v->name);
+  bool bad_dtype = ty->dtype && ty->dtype != t->dtype;
+  bool bad_shape = ty->rank >= 0 && ty->rank != t->rank;
+  for (int32_t d = 0; !bad_shape && d < ty->rank; d++)
+    if (ty->dims[d] >= 0 && ty->dims[d] != t->dims[d]) bad_shape = true;
+  if (bad_dtype || bad_shape) {
+    int64_t dims[KN_MAX_RANK];
+    for (int32_t d = 0; d < ty->rank && d < KN_MAX_RANK; d++) dims[d] = ty->dims[d];
+    return kn_fail(err, bad_dtype ? KN_ERR_DTYPE : KN_ERR_SHAPE,
+                   "%s: input '%s': expected %s %s, got %s %s", m->ir->label, v->name,
+                   ty->dtype ? kn_dtype_name(ty->dtype) : "any dtype",
+                   kn_shape_str(ty->rank, dims, want, sizeof want),
+                   kn_dtype_name(t->dtype), kn_shape_str(t->rank, t->dims, got, sizeof got));
+  }
+  /* equal symbolic names must get equal sizes */
+  for (int32_t a = 0; a < t->rank && a < ty->rank; a++)
+    for (int32_t b = a + 1; b < t->rank && b < ty->rank; b++)
+      if (v->dim_params[a] && v->dim_params[b] &&
+          strcmp(v->dim_params[a], v->dim_params[b]) == 0 && t->dims[a] != t->dims[b])
+        return kn_fail(err, KN_ERR_SHAPE,
+                       "%s: input '%s': dims %d and %d are both '%s' but got %lld and %lld",
+                       m->ir->label, v->name, a, b, v->dim_params[a],
+                       (long long)t->dims[a], (long long)t->dims[b]);
+  return KN_OK;
+}
+
+kn_status kn_context_set_input_slot(kn_context *c, int32_t i, const kn_slot *s,
+                                    kn_error *err) {
+  const kn_model *m = c->model;
+  if (i < 0 || i >= m->n_inputs)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: input index %d is out of range (model has %d)",
+                   m->ir->label, i, m->n_inputs);
+  const kn_graph *g = m->ir->graph;
+  const kn_value *v = &g->values[g->inputs[m->inputs[i]]];
+  if (s->kind == KN_KIND_TENSOR) {
+    kn_status st = check_tensor_input(m, v, &s->t, err);
+    if (st) return st;
+  } else if (s->kind == KN_KIND_SEQUENCE && v->type.kind == KN_KIND_TENSOR) {
+    return kn_fail(err, KN_ERR_DTYPE, "%s: input '%s': expected a tensor, got a sequence",
+                   m->ir->label, v->name);
+  } else if (s->kind == KN_KIND_NONE && !v->type.optional) {
+    return kn_fail(err, KN_ERR_MISSING, "%s: input '%s' is required", m->ir->label, v->name);
+  }
+  kn_slot_release(&c->inputs[i]);
+  c->inputs[i].kind = s->kind;
+  c->inputs[i].t = kn_tensor_view(&s->t);
+  if (s->kind == KN_KIND_SEQUENCE) {
+    kn_status st = kn_slot_copy(&c->inputs[i], s, err);
+    if (st) return st;
+  }
+  c->bound[i] = true;
+  return KN_OK;
+}
+
+kn_status kn_context_set_input(kn_context *c, int32_t i, const kn_tensor *t,
+                               kn_error *err) {
+  kn_slot s;
+  memset(&s, 0, sizeof s);
+  s.kind = KN_KIND_TENSOR;
+  s.t = *t;
+  return kn_context_set_input_slot(c, i, &s, err);
+}
+
+kn_status kn_context_set_input_by_name(kn_context *c, const char *name,
+                                       const kn_tensor *t, kn_error *err) {
+  const kn_graph *g = c->model->ir->graph;
+  for (int32_t i = 0; i < c->model->n_inputs; i++)
+    if (strcmp(g->values[g->inputs[c->model->inputs[i]]].name, name) == 0)
+      return kn_context_set_input(c, i, t, err);
+  return kn_fail(err, KN_ERR_INVALID_ARG, "%s: the model has no input named '%s'",
+                 c->model->ir->label, name);
+}
+
+kn_status kn_context_run(kn_context *c, kn_error *err) {
+  const kn_model *m = c->model;
+  const kn_graph *g = m->ir->graph;
+  const kn_slot **in = kn_calloc((size_t)g->n_inputs + 1, sizeof *in);
+  if (!in) return kn_fail(err, KN_ERR_OOM, "out of memory");
+  for (int32_t i = 0; i < m->n_inputs; i++) {
+    const kn_value *v = &g->values[g->inputs[m->inputs[i]]];
+    if (!c->bound[i] && !v->type.optional) {
+      free(in);
+      return kn_fail(err, KN_ERR_MISSING, "%s: input '%s' (%d) was not given",
+                     m->ir->label, v->name, i);
+    }
+    in[m->inputs[i]] = &c->inputs[i];
+  }
+  c->ran = false;
+  kn_status st = kn_exec_graph(m->ir, g, NULL, in, c->outputs, err);
+  free(in);
+  if (!st) c->ran = true;
+  return st;
+}
+
+const kn_slot *kn_context_output_slot(const kn_context *c, int32_t i) {
+  if (!c->ran || i < 0 || i >= c->model->ir->graph->n_outputs) return NULL;
+  return &c->outputs[i];
+}
+
+const kn_tensor *kn_context_output(const kn_context *c, int32_t i) {
+  const kn_slot *s = kn_context_output_slot(c, i);
+  return s && s->kind == KN_KIND_TENSOR ? &s->t : NULL;
+}

@@ -1,0 +1,889 @@
+/*
+ * Matrix products: MatMul, Gemm, MatMulInteger, QLinearMatMul, Det.
+ *
+ * The float32 kernel kn_f32_gemm is shared with the convolutions
+ * (src/ops/conv.c declares it too).  It is portable C, tiled the BLIS way:
+ * B is packed in KC x NR panels, A in MR x KC panels (alpha folded in), and
+ * an 8x8 micro-kernel accumulates in a local tile with constant trip
+ * counts so that gcc -O2 / clang vectorise it without intrinsics.
+ */
+#include "op.h"
+
+#include <math.h>
+
+/* ---- float32 GEMM ------------------------------------------------------ */
+
+enum { GEMM_MR = 8, GEMM_NR = 8, GEMM_KC = 256, GEMM_MC = 96, GEMM_NC = 1024 };
+
+/* Element (i, k) of op(A) where A is row-major with leading dimension lda. */
+static inline float gemm_at(const float *a, int64_t lda, bool trans, int64_t i,
+                            int64_t k) {
+  return trans ? a[k * lda + i] : a[i * lda + k];
+}
+
+/* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of alpha*op(A) into MR-row
+ * panels, k-major inside a panel; rows past mc are zero. */
+static void gemm_pack_a(const float *a, int64_t lda, bool trans, float alpha,
+                        int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                        float *restrict dst) {
+  for (int64_t p = 0; p < mc; p += GEMM_MR) {
+    int64_t rows = mc - p < GEMM_MR ? mc - p : GEMM_MR;
+    for (int64_t k = 0; k < kc; k++) {
+      for (int64_t r = 0; r < GEMM_MR; r++)
+        dst[k * GEMM_MR + r] =
+            r < rows ? alpha * gemm_at(a, lda, trans, i0 + p + r, k0 + k) : 0.0f;
+    }
+    dst += GEMM_MR * kc;
+  }
+}
+
+/* Packs rows [k0, k0+kc) x cols [j0, j0+nc) of op(B) into NR-column panels,
+ * k-major inside a panel; columns past nc are zero. */
+static void gemm_pack_b(const float *b, int64_t ldb, bool trans, int64_t k0,
+                        int64_t kc, int64_t j0, int64_t nc, float *restrict dst) {
+  for (int64_t q = 0; q < nc; q += GEMM_NR) {
+    int64_t cols = nc - q < GEMM_NR ? nc - q : GEMM_NR;
+    if (!trans && cols == GEMM_NR) {
+      for (int64_t k = 0; k < kc; k++)
+        memcpy(dst + k * GEMM_NR, b + (k0 + k) * ldb + j0 + q,
+               GEMM_NR * sizeof(float));
+    } else {
+      for (int64_t k = 0; k < kc; k++)
+        for (int64_t c = 0; c < GEMM_NR; c++)
+          dst[k * GEMM_NR + c] =
+              c < cols ? (trans ? b[(j0 + q + c) * ldb + k0 + k]
+                                : b[(k0 + k) * ldb + j0 + q + c])
+                       : 0.0f;
+    }
+    dst += GEMM_NR * kc;
+  }
+}
+
+/* C[0:mr, 0:nr] += a-panel x b-panel over kc. */
+static void gemm_ukernel_8x8(int64_t kc, const float *restrict a,
+                             const float *restrict b, float *restrict c,
+                             int64_t ldc, int64_t mr, int64_t nr) {
+  float acc[GEMM_MR][GEMM_NR];
+  for (int r = 0; r < GEMM_MR; r++)
+    for (int j = 0; j < GEMM_NR; j++) acc[r][j] = 0.0f;
+  for (int64_t k = 0; k < kc; k++) {
+    const float *bk = b + k * GEMM_NR;
+    const float *ak = a + k * GEMM_MR;
+    for (int r = 0; r < GEMM_MR; r++)
+      for (int j = 0; j < GEMM_NR; j++) acc[r][j] += ak[r] * bk[j];
+  }
+  if (mr == GEMM_MR && nr == GEMM_NR) {
+    for (int r = 0; r < GEMM_MR; r++)
+      for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] += acc[r][j];
+  } else {
+    for (int64_t r = 0; r < mr; r++)
+      for (int64_t j = 0; j < nr; j++) c[r * ldc + j] += acc[r][j];
+  }
+}
+
+/* C[M,N] (leading dimension ldc) += alpha * op(A)[M,K] * op(B)[K,N].
+ * op(A) = A^T when trans_a (A then stored [K,M]); same for B.
+ * Returns false only when the packing scratch cannot be allocated. */
+bool kn_f32_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                 int64_t lda, bool trans_a, const float *b, int64_t ldb,
+                 bool trans_b, float *c, int64_t ldc);
+bool kn_f32_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                 int64_t lda, bool trans_a, const float *b, int64_t ldb,
+                 bool trans_b, float *c, int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return true;
+  if (m < GEMM_MR / 2) {
+    /* Few rows (matrix-vector products): packing B would cost more than
+     * the product itself. */
+    for (int64_t i = 0; i < m; i++) {
+      float *ci = c + i * ldc;
+      if (trans_b) {
+        for (int64_t j = 0; j < n; j++) {
+          const float *bj = b + j * ldb;
+          float s = 0.0f;
+          for (int64_t p = 0; p < k; p++) s += gemm_at(a, lda, trans_a, i, p) * bj[p];
+          ci[j] += alpha * s;
+        }
+      } else {
+        for (int64_t p = 0; p < k; p++) {
+          float av = alpha * gemm_at(a, lda, trans_a, i, p);
+          const float *bp = b + p * ldb;
+          for (int64_t j = 0; j < n; j++) ci[j] += av * bp[j];
+        }
+      }
+    }
+    return true;
+  }
+  int64_t kc_max = k < GEMM_KC ? k : GEMM_KC;
+  int64_t nc_max = n < GEMM_NC ? n : GEMM_NC;
+  int64_t mc_max = m < GEMM_MC ? m : GEMM_MC;
+  int64_t nc_pad = (nc_max + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
+  int64_t mc_pad = (mc_max + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
+  float *bp = kn_malloc((size_t)(kc_max * nc_pad) * sizeof(float));
+  float *ap = kn_malloc((size_t)(kc_max * mc_pad) * sizeof(float));
+  if (!bp || !ap) {
+    free(bp);
+    free(ap);
+    return false;
+  }
+  for (int64_t jc = 0; jc < n; jc += GEMM_NC) {
+    int64_t nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
+    for (int64_t pc = 0; pc < k; pc += GEMM_KC) {
+      int64_t kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+      gemm_pack_b(b, ldb, trans_b, pc, kc, jc, nc, bp);
+      for (int64_t ic = 0; ic < m; ic += GEMM_MC) {
+        int64_t mc = m - ic < GEMM_MC ? m - ic : GEMM_MC;
+        gemm_pack_a(a, lda, trans_a, alpha, ic, mc, pc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
+          int64_t nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
+          const float *bpanel = bp + (jr / GEMM_NR) * GEMM_NR * kc;
+          for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+            int64_t mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
+            gemm_ukernel_8x8(kc, ap + (ir / GEMM_MR) * GEMM_MR * kc, bpanel,
+                             c + (ic + ir) * ldc + jc + jr, ldc, mr, nr);
+          }
+        }
+      }
+    }
+  }
+  free(bp);
+  free(ap);
+  return true;
+}
+
+/* float64: C += alpha * op(A) op(B), i-k-j with a contiguous inner loop. */
+static void f64_gemm(int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *a, int64_t lda, bool ta, const double *b,
+                     int64_t ldb, bool tb, double *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++) {
+    double *ci = c + i * ldc;
+    for (int64_t p = 0; p < k; p++) {
+      double av = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+      if (av == 0.0) continue;
+      if (!tb) {
+        const double *bp = b + p * ldb;
+        for (int64_t j = 0; j < n; j++) ci[j] += av * bp[j];
+      } else {
+        for (int64_t j = 0; j < n; j++) ci[j] += av * b[j * ldb + p];
+      }
+    }
+  }
+}
+
+/* Integers: wrap-around arithmetic in uint64 (exact modulo 2^bits). */
+static void u64_gemm(int64_t m, int64_t n, int64_t k, uint64_t alpha,
+                     const uint64_t *a, int64_t lda, bool ta, const uint64_t *b,
+                     int64_t ldb, bool tb, uint64_t *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++) {
+    uint64_t *ci = c + i * ldc;
+    for (int64_t p = 0; p < k; p++) {
+      uint64_t av = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+      if (!tb) {
+        const uint64_t *bp = b + p * ldb;
+        for (int64_t j = 0; j < n; j++) ci[j] += av * bp[j];
+      } else {
+        for (int64_t j = 0; j < n; j++) ci[j] += av * b[j * ldb + p];
+      }
+    }
+  }
+}
+
+/* ---- shared helpers ----------------------------------------------------- */
+
+static bool is_half(kn_dtype t) { return t == KN_DTYPE_F16 || t == KN_DTYPE_BF16; }
+
+/* Converts n elements of a half-precision buffer to float32. */
+static void half_to_f32(const void *src, kn_dtype t, int64_t n, float *dst) {
+  const uint16_t *s = src;
+  if (t == KN_DTYPE_F16)
+    for (int64_t i = 0; i < n; i++) dst[i] = kn_f16_to_f32(s[i]);
+  else
+    for (int64_t i = 0; i < n; i++) dst[i] = kn_bf16_to_f32(s[i]);
+}
+
+static void f32_to_half(const float *src, kn_dtype t, int64_t n, void *dst) {
+  uint16_t *d = dst;
+  if (t == KN_DTYPE_F16)
+    for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_f16(src[i]);
+  else
+    for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_bf16(src[i]);
+}
+
+/* Whole tensor as float32 / uint64 copies (caller frees). */
+static float *tensor_to_f32(const kn_tensor *t) {
+  int64_t n = kn_tensor_numel(t);
+  float *d = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (!d) return NULL;
+  if (t->dtype == KN_DTYPE_F32) memcpy(d, t->data, (size_t)n * sizeof(float));
+  else if (is_half(t->dtype)) half_to_f32(t->data, t->dtype, n, d);
+  else
+    for (int64_t i = 0; i < n; i++) d[i] = (float)kn_load_f64(t->data, t->dtype, i);
+  return d;
+}
+
+static uint64_t *tensor_to_u64(const kn_tensor *t) {
+  int64_t n = kn_tensor_numel(t);
+  uint64_t *d = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t));
+  if (!d) return NULL;
+  for (int64_t i = 0; i < n; i++) d[i] = (uint64_t)kn_load_i64(t->data, t->dtype, i);
+  return d;
+}
+
+static double dim_or_one(int64_t d) { return d < 0 ? 1.0 : (double)d; }
+
+static kn_status oom(kn_op_ctx *ctx) {
+  return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for scratch buffers");
+}
+
+/* ---- MatMul geometry (numpy.matmul) ---------------------------------- */
+
+typedef struct mm_geom {
+  int64_t m, n, k;
+  int32_t batch_rank;            /* output batch dims */
+  int64_t batch[KN_MAX_RANK];
+  int64_t a_bstride[KN_MAX_RANK]; /* in matrices, 0 where broadcast */
+  int64_t b_bstride[KN_MAX_RANK];
+  int64_t batches;               /* product of batch dims */
+  int64_t a_batches, b_batches;  /* matrices held by A and B */
+} mm_geom;
+
+/* Output shape of matmul(a, b); unknown parts stay unknown.  Fills g when
+ * both shapes are fully known. */
+static kn_status mm_shape(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
+                          int32_t *rout, int64_t *dout, mm_geom *g) {
+  if (a->rank == 0 || b->rank == 0)
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "matrix product inputs must have rank >= 1, got ranks %d and %d",
+                      (int)a->rank, (int)b->rank);
+  if (a->rank < 0 || b->rank < 0) {
+    *rout = -1;
+    return KN_OK;
+  }
+  int32_t ra = a->rank, rb = b->rank;
+  int64_t ka = a->dims[ra - 1];
+  int64_t kb = rb == 1 ? b->dims[0] : b->dims[rb - 2];
+  if (ka >= 0 && kb >= 0 && ka != kb) {
+    char sa[128], sb[128];
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "inner dimensions differ: A is %s, B is %s (%lld vs %lld)",
+                      kn_shape_str(ra, a->dims, sa, sizeof sa),
+                      kn_shape_str(rb, b->dims, sb, sizeof sb), (long long)ka,
+                      (long long)kb);
+  }
+  int32_t rba = ra > 2 ? ra - 2 : 0, rbb = rb > 2 ? rb - 2 : 0;
+  int32_t rbo;
+  int64_t bo[KN_MAX_RANK];
+  kn_status st = kn_broadcast(ctx, rba, a->dims, rbb, b->dims, &rbo, bo);
+  if (st) return st;
+  int32_t r = 0;
+  for (int32_t i = 0; i < rbo; i++) dout[r++] = bo[i];
+  int64_t m = ra >= 2 ? a->dims[ra - 2] : 1;
+  int64_t n = rb >= 2 ? b->dims[rb - 1] : 1;
+  if (ra >= 2) dout[r++] = m;
+  if (rb >= 2) dout[r++] = n;
+  *rout = r;
+  if (!g) return KN_OK;
+  memset(g, 0, sizeof *g);
+  g->m = m;
+  g->n = n;
+  g->k = ka;
+  g->batch_rank = rbo;
+  g->batches = 1;
+  for (int32_t i = 0; i < rbo; i++) {
+    g->batch[i] = bo[i];
+    g->batches *= bo[i];
+  }
+  kn_broadcast_strides(rba, a->dims, rbo, bo, g->a_bstride);
+  kn_broadcast_strides(rbb, b->dims, rbo, bo, g->b_bstride);
+  g->a_batches = kn_shape_numel(rba, a->dims);
+  g->b_batches = kn_shape_numel(rbb, b->dims);
+  return KN_OK;
+}
+
+/* Matrix indices of A and B for output batch `idx` (row-major). */
+static void mm_batch_index(const mm_geom *g, int64_t idx, int64_t *ia,
+                           int64_t *ib) {
+  int64_t oa = 0, ob = 0;
+  for (int32_t d = g->batch_rank - 1; d >= 0; d--) {
+    int64_t x = idx % g->batch[d];
+    idx /= g->batch[d];
+    oa += x * g->a_bstride[d];
+    ob += x * g->b_bstride[d];
+  }
+  *ia = oa;
+  *ib = ob;
+}
+
+/* ---- MatMul ------------------------------------------------------------ */
+
+static const kn_dtype matmul_types[] = {
+    KN_DTYPE_F32, KN_DTYPE_F64, KN_DTYPE_F16, KN_DTYPE_BF16, KN_DTYPE_I32,
+    KN_DTYPE_I64, KN_DTYPE_U32, KN_DTYPE_U64, 0};
+
+static kn_status same_dtype(kn_op_ctx *ctx, const kn_tensor *a,
+                            const kn_tensor *b, int32_t ib) {
+  if (a->dtype && b->dtype && a->dtype != b->dtype)
+    return kn_op_fail(ctx, KN_ERR_DTYPE,
+                      "input %d has dtype %s but input 0 has %s; they must match",
+                      (int)ib, kn_dtype_name(b->dtype), kn_dtype_name(a->dtype));
+  return KN_OK;
+}
+
+static kn_status matmul_infer(kn_op_ctx *ctx) {
+  const kn_tensor *a, *b;
+  kn_status st;
+  if ((st = kn_in_req(ctx, 0, &a)) || (st = kn_in_req(ctx, 1, &b))) return st;
+  if ((st = kn_check_dtype(ctx, 0, a, matmul_types)) ||
+      (st = kn_check_dtype(ctx, 1, b, matmul_types)) ||
+      (st = same_dtype(ctx, a, b, 1)))
+    return st;
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  if ((st = mm_shape(ctx, a, b, &r, d, NULL))) return st;
+  kn_out_set(ctx, 0, a->dtype ? a->dtype : b->dtype, r, d);
+  return KN_OK;
+}
+
+/* out (batches x m x n, zeroed) += a @ b for any dtype in matmul_types. */
+static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
+                                const kn_tensor *a, const kn_tensor *b,
+                                kn_tensor *y) {
+  int64_t m = g->m, n = g->n, k = g->k;
+  int64_t sa = m * k, sb = k * n, sy = m * n;
+  kn_dtype t = y->dtype;
+  if (sy == 0 || g->batches == 0) return KN_OK;
+  if (t == KN_DTYPE_F32) {
+    for (int64_t bi = 0; bi < g->batches; bi++) {
+      int64_t ia, ib;
+      mm_batch_index(g, bi, &ia, &ib);
+      if (!kn_f32_gemm(m, n, k, 1.0f, (const float *)a->data + ia * sa, k, false,
+                       (const float *)b->data + ib * sb, n, false,
+                       (float *)y->data + bi * sy, n))
+        return oom(ctx);
+    }
+    return KN_OK;
+  }
+  if (t == KN_DTYPE_F64) {
+    for (int64_t bi = 0; bi < g->batches; bi++) {
+      int64_t ia, ib;
+      mm_batch_index(g, bi, &ia, &ib);
+      f64_gemm(m, n, k, 1.0, (const double *)a->data + ia * sa, k, false,
+               (const double *)b->data + ib * sb, n, false,
+               (double *)y->data + bi * sy, n);
+    }
+    return KN_OK;
+  }
+  if (is_half(t)) {
+    float *fa = tensor_to_f32(a), *fb = tensor_to_f32(b);
+    float *fy = kn_calloc((size_t)sy, sizeof(float));
+    kn_status st = KN_OK;
+    if (!fa || !fb || !fy) st = oom(ctx);
+    for (int64_t bi = 0; !st && bi < g->batches; bi++) {
+      int64_t ia, ib;
+      mm_batch_index(g, bi, &ia, &ib);
+      memset(fy, 0, (size_t)sy * sizeof(float));
+      if (!kn_f32_gemm(m, n, k, 1.0f, fa + ia * sa, k, false, fb + ib * sb, n,
+                       false, fy, n))
+        st = oom(ctx);
+      else
+        f32_to_half(fy, t, sy, (uint16_t *)y->data + bi * sy);
+    }
+    free(fa);
+    free(fb);
+    free(fy);
+    return st;
+  }
+  /* integers */
+  uint64_t *ua = tensor_to_u64(a), *ub = tensor_to_u64(b);
+  uint64_t *uy = kn_calloc((size_t)sy, sizeof(uint64_t));
+  kn_status st = KN_OK;
+  if (!ua || !ub || !uy) st = oom(ctx);
+  for (int64_t bi = 0; !st && bi < g->batches; bi++) {
+    int64_t ia, ib;
+    mm_batch_index(g, bi, &ia, &ib);
+    memset(uy, 0, (size_t)sy * sizeof(uint64_t));
+    u64_gemm(m, n, k, 1, ua + ia * sa, k, false, ub + ib * sb, n, false, uy, n);
+    for (int64_t i = 0; i < sy; i++) kn_store_i64(y->data, t, bi * sy + i, (int64_t)uy[i]);
+  }
+  free(ua);
+  free(ub);
+  free(uy);
+  return st;
+}
+
+static kn_status matmul_run(kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  mm_geom g;
+  kn_status st = mm_shape(ctx, a, b, &r, d, &g);
+  if (st) return st;
+  return matmul_compute(ctx, &g, a, b, kn_out(ctx, 0));
+}
+
+static double matmul_flops(const kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
+  if (!a || !b || !y || a->rank < 1 || y->rank < 0) return 0;
+  double outn = 1;
+  for (int32_t i = 0; i < y->rank; i++) outn *= dim_or_one(y->dims[i]);
+  return 2.0 * outn * dim_or_one(a->dims[a->rank - 1]);
+}
+
+/* ---- Gemm --------------------------------------------------------------- */
+
+static kn_status gemm_dims(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
+                           int64_t *m, int64_t *n, int64_t *k) {
+  bool ta = kn_attr_int(ctx, "transA", 0) != 0;
+  bool tb = kn_attr_int(ctx, "transB", 0) != 0;
+  *m = *n = *k = -1;
+  if (a->rank >= 0 && a->rank != 2)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "input A must be 2-D, got rank %d",
+                      (int)a->rank);
+  if (b->rank >= 0 && b->rank != 2)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "input B must be 2-D, got rank %d",
+                      (int)b->rank);
+  int64_t ka = -1, kb = -1;
+  if (a->rank == 2) {
+    *m = a->dims[ta ? 1 : 0];
+    ka = a->dims[ta ? 0 : 1];
+  }
+  if (b->rank == 2) {
+    *n = b->dims[tb ? 0 : 1];
+    kb = b->dims[tb ? 1 : 0];
+  }
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "op(A) has %lld columns but op(B) has %lld rows (transA=%d, transB=%d)",
+                      (long long)ka, (long long)kb, ta, tb);
+  *k = ka >= 0 ? ka : kb;
+  return KN_OK;
+}
+
+/* C must broadcast unidirectionally to (m, n). */
+static kn_status gemm_check_c(kn_op_ctx *ctx, const kn_tensor *c, int64_t m,
+                              int64_t n) {
+  if (!c || c->rank < 0) return KN_OK;
+  if (c->rank > 2)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "input C must have rank <= 2, got %d",
+                      (int)c->rank);
+  int64_t want[2] = {m, n};
+  for (int32_t i = 0; i < c->rank; i++) {
+    int64_t cd = c->dims[i], od = want[2 - c->rank + i];
+    if (cd < 0 || od < 0 || cd == 1 || cd == od) continue;
+    char sc[64];
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "input C of shape %s does not broadcast to the output %lldx%lld",
+                      kn_shape_str(c->rank, c->dims, sc, sizeof sc), (long long)m,
+                      (long long)n);
+  }
+  return KN_OK;
+}
+
+static kn_status gemm_infer(kn_op_ctx *ctx) {
+  const kn_tensor *a, *b, *c = kn_in(ctx, 2);
+  kn_status st;
+  if ((st = kn_in_req(ctx, 0, &a)) || (st = kn_in_req(ctx, 1, &b))) return st;
+  if ((st = kn_check_dtype(ctx, 0, a, matmul_types)) ||
+      (st = kn_check_dtype(ctx, 1, b, matmul_types)) ||
+      (st = same_dtype(ctx, a, b, 1)))
+    return st;
+  if (c && (st = same_dtype(ctx, a, c, 2))) return st;
+  if (!c && ctx->opset < 11 && ctx->n_in < 3)
+    return kn_op_fail(ctx, KN_ERR_MISSING,
+                      "input C is required before opset 11 (model opset %lld)",
+                      (long long)ctx->opset);
+  int64_t m, n, k;
+  if ((st = gemm_dims(ctx, a, b, &m, &n, &k))) return st;
+  if ((st = gemm_check_c(ctx, c, m, n))) return st;
+  int64_t d[2] = {m, n};
+  kn_out_set(ctx, 0, a->dtype ? a->dtype : b->dtype, 2, d);
+  return KN_OK;
+}
+
+static kn_status gemm_run(kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1), *c = kn_in(ctx, 2);
+  bool ta = kn_attr_int(ctx, "transA", 0) != 0;
+  bool tb = kn_attr_int(ctx, "transB", 0) != 0;
+  float alpha = kn_attr_float(ctx, "alpha", 1.0f);
+  float beta = kn_attr_float(ctx, "beta", 1.0f);
+  int64_t m, n, k;
+  kn_status st = gemm_dims(ctx, a, b, &m, &n, &k);
+  if (st) return st;
+  kn_tensor *y = kn_out(ctx, 0);
+  kn_dtype t = y->dtype;
+  int64_t lda = a->dims[1], ldb = b->dims[1];
+  if (m * n == 0) return KN_OK;
+  bool int_type = kn_dtype_is_int(t);
+
+  /* Work buffer w (float/double/uint64 matching the compute type). */
+  void *w = NULL;
+  bool own_w = false;
+  if (t == KN_DTYPE_F32 || t == KN_DTYPE_F64) {
+    w = y->data;
+  } else {
+    size_t es = int_type ? sizeof(uint64_t) : sizeof(float);
+    w = kn_calloc((size_t)(m * n), es);
+    if (!w) return oom(ctx);
+    own_w = true;
+  }
+  /* beta * C, broadcast */
+  if (c && beta != 0.0f && kn_tensor_numel(c) > 0) {
+    int64_t cs[2] = {0, 0};
+    int64_t od[2] = {m, n};
+    kn_broadcast_strides(c->rank, c->dims, 2, od, cs);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t ci = i * cs[0] + j * cs[1], oi = i * n + j;
+        if (t == KN_DTYPE_F64)
+          ((double *)w)[oi] = (double)beta * ((const double *)c->data)[ci];
+        else if (int_type)
+          ((uint64_t *)w)[oi] =
+              (uint64_t)(int64_t)beta * (uint64_t)kn_load_i64(c->data, c->dtype, ci);
+        else
+          ((float *)w)[oi] = beta * (float)kn_load_f64(c->data, c->dtype, ci);
+      }
+  }
+  st = KN_OK;
+  if (t == KN_DTYPE_F32) {
+    if (!kn_f32_gemm(m, n, k, alpha, a->data, lda, ta, b->data, ldb, tb, w, n))
+      st = oom(ctx);
+  } else if (t == KN_DTYPE_F64) {
+    f64_gemm(m, n, k, alpha, a->data, lda, ta, b->data, ldb, tb, w, n);
+  } else if (int_type) {
+    uint64_t *ua = tensor_to_u64(a), *ub = tensor_to_u64(b);
+    if (!ua || !ub) st = oom(ctx);
+    else
+      u64_gemm(m, n, k, (uint64_t)(int64_t)alpha, ua, lda, ta, ub, ldb, tb, w, n);
+    free(ua);
+    free(ub);
+    if (!st)
+      for (int64_t i = 0; i < m * n; i++)
+        kn_store_i64(y->data, t, i, (int64_t)((uint64_t *)w)[i]);
+  } else {
+    float *fa = tensor_to_f32(a), *fb = tensor_to_f32(b);
+    if (!fa || !fb) st = oom(ctx);
+    else if (!kn_f32_gemm(m, n, k, alpha, fa, lda, ta, fb, ldb, tb, w, n))
+      st = oom(ctx);
+    free(fa);
+    free(fb);
+    if (!st) f32_to_half(w, t, m * n, y->data);
+  }
+  if (own_w) free(w);
+  return st;
+}
+
+static double gemm_flops(const kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  if (!a || !b || a->rank != 2 || b->rank != 2) return 0;
+  bool tb = kn_attr_int(ctx, "transB", 0) != 0;
+  return 2.0 * dim_or_one(a->dims[0]) * dim_or_one(a->dims[1]) *
+         dim_or_one(b->dims[tb ? 0 : 1]);
+}
+
+/* ---- MatMulInteger / QLinearMatMul ------------------------------------ */
+
+static const kn_dtype q8_types[] = {KN_DTYPE_U8, KN_DTYPE_I8, 0};
+
+/* A zero point / scale that is per tensor (one element), per row of A
+ * (m or a_batches*m elements) or per column of B (n or b_batches*n). */
+typedef struct qparam {
+  const kn_tensor *t;
+  int64_t per;   /* 1: per tensor; else elements per matrix (m or n) */
+  bool batched;  /* one set per matrix of the operand */
+} qparam;
+
+static kn_status qparam_check(kn_op_ctx *ctx, int32_t input, const kn_tensor *t,
+                              int64_t per, int64_t batches, qparam *q) {
+  q->t = t;
+  q->per = 1;
+  q->batched = false;
+  if (!t || !kn_shape_known(t) || per < 0) return KN_OK;
+  int64_t nel = kn_tensor_numel(t);
+  if (nel == 1) return KN_OK;
+  if (nel == per) {
+    q->per = per;
+    return KN_OK;
+  }
+  if (batches >= 0 && nel == per * batches) {
+    q->per = per;
+    q->batched = true;
+    return KN_OK;
+  }
+  char s[128];
+  return kn_op_fail(ctx, KN_ERR_SHAPE,
+                    "input %d of shape %s must have 1, %lld or %lld elements "
+                    "(per tensor, per row/column, per matrix row/column)",
+                    (int)input, kn_shape_str(t->rank, t->dims, s, sizeof s),
+                    (long long)per, (long long)(per * (batches > 0 ? batches : 1)));
+}
+
+static inline int64_t qparam_index(const qparam *q, int64_t matrix, int64_t i) {
+  if (q->per == 1) return 0;
+  return (q->batched ? matrix * q->per : 0) + i;
+}
+
+/* acc[bi] (m x n int32 matrices) = sum_k (a - azp)(b - bzp). */
+static kn_status mm_int_accumulate(kn_op_ctx *ctx, const mm_geom *g,
+                                   const kn_tensor *a, const qparam *azp,
+                                   const kn_tensor *b, const qparam *bzp,
+                                   int32_t *acc) {
+  int64_t m = g->m, n = g->n, k = g->k;
+  int32_t *brow = kn_malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof(int32_t));
+  if (!brow) return oom(ctx);
+  for (int64_t bi = 0; bi < g->batches; bi++) {
+    int64_t ia, ib;
+    mm_batch_index(g, bi, &ia, &ib);
+    /* B with zero points removed */
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t zp = bzp->t ? kn_load_i64(bzp->t->data, bzp->t->dtype,
+                                          qparam_index(bzp, ib, j))
+                            : 0;
+        brow[p * n + j] =
+            (int32_t)(kn_load_i64(b->data, b->dtype, ib * k * n + p * n + j) - zp);
+      }
+    int32_t *c = acc + bi * m * n;
+    for (int64_t i = 0; i < m; i++) {
+      int64_t zp = azp->t ? kn_load_i64(azp->t->data, azp->t->dtype,
+                                        qparam_index(azp, ia, i))
+                          : 0;
+      uint32_t *ci = (uint32_t *)(c + i * n);
+      for (int64_t p = 0; p < k; p++) {
+        int32_t av =
+            (int32_t)(kn_load_i64(a->data, a->dtype, ia * m * k + i * k + p) - zp);
+        if (!av) continue;
+        const int32_t *bp = brow + p * n;
+        for (int64_t j = 0; j < n; j++)
+          ci[j] += (uint32_t)av * (uint32_t)bp[j]; /* int32 wrap-around */
+      }
+    }
+  }
+  free(brow);
+  return KN_OK;
+}
+
+static kn_status mmi_infer(kn_op_ctx *ctx) {
+  const kn_tensor *a, *b;
+  kn_status st;
+  if ((st = kn_in_req(ctx, 0, &a)) || (st = kn_in_req(ctx, 1, &b))) return st;
+  if ((st = kn_check_dtype(ctx, 0, a, q8_types)) ||
+      (st = kn_check_dtype(ctx, 1, b, q8_types)))
+    return st;
+  const kn_tensor *azp = kn_in(ctx, 2), *bzp = kn_in(ctx, 3);
+  if ((azp && (st = kn_check_dtype(ctx, 2, azp, q8_types))) ||
+      (bzp && (st = kn_check_dtype(ctx, 3, bzp, q8_types))))
+    return st;
+  if (azp && a->dtype && azp->dtype && azp->dtype != a->dtype)
+    return kn_op_fail(ctx, KN_ERR_DTYPE, "a_zero_point dtype %s differs from A's %s",
+                      kn_dtype_name(azp->dtype), kn_dtype_name(a->dtype));
+  if (bzp && b->dtype && bzp->dtype && bzp->dtype != b->dtype)
+    return kn_op_fail(ctx, KN_ERR_DTYPE, "b_zero_point dtype %s differs from B's %s",
+                      kn_dtype_name(bzp->dtype), kn_dtype_name(b->dtype));
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  mm_geom g;
+  bool known = kn_shape_known(a) && kn_shape_known(b);
+  if ((st = mm_shape(ctx, a, b, &r, d, known ? &g : NULL))) return st;
+  if (known) {
+    qparam q;
+    if ((st = qparam_check(ctx, 2, azp, g.m, g.a_batches, &q)) ||
+        (st = qparam_check(ctx, 3, bzp, g.n, g.b_batches, &q)))
+      return st;
+  }
+  kn_out_set(ctx, 0, KN_DTYPE_I32, r, d);
+  return KN_OK;
+}
+
+static kn_status mmi_run(kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  mm_geom g;
+  qparam azp, bzp;
+  kn_status st;
+  if ((st = mm_shape(ctx, a, b, &r, d, &g)) ||
+      (st = qparam_check(ctx, 2, kn_in(ctx, 2), g.m, g.a_batches, &azp)) ||
+      (st = qparam_check(ctx, 3, kn_in(ctx, 3), g.n, g.b_batches, &bzp)))
+    return st;
+  kn_tensor *y = kn_out(ctx, 0);
+  if (kn_tensor_numel(y) == 0) return KN_OK;
+  return mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, y->data);
+}
+
+/* Round half to even and saturate into the range of dtype t. */
+static int64_t quant_saturate(double v, kn_dtype t) {
+  double r = nearbyint(v);
+  double lo = t == KN_DTYPE_U8 ? 0 : -128, hi = t == KN_DTYPE_U8 ? 255 : 127;
+  if (isnan(r)) r = 0;
+  if (r < lo) r = lo;
+  if (r > hi) r = hi;
+  return (int64_t)r;
+}
+
+static const kn_dtype scale_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_BF16, 0};
+
+static kn_status qlmm_infer(kn_op_ctx *ctx) {
+  const kn_tensor *in[8];
+  kn_status st;
+  for (int32_t i = 0; i < 8; i++)
+    if ((st = kn_in_req(ctx, i, &in[i]))) return st;
+  const kn_tensor *a = in[0], *b = in[3];
+  if ((st = kn_check_dtype(ctx, 0, a, q8_types)) ||
+      (st = kn_check_dtype(ctx, 3, b, q8_types)) ||
+      (st = kn_check_dtype(ctx, 7, in[7], q8_types)) ||
+      (st = kn_check_dtype(ctx, 1, in[1], scale_types)) ||
+      (st = kn_check_dtype(ctx, 4, in[4], scale_types)) ||
+      (st = kn_check_dtype(ctx, 6, in[6], scale_types)))
+    return st;
+  static const int32_t zp_of[3][2] = {{2, 0}, {5, 3}, {7, 7}};
+  for (int32_t i = 0; i < 3; i++) {
+    const kn_tensor *z = in[zp_of[i][0]], *x = in[zp_of[i][1]];
+    if (z->dtype && x->dtype && z->dtype != x->dtype)
+      return kn_op_fail(ctx, KN_ERR_DTYPE, "input %d has dtype %s, expected %s",
+                        (int)zp_of[i][0], kn_dtype_name(z->dtype),
+                        kn_dtype_name(x->dtype));
+  }
+  if (kn_shape_known(in[6]) && kn_tensor_numel(in[6]) != 1)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "y_scale must have one element");
+  if (kn_shape_known(in[7]) && kn_tensor_numel(in[7]) != 1)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "y_zero_point must have one element");
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  mm_geom g;
+  bool known = kn_shape_known(a) && kn_shape_known(b);
+  if ((st = mm_shape(ctx, a, b, &r, d, known ? &g : NULL))) return st;
+  if (known) {
+    qparam q;
+    if ((st = qparam_check(ctx, 1, in[1], g.m, g.a_batches, &q)) ||
+        (st = qparam_check(ctx, 2, in[2], g.m, g.a_batches, &q)) ||
+        (st = qparam_check(ctx, 4, in[4], g.n, g.b_batches, &q)) ||
+        (st = qparam_check(ctx, 5, in[5], g.n, g.b_batches, &q)))
+      return st;
+  }
+  kn_out_set(ctx, 0, in[7]->dtype ? in[7]->dtype : KN_DTYPE_U8, r, d);
+  return KN_OK;
+}
+
+static kn_status qlmm_run(kn_op_ctx *ctx) {
+  const kn_tensor *in[8];
+  for (int32_t i = 0; i < 8; i++) in[i] = kn_in(ctx, i);
+  const kn_tensor *a = in[0], *b = in[3];
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  mm_geom g;
+  qparam as, azp, bs, bzp;
+  kn_status st;
+  if ((st = mm_shape(ctx, a, b, &r, d, &g)) ||
+      (st = qparam_check(ctx, 1, in[1], g.m, g.a_batches, &as)) ||
+      (st = qparam_check(ctx, 2, in[2], g.m, g.a_batches, &azp)) ||
+      (st = qparam_check(ctx, 4, in[4], g.n, g.b_batches, &bs)) ||
+      (st = qparam_check(ctx, 5, in[5], g.n, g.b_batches, &bzp)))
+    return st;
+  kn_tensor *y = kn_out(ctx, 0);
+  int64_t total = kn_tensor_numel(y);
+  if (total == 0) return KN_OK;
+  int32_t *acc = kn_malloc((size_t)total * sizeof(int32_t));
+  if (!acc) return oom(ctx);
+  memset(acc, 0, (size_t)total * sizeof(int32_t));
+  st = mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, acc);
+  if (!st) {
+    float ys = (float)kn_load_f64(in[6]->data, in[6]->dtype, 0);
+    double yzp = (double)kn_load_i64(in[7]->data, in[7]->dtype, 0);
+    for (int64_t bi = 0; bi < g.batches; bi++) {
+      int64_t ia, ib;
+      mm_batch_index(&g, bi, &ia, &ib);
+      for (int64_t i = 0; i < g.m; i++) {
+        float sa = (float)kn_load_f64(in[1]->data, in[1]->dtype,
+                                      qparam_index(&as, ia, i));
+        for (int64_t j = 0; j < g.n; j++) {
+          float sb = (float)kn_load_f64(in[4]->data, in[4]->dtype,
+                                        qparam_index(&bs, ib, j));
+          float mult = sa * sb / ys;
+          int64_t o = bi * g.m * g.n + i * g.n + j;
+          kn_store_i64(y->data, y->dtype, o,
+                       quant_saturate((double)acc[o] * mult + yzp, y->dtype));
+        }
+      }
+    }
+  }
+  free(acc);
+  return st;
+}
+
+/* ---- Det ---------------------------------------------------------------- */
+
+static const kn_dtype det_types[] = {KN_DTYPE_F32, KN_DTYPE_F64, KN_DTYPE_F16,
+                                     KN_DTYPE_BF16, 0};
+
+static kn_status det_infer(kn_op_ctx *ctx) {
+  const kn_tensor *x;
+  kn_status st;
+  if ((st = kn_in_req(ctx, 0, &x)) || (st = kn_check_dtype(ctx, 0, x, det_types)))
+    return st;
+  if (x->rank < 0) {
+    kn_out_set(ctx, 0, x->dtype, -1, NULL);
+    return KN_OK;
+  }
+  if (x->rank < 2)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "input must have rank >= 2, got %d",
+                      (int)x->rank);
+  int64_t a = x->dims[x->rank - 2], b = x->dims[x->rank - 1];
+  if (a >= 0 && b >= 0 && a != b)
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "the last two dims must be equal (square matrices), got %lldx%lld",
+                      (long long)a, (long long)b);
+  kn_out_set(ctx, 0, x->dtype, x->rank - 2, x->dims);
+  return KN_OK;
+}
+
+static kn_status det_run(kn_op_ctx *ctx) {
+  const kn_tensor *x = kn_in(ctx, 0);
+  kn_tensor *y = kn_out(ctx, 0);
+  int64_t n = x->dims[x->rank - 1];
+  int64_t count = kn_tensor_numel(y);
+  if (count == 0) return KN_OK;
+  double *m = kn_malloc((size_t)(n * n > 0 ? n * n : 1) * sizeof(double));
+  if (!m) return oom(ctx);
+  for (int64_t bi = 0; bi < count; bi++) {
+    for (int64_t i = 0; i < n * n; i++)
+      m[i] = kn_load_f64(x->data, x->dtype, bi * n * n + i);
+    /* LU decomposition with partial pivoting */
+    double det = 1.0;
+    for (int64_t c = 0; c < n && det != 0.0; c++) {
+      int64_t piv = c;
+      for (int64_t r = c + 1; r < n; r++)
+        if (fabs(m[r * n + c]) > fabs(m[piv * n + c])) piv = r;
+      if (m[piv * n + c] == 0.0) {
+        det = 0.0;
+        break;
+      }
+      if (piv != c) {
+        for (int64_t j = 0; j < n; j++) {
+          double t = m[c * n + j];
+          m[c * n + j] = m[piv * n + j];
+          m[piv * n + j] = t;
+        }
+        det = -det;
+      }
+      double p = m[c * n + c];
+      det *= p;
+      for (int64_t r = c + 1; r < n; r++) {
+        double f = m[r * n + c] / p;
+        if (f == 0.0) continue;
+        for (int64_t j = c; j < n; j++) m[r * n + j] -= f * m[c * n + j];
+      }
+    }
+    kn_store_f64(y->data, y->dtype, bi, det);
+  }
+  free(m);
+  return KN_OK;
+}
+
+const kn_op_def kn_ops_matmul[] = {
+    {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops},
+    {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops},
+    {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
+    {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
+    {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},
+    KN_OP_END,
+};

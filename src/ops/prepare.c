@@ -1,0 +1,170 @@
+/* Op resolution and static shape/type inference over a model. */
+#include "op.h"
+
+#define KN_MAX_OPSET 21
+
+static kn_status resolve_graph(const kn_ir_model *m, kn_graph *g, kn_error *err);
+
+static kn_status resolve_node(const kn_ir_model *m, kn_node *n, kn_error *err) {
+  const char *label = m->label ? m->label : "model";
+  bool deflt = !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
+  int64_t version = kn_ir_model_opset(m, n->domain);
+  if (version <= 0)
+    return kn_fail(err, KN_ERR_PARSE,
+                   "%s: node '%s' (%s) uses domain '%s', which the model does not "
+                   "import (opset_import)",
+                   label, n->name, n->op_type, n->domain);
+  if (deflt && version > KN_MAX_OPSET)
+    return kn_fail(err, KN_ERR_UNSUPPORTED,
+                   "%s: the model uses default-domain opset %lld; kiln supports "
+                   "opsets 1 to %d",
+                   label, (long long)version, KN_MAX_OPSET);
+  const kn_op_def *op = kn_op_find(n->domain, n->op_type);
+  if (!op)
+    return kn_fail(err, KN_ERR_UNSUPPORTED,
+                   "%s: node '%s': op '%s'%s%s%s is not supported by kiln", label,
+                   n->name, n->op_type, deflt ? "" : " (domain '",
+                   deflt ? "" : n->domain, deflt ? "" : "')");
+  if (version < op->since || (op->until && version > op->until))
+    return kn_fail(err, KN_ERR_UNSUPPORTED,
+                   "%s: node '%s': op '%s' at opset %lld is not supported (kiln "
+                   "implements versions %d to %d)",
+                   label, n->name, n->op_type, (long long)version, op->since,
+                   op->until);
+  int32_t nin = n->n_inputs;
+  while (nin > 0 && n->inputs[nin - 1] < 0) nin--;
+  int32_t nout = n->n_outputs;
+  if (nin < op->min_inputs || (op->max_inputs >= 0 && nin > op->max_inputs))
+    return kn_fail(err, KN_ERR_PARSE,
+                   "%s: node '%s' (%s): has %d inputs, expected %d to %d", label,
+                   n->name, n->op_type, nin, op->min_inputs,
+                   op->max_inputs < 0 ? 32767 : op->max_inputs);
+  if (nout < op->min_outputs || (op->max_outputs >= 0 && nout > op->max_outputs))
+    return kn_fail(err, KN_ERR_PARSE,
+                   "%s: node '%s' (%s): has %d outputs, expected %d to %d", label,
+                   n->name, n->op_type, nout, op->min_outputs,
+                   op->max_outputs < 0 ? 32767 : op->max_outputs);
+  for (int32_t k = 0; k < op->min_inputs && k < n->n_inputs; k++)
+    if (n->inputs[k] < 0 && op->max_inputs >= 0)
+      return kn_fail(err, KN_ERR_MISSING,
+                     "%s: node '%s' (%s): required input %d is empty", label, n->name,
+                     n->op_type, k);
+  n->op = op;
+  n->opset = (int32_t)version;
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    kn_attr *at = &n->attrs[a];
+    if (at->type == KN_ATTR_GRAPH && at->g) {
+      kn_status st = resolve_graph(m, at->g, err);
+      if (st) return st;
+    }
+    if (at->type == KN_ATTR_GRAPHS)
+      for (int32_t i = 0; i < at->n; i++) {
+        kn_status st = resolve_graph(m, at->graphs[i], err);
+        if (st) return st;
+      }
+  }
+  return KN_OK;
+}
+
+static kn_status resolve_graph(const kn_ir_model *m, kn_graph *g, kn_error *err) {
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    kn_status st = resolve_node(m, &g->nodes[i], err);
+    if (st) return st;
+  }
+  return KN_OK;
+}
+
+static void slot_from_value(const kn_value *v, kn_slot *s) {
+  memset(s, 0, sizeof *s);
+  s->kind = v->type.kind;
+  if (v->constant) {
+    s->kind = KN_KIND_TENSOR;
+    s->t = kn_tensor_view(v->constant);
+    return;
+  }
+  if (s->kind == KN_KIND_SEQUENCE) {
+    s->seq.elem_dtype = v->type.dtype;
+    return;
+  }
+  s->t.dtype = v->type.dtype;
+  s->t.rank = v->type.rank;
+  memcpy(s->t.dims, v->type.dims, sizeof s->t.dims);
+}
+
+static void value_from_slot(kn_value *v, const kn_slot *s) {
+  if (s->kind == KN_KIND_NONE) return; /* nothing learnt */
+  kn_type *t = &v->type;
+  t->kind = s->kind;
+  if (s->kind == KN_KIND_SEQUENCE) {
+    if (s->seq.elem_dtype) t->dtype = s->seq.elem_dtype;
+    return;
+  }
+  if (s->t.dtype) t->dtype = s->t.dtype;
+  if (s->t.rank >= 0) {
+    int64_t old[KN_MAX_RANK];
+    bool had = t->rank == s->t.rank;
+    memcpy(old, t->dims, sizeof old);
+    t->rank = s->t.rank;
+    for (int32_t d = 0; d < t->rank; d++)
+      t->dims[d] = s->t.dims[d] >= 0 ? s->t.dims[d] : (had ? old[d] : -1);
+  }
+}
+
+kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g, kn_error *err) {
+  kn_status st = KN_OK;
+  /* subgraph outer values take their parent's (now inferred) types */
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (g->values[v].outer >= 0 && g->parent)
+      g->values[v].type = g->parent->values[g->values[v].outer].type;
+  kn_slot *in = NULL, *out = NULL;
+  kn_slot **pin = NULL, **pout = NULL;
+  for (int32_t i = 0; i < g->n_nodes && !st; i++) {
+    kn_node *n = &g->nodes[i];
+    for (int32_t a = 0; a < n->n_attrs && !st; a++) {
+      kn_attr *at = &n->attrs[a];
+      if (at->type == KN_ATTR_GRAPH && at->g) st = kn_ops_infer_graph(m, at->g, err);
+      for (int32_t k = 0; at->type == KN_ATTR_GRAPHS && k < at->n && !st; k++)
+        st = kn_ops_infer_graph(m, at->graphs[k], err);
+    }
+    if (st) break;
+    free(in);
+    free(pin);
+    free(out);
+    free(pout);
+    in = kn_calloc((size_t)n->n_inputs + 1, sizeof *in);
+    pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *pin);
+    out = kn_calloc((size_t)n->n_outputs + 1, sizeof *out);
+    pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *pout);
+    if (!in || !pin || !out || !pout) {
+      st = kn_fail(err, KN_ERR_OOM, "out of memory during shape inference");
+      break;
+    }
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+      if (n->inputs[k] < 0) continue;
+      slot_from_value(&g->values[n->inputs[k]], &in[k]);
+      pin[k] = &in[k];
+    }
+    for (int32_t o = 0; o < n->n_outputs; o++) {
+      out[o].t.rank = -1;
+      pout[o] = &out[o];
+    }
+    kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
+                     .n_out = n->n_outputs, .out = pout, .static_infer = true,
+                     .err = err, .label = m->label};
+    st = n->op->infer(&ctx);
+    for (int32_t o = 0; o < n->n_outputs && !st; o++)
+      if (n->outputs[o] >= 0) value_from_slot(&g->values[n->outputs[o]], &out[o]);
+    for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
+  }
+  free(in);
+  free(pin);
+  free(out);
+  free(pout);
+  return st;
+}
+
+kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) {
+  kn_status st = resolve_graph(m, m->graph, err);
+  if (st) return st;
+  return kn_ops_infer_graph(m, m->graph, err);
+}

@@ -1,0 +1,307 @@
+/*
+ * ONNX backend conformance: runs every case of the ONNX test data
+ * (model.onnx + test_data_set_N/{input,output}_K.pb) through kiln and checks
+ * the outputs: same dtype and shape, values within rtol 1e-3 / atol 1e-5
+ * (exact for integers, bools and strings).
+ *
+ *   kiln_conformance [--data DIR] [--filter SUBSTR]... [--expect FILE]
+ *                    [--write-pass FILE] [--timeout SEC] [--no-fork]
+ *
+ * Each case runs in a child process so one crash or hang is one failure.
+ * With --expect, exits 1 when any case listed in FILE fails.
+ */
+#include "engine/engine.h"
+#include "onnx/onnx.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RTOL 1e-3
+#define ATOL 1e-5
+
+static const char *const suites[] = {"node", "pytorch-converted", "pytorch-operator",
+                                     "simple"};
+
+static bool file_exists(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static kn_status compare_tensor(const kn_tensor *got, const kn_tensor *want,
+                                char *why, size_t wl) {
+  char a[128], b[128];
+  if (got->dtype != want->dtype) {
+    snprintf(why, wl, "dtype %s, expected %s", kn_dtype_name(got->dtype),
+             kn_dtype_name(want->dtype));
+    return KN_ERR_DTYPE;
+  }
+  bool same = got->rank == want->rank;
+  for (int32_t d = 0; same && d < got->rank; d++) same = got->dims[d] == want->dims[d];
+  if (!same) {
+    snprintf(why, wl, "shape %s, expected %s", kn_shape_str(got->rank, got->dims, a, sizeof a),
+             kn_shape_str(want->rank, want->dims, b, sizeof b));
+    return KN_ERR_SHAPE;
+  }
+  int64_t n = kn_tensor_numel(want);
+  for (int64_t i = 0; i < n; i++) {
+    if (want->dtype == KN_DTYPE_STRING) {
+      const char *x = ((char **)got->data)[i], *y = ((char **)want->data)[i];
+      if (strcmp(x ? x : "", y ? y : "") != 0) {
+        snprintf(why, wl, "element %lld: '%s', expected '%s'", (long long)i, x, y);
+        return KN_ERR_INTERNAL;
+      }
+    } else if (kn_dtype_is_float(want->dtype)) {
+      double x = kn_load_f64(got->data, got->dtype, i);
+      double y = kn_load_f64(want->data, want->dtype, i);
+      if (isnan(y) && isnan(x)) continue;
+      if (isinf(y) && x == y) continue;
+      if (!(fabs(x - y) <= ATOL + RTOL * fabs(y))) {
+        snprintf(why, wl, "element %lld: %.9g, expected %.9g", (long long)i, x, y);
+        return KN_ERR_INTERNAL;
+      }
+    } else {
+      int64_t x = kn_load_i64(got->data, got->dtype, i);
+      int64_t y = kn_load_i64(want->data, want->dtype, i);
+      if (x != y) {
+        snprintf(why, wl, "element %lld: %lld, expected %lld", (long long)i, (long long)x,
+                 (long long)y);
+        return KN_ERR_INTERNAL;
+      }
+    }
+  }
+  return KN_OK;
+}
+
+static kn_status compare_slot(const kn_slot *got, const kn_slot *want, char *why,
+                              size_t wl) {
+  if (got->kind != want->kind) {
+    static const char *const k[] = {"none", "tensor", "sequence"};
+    snprintf(why, wl, "got a %s, expected a %s", k[got->kind], k[want->kind]);
+    return KN_ERR_DTYPE;
+  }
+  if (want->kind == KN_KIND_TENSOR) return compare_tensor(&got->t, &want->t, why, wl);
+  if (want->kind == KN_KIND_SEQUENCE) {
+    if (got->seq.count != want->seq.count) {
+      snprintf(why, wl, "sequence of %d, expected %d", got->seq.count, want->seq.count);
+      return KN_ERR_SHAPE;
+    }
+    for (int32_t i = 0; i < want->seq.count; i++) {
+      char sub[400];
+      if (compare_tensor(&got->seq.items[i], &want->seq.items[i], sub, sizeof sub)) {
+        snprintf(why, wl, "sequence item %d: %s", i, sub);
+        return KN_ERR_INTERNAL;
+      }
+    }
+  }
+  return KN_OK;
+}
+
+/* Runs one case; 0 on pass, else writes the reason. */
+static int run_case(const char *dir, char *why, size_t wl) {
+  char path[8448];
+  kn_error err = {0};
+  kn_model *m = NULL;
+  kn_context *c = NULL;
+  int rc = 1;
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  if (kn_model_load(path, &m, &err)) {
+    snprintf(why, wl, "load: %s", err.msg);
+    return 1;
+  }
+  if (kn_context_create(m, &c, &err)) {
+    snprintf(why, wl, "%s", err.msg);
+    goto out;
+  }
+  const kn_graph *g = kn_model_ir(m)->graph;
+  int32_t nin = kn_model_input_count(m), nout = kn_model_output_count(m);
+  for (int set = 0;; set++) {
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/test_data_set_%d", dir, set);
+    if (!file_exists(sdir)) {
+      rc = set == 0 ? (snprintf(why, wl, "no test data"), 1) : 0;
+      break;
+    }
+    kn_slot *ins = kn_calloc((size_t)nin + 1, sizeof *ins);
+    bool ok = true;
+    for (int32_t i = 0; i < nin && ok; i++) {
+      snprintf(path, sizeof path, "%s/input_%d.pb", sdir, i);
+      const kn_value *v = &g->values[g->inputs[m->inputs[i]]];
+      if (!file_exists(path)) {
+        if (v->type.optional) continue;
+        snprintf(why, wl, "missing input_%d.pb", i);
+        ok = false;
+        break;
+      }
+      if (kn_onnx_read_slot_file(path, v->type.kind == KN_KIND_SEQUENCE ? KN_KIND_SEQUENCE : KN_KIND_TENSOR,
+                                 v->type.optional, &ins[i], &err) ||
+          kn_context_set_input_slot(c, i, &ins[i], &err)) {
+        snprintf(why, wl, "input %d: %s", i, err.msg);
+        ok = false;
+      }
+    }
+    if (ok && kn_context_run(c, &err)) {
+      snprintf(why, wl, "run: %s", err.msg);
+      ok = false;
+    }
+    for (int32_t o = 0; o < nout && ok; o++) {
+      snprintf(path, sizeof path, "%s/output_%d.pb", sdir, o);
+      const kn_value *v = &g->values[g->outputs[o]];
+      kn_slot want;
+      const kn_slot *got = kn_context_output_slot(c, o);
+      kn_kind kind = v->type.kind == KN_KIND_SEQUENCE ? KN_KIND_SEQUENCE : KN_KIND_TENSOR;
+      if (!v->type.optional && got && got->kind == KN_KIND_SEQUENCE) kind = KN_KIND_SEQUENCE;
+      if (kn_onnx_read_slot_file(path, kind, v->type.optional, &want, &err)) {
+        snprintf(why, wl, "expected output %d: %s", o, err.msg);
+        ok = false;
+        break;
+      }
+      char sub[400];
+      if (compare_slot(got, &want, sub, sizeof sub)) {
+        snprintf(why, wl, "output %d '%s': %s", o, v->name, sub);
+        ok = false;
+      }
+      kn_slot_release(&want);
+    }
+    for (int32_t i = 0; i < nin; i++) kn_slot_release(&ins[i]);
+    free(ins);
+    if (!ok) break;
+  }
+out:
+  kn_context_free(c);
+  kn_model_free(m);
+  return rc;
+}
+
+/* Runs a case in a child; returns 0 pass, 1 fail. */
+static int run_isolated(const char *dir, int timeout, bool fork_it, char *why, size_t wl) {
+  if (!fork_it) return run_case(dir, why, wl);
+  int fds[2];
+  if (pipe(fds) != 0) return run_case(dir, why, wl);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    alarm((unsigned)timeout);
+    char buf[2048] = {0};
+    int rc = run_case(dir, buf, sizeof buf);
+    ssize_t w = write(fds[1], buf, strlen(buf));
+    (void)w;
+    close(fds[1]);
+    _exit(rc);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < wl && (r = read(fds[0], why + got, wl - 1 - got)) > 0) got += (size_t)r;
+  why[got] = 0;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    snprintf(why, wl, "%s (signal %d)",
+             WTERMSIG(status) == SIGALRM ? "timed out" : "crashed", WTERMSIG(status));
+    return 1;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+static char **read_list(const char *path, int *n) {
+  *n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char line[1024];
+  char **list = NULL;
+  int cap = 0;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (!line[0] || line[0] == '#') continue;
+    if (!KN_GROW(list, cap, *n + 1)) break;
+    list[(*n)++] = kn_strdup(line);
+  }
+  fclose(f);
+  return list;
+}
+
+int main(int argc, char **argv) {
+  const char *data = "/usr/share/libonnx-testdata/data";
+  const char *filters[64];
+  int nfilters = 0, timeout = 60;
+  const char *expect = NULL, *write_pass = NULL;
+  bool fork_it = true;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+    else if (!strcmp(argv[i], "--filter") && i + 1 < argc && nfilters < 64) filters[nfilters++] = argv[++i];
+    else if (!strcmp(argv[i], "--expect") && i + 1 < argc) expect = argv[++i];
+    else if (!strcmp(argv[i], "--write-pass") && i + 1 < argc) write_pass = argv[++i];
+    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-fork")) fork_it = false;
+    else {
+      fprintf(stderr, "usage: %s [--data DIR] [--filter S]... [--expect FILE] "
+                      "[--write-pass FILE] [--timeout SEC] [--no-fork]\n", argv[0]);
+      return 2;
+    }
+  }
+  int nexp = 0;
+  char **expected = expect ? read_list(expect, &nexp) : NULL;
+  if (expect && !expected) {
+    fprintf(stderr, "kiln_conformance: cannot read %s\n", expect);
+    return 2;
+  }
+  FILE *wp = write_pass ? fopen(write_pass, "w") : NULL;
+  int passed = 0, failed = 0, regressions = 0;
+  for (size_t s = 0; s < sizeof suites / sizeof suites[0]; s++) {
+    char sdir[4096];
+    snprintf(sdir, sizeof sdir, "%s/%s", data, suites[s]);
+    DIR *d = opendir(sdir);
+    if (!d) continue;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (e->d_name[0] == '.') continue;
+      if (!KN_GROW(names, cap, n + 1)) break;
+      names[n++] = kn_strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) {
+      char id[1024], dir[8192], why[2048] = {0};
+      snprintf(id, sizeof id, "%s/%s", suites[s], names[i]);
+      bool take = nfilters == 0;
+      for (int f = 0; f < nfilters; f++)
+        if (strstr(id, filters[f])) take = true;
+      if (!take) continue;
+      snprintf(dir, sizeof dir, "%s/%s", sdir, names[i]);
+      int rc = run_isolated(dir, timeout, fork_it, why, sizeof why);
+      bool listed = false;
+      for (int k = 0; k < nexp; k++)
+        if (!strcmp(expected[k], id)) listed = true;
+      if (rc == 0) {
+        passed++;
+        printf("PASS %s\n", id);
+        if (wp) fprintf(wp, "%s\n", id);
+      } else {
+        failed++;
+        printf("FAIL %s: %s%s\n", id, why, listed ? "  [REGRESSION]" : "");
+        if (listed) regressions++;
+      }
+      fflush(stdout);
+      free(names[i]);
+    }
+    free(names);
+  }
+  if (wp) fclose(wp);
+  printf("%d passed, %d failed\n", passed, failed);
+  if (expect) printf("%d regressions against %s\n", regressions, expect);
+  for (int k = 0; k < nexp; k++) free(expected[k]);
+  free(expected);
+  return regressions ? 1 : 0;
+}
