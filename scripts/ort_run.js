@@ -279,8 +279,16 @@ function listIndexed(dir, prefix) {
 
 function shapeStr(d) { return d.join('x') || 'scalar'; }
 
+function halfToFloat(h) {
+  const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+  if (e === 0) return s * f * 2 ** -24;
+  if (e === 31) return f ? NaN : s * Infinity;
+  return s * (1 + f / 1024) * 2 ** (e - 15);
+}
+
 function summarize(name, t) {
-  const d = t.data;
+  const d = t.type === 'float16' && t.data instanceof Uint16Array
+    ? Array.from(t.data, halfToFloat) : t.data;
   let min = Infinity, max = -Infinity, sum = 0;
   const n = d.length;
   for (let i = 0; i < n; i++) {

@@ -96,7 +96,7 @@ static kn_status compare_slot(const kn_slot *got, const kn_slot *want, char *why
     for (int32_t i = 0; i < want->seq.count; i++) {
       char sub[400];
       if (compare_tensor(&got->seq.items[i], &want->seq.items[i], sub, sizeof sub)) {
-        snprintf(why, wl, "sequence item %d: %s", i, sub);
+        snprintf(why, wl, "sequence item %d: %.300s", i, sub);
         return KN_ERR_INTERNAL;
       }
     }
@@ -165,7 +165,7 @@ static int run_case(const char *dir, char *why, size_t wl) {
       }
       char sub[400];
       if (compare_slot(got, &want, sub, sizeof sub)) {
-        snprintf(why, wl, "output %d '%s': %s", o, v->name, sub);
+        snprintf(why, wl, "output %d %.200s: %.380s", o, v->name, sub);
         ok = false;
       }
       kn_slot_release(&want);

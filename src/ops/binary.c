@@ -496,7 +496,8 @@ static kn_status bin_infer(kn_op_ctx *ctx) {
       return kn_op_fail(ctx, KN_ERR_DTYPE, "inputs have dtypes %s and %s, expected the same",
                         kn_dtype_name(ta), kn_dtype_name(tb));
     kn_dtype t = ta ? ta : tb;
-    if (t && (!kn_dtype_is_valid(t) || !tab[work_dtype(t)]))
+    bool str_eq = t == KN_DTYPE_STRING && strcmp(def->name, "Equal") == 0;
+    if (t && !str_eq && (!kn_dtype_is_valid(t) || !tab[work_dtype(t)]))
       return kn_op_fail(ctx, KN_ERR_DTYPE, "dtype %s is not supported by %s",
                         kn_dtype_name(t) ? kn_dtype_name(t) : "unknown", def->name);
   }

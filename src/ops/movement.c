@@ -935,7 +935,7 @@ static kn_status trilu_run(kn_op_ctx *ctx) {
   int64_t lim = rows + cols + 1;
   if (k > lim) k = lim;
   if (k < -lim) k = -lim;
-  int64_t mats = rows * cols ? kn_tensor_numel(x) / (rows * cols) : 0;
+  int64_t mats = (rows > 0 && cols > 0) ? kn_tensor_numel(x) / (rows * cols) : 0;
   static const char empty[] = "";
   const char *const empty_row = empty;
   for (int64_t m = 0; m < mats; m++) {
