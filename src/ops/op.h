@@ -88,6 +88,11 @@ kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) KN_WUR;
 kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g,
                              kn_error *err) KN_WUR;
 
+/* Estimated FLOPs of one run of the top-level graph, with every unknown
+ * graph-input dimension taken as `dyn_dim`.  Subgraph bodies count once. */
+kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim,
+                                double *flops, kn_error *err) KN_WUR;
+
 /* ---- helpers for op implementations (src/ops/op_util.c) ----------------- */
 
 /* Fail with "node 'N' (Op): <message>". */

@@ -485,8 +485,10 @@ static kn_status gpool_run(kn_op_ctx *ctx) {
 
 /* ---- MaxUnpool ----------------------------------------------------------- */
 
-static kn_status unpool_shape(kn_op_ctx *ctx, const kn_tensor *x, int64_t *dims,
-                              bool *known) {
+/* The unpooled shape implied by X and the attributes (inferred) and the
+ * output shape (output_shape when given, else the inferred one). */
+static kn_status unpool_shape(kn_op_ctx *ctx, const kn_tensor *x, int64_t *inferred,
+                              int64_t *dims) {
   pool_geo g;
   /* Only kernel/strides/pads matter: geometry validates them (no dilations). */
   kn_tensor probe = *x;
@@ -495,31 +497,10 @@ static kn_status unpool_shape(kn_op_ctx *ctx, const kn_tensor *x, int64_t *dims,
   kn_status st = pool_geometry(ctx, &probe, &g, false);
   if (st) return st;
   int32_t r = g.ns + 2;
-  const kn_tensor *os = kn_in(ctx, 2);
-  *known = true;
-  if (os) {
-    if (!kn_has_data(os)) {
-      for (int32_t i = 0; i < r; i++) dims[i] = -1;
-      *known = false;
-      return KN_OK;
-    }
-    int64_t n;
-    st = kn_read_ints(ctx, os, dims, KN_MAX_RANK, &n);
-    if (st) return st;
-    if (n != r)
-      return kn_op_fail(ctx, KN_ERR_SHAPE, "output_shape has %lld values, expected %d",
-                        (long long)n, (int)r);
-    for (int32_t i = 0; i < r; i++)
-      if (dims[i] < 0)
-        return kn_op_fail(ctx, KN_ERR_SHAPE, "output_shape[%d] is %lld, expected >= 0",
-                          (int)i, (long long)dims[i]);
-    return KN_OK;
-  }
   for (int32_t i = 0; i < r; i++) {
     int64_t in = x->rank >= 0 ? x->dims[i] : -1;
     if (i < 2 || in < 0) {
-      dims[i] = in;
-      if (in < 0) *known = false;
+      inferred[i] = in;
       continue;
     }
     int32_t s = i - 2;
@@ -528,8 +509,28 @@ static kn_status unpool_shape(kn_op_ctx *ctx, const kn_tensor *x, int64_t *dims,
       return kn_op_fail(ctx, KN_ERR_SHAPE,
                         "spatial dim %d: input size %lld gives a negative output size",
                         (int)s, (long long)in);
-    dims[i] = v;
+    inferred[i] = v;
   }
+  const kn_tensor *os = kn_in(ctx, 2);
+  if (!os) {
+    memcpy(dims, inferred, (size_t)r * sizeof *dims);
+    return KN_OK;
+  }
+  if (!kn_has_data(os)) {
+    for (int32_t i = 0; i < r; i++) dims[i] = -1;
+    return KN_OK;
+  }
+  int64_t n;
+  st = kn_read_ints(ctx, os, dims, KN_MAX_RANK, &n);
+  if (st) return st;
+  if (n != r)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "output_shape has %lld values, expected %d",
+                      (long long)n, (int)r);
+  for (int32_t i = 0; i < r; i++)
+    if (dims[i] < 0 || (inferred[i] >= 0 && dims[i] < inferred[i]))
+      return kn_op_fail(ctx, KN_ERR_SHAPE,
+                        "output_shape[%d] is %lld, expected at least the unpooled size %lld",
+                        (int)i, (long long)dims[i], (long long)inferred[i]);
   return KN_OK;
 }
 
@@ -554,29 +555,49 @@ static kn_status unpool_infer(kn_op_ctx *ctx) {
                         kn_shape_str(x->rank, x->dims, a, sizeof a));
     }
   }
-  int64_t dims[KN_MAX_RANK];
-  bool known;
-  st = unpool_shape(ctx, x, dims, &known);
+  int64_t inferred[KN_MAX_RANK], dims[KN_MAX_RANK];
+  st = unpool_shape(ctx, x, inferred, dims);
   if (st) return st;
   const int64_t *ks;
   kn_out_set(ctx, 0, x->dtype, kn_attr_ints(ctx, "kernel_shape", &ks) + 2, dims);
   return KN_OK;
 }
 
+/* Follows the ONNX reference: indices address the inferred unpooled shape
+ * (what MaxPool saw); a larger output_shape holds that block at its start
+ * and zeros elsewhere. */
 static kn_status unpool_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *ind = kn_in(ctx, 1);
   kn_tensor *y = kn_out(ctx, 0);
-  int64_t n = kn_tensor_numel(x), ny = kn_tensor_numel(y);
+  int64_t inferred[KN_MAX_RANK], dims[KN_MAX_RANK];
+  kn_status st = unpool_shape(ctx, x, inferred, dims);
+  if (st) return st;
+  int32_t r = x->rank;
+  int64_t n = kn_tensor_numel(x), ni = kn_shape_numel(r, inferred);
+  int64_t istr[KN_MAX_RANK], ostr[KN_MAX_RANK];
+  kn_strides(r, inferred, istr);
+  kn_strides(r, y->dims, ostr);
+  bool same = memcmp(inferred, y->dims, (size_t)r * sizeof *inferred) == 0;
   size_t es = kn_dtype_size(x->dtype);
   const int64_t *iv = ind->data;
   char *yd = y->data;
   const char *xd = x->data;
   for (int64_t i = 0; i < n; i++) {
-    if (iv[i] < 0 || iv[i] >= ny)
+    int64_t at = iv[i];
+    if (at < 0 || at >= ni)
       return kn_op_fail(ctx, KN_ERR_SHAPE,
-                        "index %lld at position %lld is outside the output (%lld elements)",
-                        (long long)iv[i], (long long)i, (long long)ny);
-    memcpy(yd + (size_t)iv[i] * es, xd + (size_t)i * es, es);
+                        "index %lld at position %lld is outside the unpooled tensor "
+                        "(%lld elements)",
+                        (long long)at, (long long)i, (long long)ni);
+    if (!same) {
+      int64_t rem = at, o = 0;
+      for (int32_t d = 0; d < r; d++) {
+        o += (rem / istr[d]) * ostr[d];
+        rem %= istr[d];
+      }
+      at = o;
+    }
+    memcpy(yd + (size_t)at * es, xd + (size_t)i * es, es);
   }
   return KN_OK;
 }

@@ -168,3 +168,61 @@ kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) {
   if (st) return st;
   return kn_ops_infer_graph(m, m->graph, err);
 }
+
+/* FLOPs estimate: a private inference pass over local types so that the
+ * model is not changed. */
+kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim, double *flops,
+                                kn_error *err) {
+  const kn_graph *g = m->graph;
+  kn_status st = KN_OK;
+  *flops = 0;
+  kn_value *vals = kn_calloc((size_t)g->n_values + 1, sizeof *vals);
+  if (!vals) return kn_fail(err, KN_ERR_OOM, "out of memory");
+  for (int32_t v = 0; v < g->n_values; v++) {
+    vals[v].type = g->values[v].type;
+    vals[v].constant = g->values[v].constant;
+    if (g->values[v].is_input && !g->values[v].constant)
+      for (int32_t d = 0; d < vals[v].type.rank; d++)
+        if (vals[v].type.dims[d] < 0) vals[v].type.dims[d] = dyn_dim;
+  }
+  for (int32_t i = 0; i < g->n_nodes && !st; i++) {
+    const kn_node *n = &g->nodes[i];
+    kn_slot *in = kn_calloc((size_t)n->n_inputs + 1, sizeof *in);
+    kn_slot **pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *pin);
+    kn_slot *out = kn_calloc((size_t)n->n_outputs + 1, sizeof *out);
+    kn_slot **pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *pout);
+    if (!in || !pin || !out || !pout) st = kn_fail(err, KN_ERR_OOM, "out of memory");
+    for (int32_t k = 0; k < n->n_inputs && !st; k++)
+      if (n->inputs[k] >= 0) {
+        slot_from_value(&vals[n->inputs[k]], &in[k]);
+        pin[k] = &in[k];
+      }
+    for (int32_t o = 0; o < n->n_outputs && !st; o++) {
+      out[o].t.rank = -1;
+      pout[o] = &out[o];
+    }
+    kn_error scratch;
+    kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
+                     .n_out = n->n_outputs, .out = pout, .static_infer = true,
+                     .err = &scratch, .label = m->label};
+    if (!st && n->op->infer(&ctx) == KN_OK) {
+      for (int32_t o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o] >= 0) value_from_slot(&vals[n->outputs[o]], &out[o]);
+      if (n->op->flops) {
+        *flops += n->op->flops(&ctx);
+      } else {
+        for (int32_t o = 0; o < n->n_outputs; o++)
+          if (out[o].kind == KN_KIND_TENSOR && kn_shape_known(&out[o].t))
+            *flops += (double)kn_tensor_numel(&out[o].t);
+      }
+    }
+    if (out)
+      for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
+    free(in);
+    free(pin);
+    free(out);
+    free(pout);
+  }
+  free(vals);
+  return st;
+}

@@ -1,1 +1,72 @@
-int main(void) { return 0; }
+/* kiln: the command-line tool.  Subcommands are listed once, here. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static const kn_cli_cmd commands[] = {
+    {"run", "run a model on inputs and write its outputs", kn_cmd_run, kn_cmd_run_usage},
+    {"inspect", "describe a model: inputs, outputs, ops, parameters, FLOPs",
+     kn_cmd_inspect, kn_cmd_inspect_usage},
+    {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
+};
+
+const kn_cli_cmd *kn_cli_find(const char *name) {
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+int kn_cli_error(const kn_error *err) {
+  fprintf(stderr, "kiln: %s\n", err->msg[0] ? err->msg : "unknown error");
+  return KN_EXIT_ERROR;
+}
+
+int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...) {
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kiln %s: ", cmd->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+  }
+  cmd->usage(stderr);
+  return KN_EXIT_USAGE;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "kiln %s: ONNX models in, fast inference out\n\n"
+             "usage: kiln <command> [options]\n\ncommands:\n", KN_VERSION_STRING);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\n'kiln <command> --help' describes a command's options.\n"
+             "Exit status: 0 success, 1 bad input or failure, 2 usage error.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return KN_EXIT_USAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return KN_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("kiln %s\n", KN_VERSION_STRING);
+    return KN_EXIT_OK;
+  }
+  const kn_cli_cmd *cmd = kn_cli_find(argv[1]);
+  if (!cmd) {
+    fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return KN_EXIT_USAGE;
+  }
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      cmd->usage(stdout);
+      return KN_EXIT_OK;
+    }
+  return cmd->main(argc - 1, argv + 1);
+}

@@ -1,0 +1,54 @@
+/* Model summaries for `kiln inspect` (kiln.h). */
+#include "engine.h"
+
+kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out, kn_error *err) {
+  const kn_ir_model *m = model->ir;
+  const kn_graph *g = m->graph;
+  memset(out, 0, sizeof *out);
+  out->nodes = g->n_nodes;
+  out->ir_version = m->ir_version;
+  out->opset = kn_ir_model_opset(m, "");
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (g->values[v].constant) {
+      out->params += kn_tensor_numel(g->values[v].constant);
+      out->param_bytes += (int64_t)g->values[v].constant->nbytes;
+    }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (strcmp(n->op_type, "Constant") != 0) continue;
+    for (int32_t a = 0; a < n->n_attrs; a++)
+      if (n->attrs[a].type == KN_ATTR_TENSOR) {
+        out->params += kn_tensor_numel(&n->attrs[a].t);
+        out->param_bytes += (int64_t)n->attrs[a].t.nbytes;
+      }
+  }
+  return kn_ops_estimate_flops(m, 1, &out->flops, err);
+}
+
+typedef struct hist_entry {
+  const char *op;
+  int64_t count;
+} hist_entry;
+
+static int by_count(const void *a, const void *b) {
+  const hist_entry *x = a, *y = b;
+  if (x->count != y->count) return x->count < y->count ? 1 : -1;
+  return strcmp(x->op, y->op);
+}
+
+void kn_model_op_histogram(const kn_model *model,
+                           void (*fn)(const char *op, int64_t count, void *arg), void *arg) {
+  const kn_graph *g = model->ir->graph;
+  hist_entry *h = kn_calloc((size_t)g->n_nodes + 1, sizeof *h);
+  if (!h) return;
+  int32_t n = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    int32_t k = 0;
+    while (k < n && strcmp(h[k].op, g->nodes[i].op_type) != 0) k++;
+    if (k == n) h[n++].op = g->nodes[i].op_type;
+    h[k].count++;
+  }
+  qsort(h, (size_t)n, sizeof *h, by_count);
+  for (int32_t k = 0; k < n; k++) fn(h[k].op, h[k].count, arg);
+  free(h);
+}
