@@ -68,7 +68,7 @@ char *kn_strdup(const char *s) {
 char *kn_strndup(const char *s, size_t n) {
   char *d = kn_malloc(n + 1);
   if (!d) return NULL;
-  memcpy(d, s, n);
+  if (n) memcpy(d, s, n);
   d[n] = 0;
   return d;
 }

@@ -188,7 +188,7 @@ static kn_status gather_el_run(kn_op_ctx *ctx) {
   int64_t n = kn_tensor_numel(ix), dim = x->dims[axis];
   int64_t base = 0; /* offset in x of coord with the axis coordinate zeroed */
   for (int64_t i = 0; i < n; i++) {
-    int64_t k;
+    int64_t k = 0;
     if ((st = norm_index(ctx, ix, i, dim, "GatherElements", &k))) return st;
     if ((st = copy_elems(ctx, y->data, i, x->data, base + k * xs[axis], 1, x->dtype)))
       return st;
@@ -261,7 +261,7 @@ static kn_status gather_nd_run(kn_op_ctx *ctx) {
     for (int64_t t = 0; t < per_batch; t++) {
       int64_t tup = bi * per_batch + t, off = bi * batch_stride;
       for (int32_t j = 0; j < k; j++) {
-        int64_t v;
+        int64_t v = 0;
         if ((st = norm_index(ctx, ix, tup * k + j, x->dims[b + j], "GatherND", &v)))
           return st;
         off += v * xs[b + j];
@@ -484,7 +484,7 @@ static kn_status compress_run(kn_op_ctx *ctx) {
   } else {
     dim = kn_tensor_numel(x);
   }
-  int64_t k;
+  int64_t k = 0;
   if ((st = compress_count(ctx, c, dim, &k))) return st;
   int64_t nc = kn_tensor_numel(c);
   if (nc > dim) nc = dim;

@@ -23,6 +23,17 @@ static kn_status need_in(kn_op_ctx *ctx, int32_t i, const kn_tensor **t) {
   return kn_in_req(ctx, i, t);
 }
 
+/* Output i as allocated by the executor from infer's shape; NULL (with the
+ * error set) when infer could not size it, which would be a bug here. */
+static kn_tensor *ready_out(kn_op_ctx *ctx, int32_t i) {
+  kn_tensor *t = kn_out(ctx, i);
+  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
+    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
+    return NULL;
+  }
+  return t;
+}
+
 static double no_flops(const kn_op_ctx *ctx) {
   (void)ctx;
   return 0;
@@ -205,7 +216,8 @@ static kn_status transpose_infer(kn_op_ctx *ctx) {
 
 static kn_status transpose_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int32_t perm[KN_MAX_RANK];
   kn_status st = transpose_perm(ctx, x->rank, perm);
   if (st) return st;
@@ -279,7 +291,8 @@ static kn_status concat_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status concat_run(kn_op_ctx *ctx) {
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int32_t axis;
   kn_status st = kn_axis(ctx, kn_attr_int(ctx, "axis", 1), o->rank, &axis);
   if (st) return st;
@@ -411,7 +424,11 @@ static kn_status split_common(kn_op_ctx *ctx, bool run) {
   int64_t xs[KN_MAX_RANK], start = 0;
   kn_strides(x->rank, x->dims, xs);
   for (int32_t i = 0; i < ctx->n_out; i++) {
-    kn_tensor *o = kn_out(ctx, i);
+    kn_tensor *o = ready_out(ctx, i);
+    if (!o) {
+      st = KN_ERR_INTERNAL;
+      goto done;
+    }
     st = gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, xs,
                         start * xs[axis]);
     if (st) goto done;
@@ -459,8 +476,8 @@ static kn_status slice_plan_make(kn_op_ctx *ctx, const kn_tensor *x, slice_plan 
     if (!st && kn_in(ctx, 3)) st = ints_input(ctx, 3, "axes", axes, r, &na, &ka);
     if (!st && kn_in(ctx, 4)) st = ints_input(ctx, 4, "steps", steps, r, &nst, &kst);
     if (st) return st;
-    if (ctx->n_in > 3 && ctx->in[3] && !kn_in(ctx, 3)) ka = false;
-    if (ctx->n_in > 4 && ctx->in[4] && !kn_in(ctx, 4)) kst = false;
+    if (ctx->static_infer && ctx->n_in > 3 && ctx->in[3] && !kn_in(ctx, 3)) ka = false;
+    if (ctx->static_infer && ctx->n_in > 4 && ctx->in[4] && !kn_in(ctx, 4)) kst = false;
     if (!kn_in(ctx, 1) || !kn_in(ctx, 2)) ks = false;
   }
   if (ns >= 0 && ne >= 0 && ns != ne)
@@ -548,7 +565,8 @@ static kn_status slice_infer(kn_op_ctx *ctx) {
 
 static kn_status slice_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   slice_plan pl;
   int64_t d[KN_MAX_RANK], xs[KN_MAX_RANK], s[KN_MAX_RANK], off = 0;
   kn_status st = slice_plan_make(ctx, x, &pl, d);
@@ -598,7 +616,8 @@ static kn_status expand_infer(kn_op_ctx *ctx) {
 
 static kn_status expand_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int64_t s[KN_MAX_RANK];
   kn_broadcast_strides(x->rank, x->dims, o->rank, o->dims, s);
   return gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, 0);
@@ -667,7 +686,8 @@ static kn_status tile_infer(kn_op_ctx *ctx) {
 
 static kn_status tile_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int64_t rep[KN_MAX_RANK], xs[KN_MAX_RANK];
   bool known;
   kn_status st = tile_repeats(ctx, x, rep, &known);
@@ -725,7 +745,7 @@ static kn_status pad_amounts(kn_op_ctx *ctx, int32_t r, int64_t *pads, bool *kno
       st = ints_input(ctx, 3, "axes", axes, KN_MAX_RANK, &na, &ka);
       if (st) return st;
     } else {
-      ka = false;
+      ka = !ctx->static_infer; /* a value-less input at run time: omitted */
     }
   }
   if (!k1 || !ka) return KN_OK;
@@ -801,7 +821,8 @@ static kn_status pad_infer(kn_op_ctx *ctx) {
 
 static kn_status pad_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int mode;
   int32_t r = x->rank;
   int64_t pads[2 * KN_MAX_RANK];
@@ -928,7 +949,8 @@ static kn_status trilu_infer(kn_op_ctx *ctx) {
 
 static kn_status trilu_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *kt = kn_in(ctx, 1);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   bool upper = kn_attr_int(ctx, "upper", 1) != 0;
   int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
   int64_t k = kt ? kn_scalar_i64(kt) : 0;
@@ -1005,7 +1027,8 @@ static kn_status d2s_infer(kn_op_ctx *ctx) {
 
 static kn_status d2s_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int64_t b;
   kn_status st = blocksize(ctx, &b);
   if (st) return st;
@@ -1061,7 +1084,8 @@ static kn_status s2d_infer(kn_op_ctx *ctx) {
 
 static kn_status s2d_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int64_t b;
   kn_status st = blocksize(ctx, &b);
   if (st) return st;
@@ -1090,7 +1114,7 @@ static kn_status revseq_infer(kn_op_ctx *ctx) {
   kn_status st = need_in(ctx, 0, &x);
   if (!st) st = need_in(ctx, 1, &l);
   if (st) return st;
-  int32_t ta, ba;
+  int32_t ta = 0, ba = 1;
   st = revseq_axes(ctx, &ta, &ba);
   if (st) return st;
   if (l && l->dtype && l->dtype != KN_DTYPE_I64)
@@ -1110,8 +1134,9 @@ static kn_status revseq_infer(kn_op_ctx *ctx) {
 
 static kn_status revseq_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *l = kn_in(ctx, 1);
-  kn_tensor *o = kn_out(ctx, 0);
-  int32_t ta, ba;
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
+  int32_t ta = 0, ba = 1;
   kn_status st = revseq_axes(ctx, &ta, &ba);
   if (st) return st;
   const int64_t *lens = l->data;

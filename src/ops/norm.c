@@ -774,12 +774,40 @@ static kn_status dropout_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* splitmix64: a small, stateless-per-call generator for training masks. */
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+/* MT19937 seeded like numpy's RandomState(seed), with uniform doubles built
+ * from two draws as numpy does, so that a given seed drops the same
+ * elements as the ONNX reference implementation. */
+typedef struct mt19937 {
+  uint32_t s[624];
+  int32_t pos;
+} mt19937;
+
+static void mt_seed(mt19937 *m, uint32_t seed) {
+  m->s[0] = seed;
+  for (int32_t i = 1; i < 624; i++)
+    m->s[i] = 1812433253u * (m->s[i - 1] ^ (m->s[i - 1] >> 30)) + (uint32_t)i;
+  m->pos = 624;
+}
+
+static uint32_t mt_next(mt19937 *m) {
+  if (m->pos >= 624) {
+    for (int32_t i = 0; i < 624; i++) {
+      uint32_t y = (m->s[i] & 0x80000000u) | (m->s[(i + 1) % 624] & 0x7fffffffu);
+      m->s[i] = m->s[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+    }
+    m->pos = 0;
+  }
+  uint32_t y = m->s[m->pos++];
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  y ^= y >> 18;
+  return y;
+}
+
+static double mt_uniform(mt19937 *m) {
+  uint32_t a = mt_next(m) >> 5, b = mt_next(m) >> 6;
+  return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
 }
 
 /* Inference is the identity with an all-true mask.  Training (opset >= 12
@@ -811,15 +839,18 @@ static kn_status dropout_run(kn_op_ctx *ctx) {
     }
     return KN_OK;
   }
-  uint64_t s = (uint64_t)kn_attr_int(ctx, "seed", 0);
+  mt19937 *mt = kn_malloc(sizeof *mt);
+  if (!mt) return oom(ctx);
+  mt_seed(mt, (uint32_t)kn_attr_int(ctx, "seed", 0));
   double scale = 1.0 / (1.0 - ratio);
   for (int64_t i = 0; i < n; i++) {
-    double u = (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0);
+    double u = mt_uniform(mt);
     bool keep = u >= ratio;
     double v = keep ? kn_load_f64(x->data, x->dtype, i) * scale : 0;
     kn_store_f64(y->data, y->dtype, i, v);
     if (mask) ((uint8_t *)mask->data)[i] = keep;
   }
+  free(mt);
   return KN_OK;
 }
 

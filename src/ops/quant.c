@@ -50,9 +50,7 @@ static kn_status q_layout(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *s
   L->outer = 1;
   L->dim = kn_tensor_numel(x);
   L->inner = 1;
-  if (bs == 0 && scale->rank <= 1 && nscale == 1 &&
-      !(scale->rank == 1 && x->rank >= 1 && kn_attr_get(ctx, "axis") &&
-        x->dims[0] == 1 && false)) {
+  if (bs == 0 && scale->rank <= 1 && nscale == 1) {
     L->mode = Q_TENSOR;
     return KN_OK;
   }
@@ -156,7 +154,7 @@ static kn_status quant_infer(kn_op_ctx *ctx) {
       (st = kn_check_dtype(ctx, 1, s, qfloat_types)) ||
       (zp && (st = kn_check_dtype(ctx, 2, zp, qint_types))))
     return st;
-  kn_dtype ot;
+  kn_dtype ot = KN_DTYPE_U8;
   qlayout L;
   if ((st = quant_out_dtype(ctx, zp, &ot)) || (st = q_layout(ctx, x, s, zp, &L)))
     return st;

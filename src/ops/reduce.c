@@ -28,6 +28,17 @@ static kn_status oom(kn_op_ctx *ctx) {
   return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
 }
 
+/* Output i as allocated by the executor from infer's shape; NULL (with the
+ * error set) when infer could not size it, which would be a bug here. */
+static kn_tensor *ready_out(kn_op_ctx *ctx, int32_t i) {
+  kn_tensor *t = kn_out(ctx, i);
+  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
+    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
+    return NULL;
+  }
+  return t;
+}
+
 static inline double ld_f64(const void *p, kn_dtype dt, int64_t i) {
   if (dt == KN_DTYPE_F32) return ((const float *)p)[i];
   return kn_load_f64(p, dt, i);
@@ -333,7 +344,8 @@ static void accumulate_i64(const rplan *p, const kn_tensor *x, rop op, int64_t *
 
 static kn_status reduce_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   rop op = reduce_op(ctx);
   rspec sp;
   kn_status st = reduce_spec(ctx, op, x->rank, &sp);
@@ -450,7 +462,9 @@ static kn_status arg_infer(kn_op_ctx *ctx) {
 
 static kn_status arg_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  int64_t *out = kn_out(ctx, 0)->data;
+  kn_tensor *ot = ready_out(ctx, 0);
+  if (!ot) return KN_ERR_INTERNAL;
+  int64_t *out = ot->data;
   int32_t axis;
   kn_status st = kn_axis(ctx, kn_attr_int(ctx, "axis", 0), x->rank, &axis);
   if (st) return st;
@@ -585,8 +599,11 @@ static kn_status topk_run(kn_op_ctx *ctx) {
   kn_status st = topk_k(ctx, &k);
   if (!st) st = kn_axis(ctx, kn_attr_int(ctx, "axis", -1), x->rank, &axis);
   if (st) return st;
-  kn_tensor *ov = kn_out(ctx, 0);
-  int64_t *oi = ctx->n_out > 1 ? kn_out(ctx, 1)->data : NULL;
+  kn_tensor *ov = ready_out(ctx, 0);
+  if (!ov) return KN_ERR_INTERNAL;
+  kn_tensor *oit = ready_out(ctx, 1);
+  if (!oit) return KN_ERR_INTERNAL;
+  int64_t *oi = oit->data;
   bool largest = ctx->opset < 11 || kn_attr_int(ctx, "largest", 1) != 0;
   int64_t outer = kn_shape_numel(axis, x->dims), n = x->dims[axis];
   int64_t inner = kn_shape_numel(x->rank - axis - 1, x->dims + axis + 1);
@@ -660,7 +677,8 @@ static kn_status cumsum_infer(kn_op_ctx *ctx) {
 
 static kn_status cumsum_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int32_t axis;
   bool known;
   kn_status st = cumsum_axis(ctx, x, &axis, &known);

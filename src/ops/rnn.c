@@ -428,7 +428,8 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
 
   /* Work buffers hold S*B*G*H and G*H*max(I, H) floats. */
   int64_t lim = (int64_t)(KN_MAX_TENSOR_BYTES / sizeof(float));
-  if (S * B > lim / (GH ? GH : 1) || GH > lim / (I > H ? I : H))
+  int64_t wide = I > H ? I : H;
+  if (S * B > lim / (GH ? GH : 1) || GH > lim / (wide ? wide : 1))
     return kn_op_fail(ctx, KN_ERR_LIMIT, "work buffers for seq %lld, batch %lld, "
                       "%lld gates x hidden exceed kiln's tensor limit",
                       (long long)S, (long long)B, (long long)GH);
@@ -436,13 +437,14 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
   int64_t *lens = kn_calloc((size_t)(B ? B : 1), sizeof *lens);
   if (!lens) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
   for (int64_t i = 0; i < B; i++) {
-    lens[i] = sl ? kn_load_i64(sl->data, sl->dtype, i) : S;
-    if (lens[i] < 0 || lens[i] > S) {
+    int64_t v = sl ? kn_load_i64(sl->data, sl->dtype, i) : S;
+    if (v < 0 || v > S) {
       free(lens);
       return kn_op_fail(ctx, KN_ERR_INVALID_ARG,
                         "sequence_lens[%lld] = %lld is outside 0..%lld", (long long)i,
-                        (long long)lens[i], (long long)S);
+                        (long long)v, (long long)S);
     }
+    lens[i] = v;
   }
 
   /* X in layout 0 as float32 */

@@ -134,7 +134,7 @@ static kn_status scatter_nd_check(kn_op_ctx *ctx, const kn_tensor *x,
 static kn_status scatter_nd_infer(kn_op_ctx *ctx) {
   const kn_tensor *x, *ix, *u;
   kn_status st;
-  red_kind red;
+  red_kind red = RED_NONE;
   if ((st = kn_in_req(ctx, 0, &x)) || (st = kn_in_req(ctx, 1, &ix)) ||
       (st = kn_in_req(ctx, 2, &u)))
     return st;
@@ -150,7 +150,7 @@ static kn_status scatter_nd_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *ix = kn_in(ctx, 1), *u = kn_in(ctx, 2);
   kn_tensor *y = kn_out(ctx, 0);
   kn_status st;
-  red_kind red;
+  red_kind red = RED_NONE;
   if ((st = parse_reduction(ctx, &red))) return st;
   int32_t k = (int32_t)ix->dims[ix->rank - 1];
   int64_t xs[KN_MAX_RANK];
@@ -218,7 +218,7 @@ static kn_status scatter_el_check(kn_op_ctx *ctx, const kn_tensor *x,
 static kn_status scatter_el_infer(kn_op_ctx *ctx) {
   const kn_tensor *x, *ix, *u;
   kn_status st;
-  red_kind red;
+  red_kind red = RED_NONE;
   int32_t axis;
   if ((st = kn_in_req(ctx, 0, &x)) || (st = kn_in_req(ctx, 1, &ix)) ||
       (st = kn_in_req(ctx, 2, &u)))
@@ -237,7 +237,7 @@ static kn_status scatter_el_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *ix = kn_in(ctx, 1), *u = kn_in(ctx, 2);
   kn_tensor *y = kn_out(ctx, 0);
   kn_status st;
-  red_kind red;
+  red_kind red = RED_NONE;
   int32_t axis;
   if ((st = parse_reduction(ctx, &red))) return st;
   if ((st = scatter_el_check(ctx, x, ix, u, &axis))) return st;

@@ -25,6 +25,17 @@ static void out_unknown(kn_op_ctx *ctx, int32_t i, kn_dtype dtype) {
   kn_out_set(ctx, i, dtype, -1, NULL);
 }
 
+/* Output i as allocated by the executor from infer's shape; NULL (with the
+ * error set) when infer could not size it, which would be a bug here. */
+static kn_tensor *ready_out(kn_op_ctx *ctx, int32_t i) {
+  kn_tensor *t = kn_out(ctx, i);
+  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
+    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
+    return NULL;
+  }
+  return t;
+}
+
 /* Copy every element of src into dst (same element count, same dtype);
  * string elements are duplicated so dst owns its own. */
 static kn_status copy_all(kn_op_ctx *ctx, kn_tensor *dst, const kn_tensor *src) {
@@ -49,7 +60,9 @@ static kn_status copy_run(kn_op_ctx *ctx) {
   const kn_tensor *x;
   kn_status st = kn_in_req(ctx, 0, &x);
   if (st) return st;
-  return copy_all(ctx, kn_out(ctx, 0), x);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
+  return copy_all(ctx, o, x);
 }
 
 static double no_flops(const kn_op_ctx *ctx) {
@@ -358,7 +371,9 @@ static kn_status shape_run(kn_op_ctx *ctx) {
   if (st) return st;
   int64_t s, e;
   shape_range(ctx, x->rank, &s, &e);
-  int64_t *o = kn_out(ctx, 0)->data;
+  kn_tensor *ot = ready_out(ctx, 0);
+  if (!ot) return KN_ERR_INTERNAL;
+  int64_t *o = ot->data;
   for (int64_t i = s; i < e; i++) o[i - s] = x->dims[i];
   return KN_OK;
 }
@@ -372,7 +387,9 @@ static kn_status size_run(kn_op_ctx *ctx) {
   const kn_tensor *x;
   kn_status st = kn_in_req(ctx, 0, &x);
   if (st) return st;
-  *(int64_t *)kn_out(ctx, 0)->data = kn_tensor_numel(x);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
+  *(int64_t *)o->data = kn_tensor_numel(x);
   return KN_OK;
 }
 
@@ -430,7 +447,8 @@ static kn_status cos_run(kn_op_ctx *ctx) {
   const kn_tensor *v;
   kn_status st = cos_value(ctx, &v);
   if (st) return st;
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   if (!v) return KN_OK; /* float zeros: already zero-filled */
   size_t es = kn_dtype_size(o->dtype);
   int64_t n = kn_tensor_numel(o);
@@ -504,7 +522,8 @@ static kn_status range_infer(kn_op_ctx *ctx) {
 
 static kn_status range_run(kn_op_ctx *ctx) {
   const kn_tensor *s = kn_in(ctx, 0), *d = kn_in(ctx, 2);
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int64_t n = o->dims[0];
   switch (o->dtype) {
   case KN_DTYPE_F32: {
@@ -602,7 +621,8 @@ static kn_status eyelike_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status eyelike_run(kn_op_ctx *ctx) {
-  kn_tensor *o = kn_out(ctx, 0);
+  kn_tensor *o = ready_out(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
   int64_t k = kn_attr_int(ctx, "k", 0);
   int64_t rows = o->dims[0], cols = o->dims[1];
   for (int64_t i = 0; i < rows; i++) {

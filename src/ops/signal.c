@@ -3,8 +3,9 @@
  * MelWeightMatrix (opset 17; DFT's axis moved to an input in opset 20).
  *
  * Transforms compute in double: a power-of-two length uses an iterative
- * radix-2 FFT, any other length a direct DFT over a precomputed twiddle
- * table (O(n^2), exact indices k*j mod n keep it accurate).  Complex values
+ * radix-2 FFT, a short other length a direct DFT over a twiddle table
+ * (exact indices k*j mod n keep it accurate) and a longer one Bluestein's
+ * chirp-z algorithm, so every length costs O(n log n).  Complex values
  * are stored as a trailing dimension of 2 (real, imaginary).
  */
 #include "op.h"
@@ -57,12 +58,23 @@ static kn_status int_scalar(kn_op_ctx *ctx, int32_t i, const char *what, int64_t
 
 /* ---- transforms ---------------------------------------------------------- */
 
+/* Direct O(n^2) DFT below this length when n is not a power of two;
+ * Bluestein's chirp-z (three power-of-two FFTs of length m >= 2n-1) above. */
+#define DFT_DIRECT_MAX 64
+/* Longest transform accepted (work buffers are a few times 16 * n bytes). */
+#define DFT_MAX_LEN ((int64_t)1 << 24)
+
+typedef enum { DFT_POW2, DFT_DIRECT, DFT_BLUESTEIN } dft_mode;
+
 typedef struct {
-  int64_t n;
-  bool pow2;
-  double *cs, *sn; /* cos/sin(2*pi*k/n), k < n */
-  double *re, *im; /* line buffers, n each */
-  double *tre, *tim; /* direct-DFT output, n each */
+  int64_t n, m;      /* transform length; power-of-two FFT length used */
+  dft_mode mode;
+  double sgn;        /* -1 forward, +1 inverse */
+  double *cs, *sn;   /* cos/sin(2 pi k/m), k < m (m == n for POW2/DIRECT) */
+  double *re, *im;   /* line buffers: n values in, n values out (m long) */
+  double *tre, *tim; /* scratch, m long */
+  double *chr, *chi; /* Bluestein chirp e^{sgn*i*pi*j^2/n}, j < n */
+  double *bre, *bim; /* Bluestein: FFT of the conjugate chirp filter, m long */
 } dft_plan;
 
 static void dft_plan_free(dft_plan *p) {
@@ -72,75 +84,116 @@ static void dft_plan_free(dft_plan *p) {
   free(p->im);
   free(p->tre);
   free(p->tim);
+  free(p->chr);
+  free(p->chi);
+  free(p->bre);
+  free(p->bim);
   memset(p, 0, sizeof *p);
 }
 
-static kn_status dft_plan_make(kn_op_ctx *ctx, dft_plan *p, int64_t n) {
+/* In-place radix-2 FFT of length m (a power of two) with twiddle tables of
+ * length m; sgn -1 forward, +1 backward (unscaled). */
+static void fft_pow2(double *re, double *im, int64_t m, const double *cs,
+                     const double *sn, double sgn) {
+  for (int64_t i = 1, j = 0; i < m; i++) {
+    int64_t bit = m >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) {
+      double t = re[i];
+      re[i] = re[j];
+      re[j] = t;
+      t = im[i];
+      im[i] = im[j];
+      im[j] = t;
+    }
+  }
+  for (int64_t len = 2; len <= m; len <<= 1) {
+    int64_t half = len >> 1, step = m / len;
+    for (int64_t s = 0; s < m; s += len)
+      for (int64_t k = 0; k < half; k++) {
+        double wr = cs[k * step], wi = sgn * sn[k * step];
+        double xr = re[s + k + half], xi = im[s + k + half];
+        double tr = xr * wr - xi * wi, ti = xr * wi + xi * wr;
+        re[s + k + half] = re[s + k] - tr;
+        im[s + k + half] = im[s + k] - ti;
+        re[s + k] += tr;
+        im[s + k] += ti;
+      }
+  }
+}
+
+static kn_status dft_plan_make(kn_op_ctx *ctx, dft_plan *p, int64_t n, bool inverse) {
   memset(p, 0, sizeof *p);
-  if (n <= 0 || n > ((int64_t)1 << 28))
-    return kn_op_fail(ctx, KN_ERR_INVALID_ARG, "DFT length %lld is outside 1..2^28",
-                      (long long)n);
+  if (n <= 0 || n > DFT_MAX_LEN)
+    return kn_op_fail(ctx, KN_ERR_LIMIT, "DFT length %lld is outside 1..%lld",
+                      (long long)n, (long long)DFT_MAX_LEN);
   p->n = n;
-  p->pow2 = (n & (n - 1)) == 0;
-  size_t sz = (size_t)n * sizeof(double);
+  p->sgn = inverse ? 1.0 : -1.0;
+  if ((n & (n - 1)) == 0) p->mode = DFT_POW2;
+  else p->mode = n <= DFT_DIRECT_MAX ? DFT_DIRECT : DFT_BLUESTEIN;
+  p->m = n;
+  if (p->mode == DFT_BLUESTEIN)
+    for (p->m = 1; p->m < 2 * n - 1;) p->m <<= 1;
+  int64_t m = p->m;
+  size_t sz = (size_t)m * sizeof(double);
   p->cs = kn_malloc(sz);
   p->sn = kn_malloc(sz);
   p->re = kn_malloc(sz);
   p->im = kn_malloc(sz);
   p->tre = kn_malloc(sz);
   p->tim = kn_malloc(sz);
-  if (!p->cs || !p->sn || !p->re || !p->im || !p->tre || !p->tim) {
+  bool ok = p->cs && p->sn && p->re && p->im && p->tre && p->tim;
+  if (ok && p->mode == DFT_BLUESTEIN) {
+    p->chr = kn_malloc((size_t)n * sizeof(double));
+    p->chi = kn_malloc((size_t)n * sizeof(double));
+    p->bre = kn_calloc((size_t)m, sizeof(double));
+    p->bim = kn_calloc((size_t)m, sizeof(double));
+    ok = p->chr && p->chi && p->bre && p->bim;
+  }
+  if (!ok) {
     dft_plan_free(p);
     return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for a DFT of length %lld",
                       (long long)n);
   }
-  for (int64_t k = 0; k < n; k++) {
-    double a = 2.0 * KN_PI * (double)k / (double)n;
+  for (int64_t k = 0; k < m; k++) {
+    double a = 2.0 * KN_PI * (double)k / (double)m;
     p->cs[k] = cos(a);
     p->sn[k] = sin(a);
+  }
+  if (p->mode == DFT_BLUESTEIN) {
+    /* chirp_j = e^{sgn i pi j^2 / n}; j^2 is reduced mod 2n for accuracy. */
+    for (int64_t j = 0; j < n; j++) {
+      int64_t q = (j * j) % (2 * n); /* j < 2^24: no overflow */
+      double a = KN_PI * (double)q / (double)n;
+      p->chr[j] = cos(a);
+      p->chi[j] = p->sgn * sin(a);
+    }
+    /* filter b_j = conj(chirp_|j|), wrapped around m */
+    p->bre[0] = p->chr[0];
+    p->bim[0] = -p->chi[0];
+    for (int64_t j = 1; j < n; j++) {
+      p->bre[j] = p->bre[m - j] = p->chr[j];
+      p->bim[j] = p->bim[m - j] = -p->chi[j];
+    }
+    fft_pow2(p->bre, p->bim, m, p->cs, p->sn, -1.0);
   }
   return KN_OK;
 }
 
-/* In-place transform of p->re/p->im: X[k] = sum x[j] e^{-+2 pi i jk/n}
- * (sign + and scale 1/n when inverse). */
-static void dft_exec(dft_plan *p, bool inverse) {
-  int64_t n = p->n;
-  double sgn = inverse ? 1.0 : -1.0;
+/* In-place transform of p->re/p->im (first n values):
+ * X[k] = sum_j x[j] e^{sgn 2 pi i jk/n}, scaled by 1/n when inverse. */
+static void dft_exec(dft_plan *p) {
+  int64_t n = p->n, m = p->m;
   double *re = p->re, *im = p->im;
-  if (p->pow2) {
-    for (int64_t i = 1, j = 0; i < n; i++) {
-      int64_t bit = n >> 1;
-      for (; j & bit; bit >>= 1) j ^= bit;
-      j ^= bit;
-      if (i < j) {
-        double t = re[i];
-        re[i] = re[j];
-        re[j] = t;
-        t = im[i];
-        im[i] = im[j];
-        im[j] = t;
-      }
-    }
-    for (int64_t len = 2; len <= n; len <<= 1) {
-      int64_t half = len >> 1, step = n / len;
-      for (int64_t s = 0; s < n; s += len)
-        for (int64_t k = 0; k < half; k++) {
-          double wr = p->cs[k * step], wi = sgn * p->sn[k * step];
-          double xr = re[s + k + half], xi = im[s + k + half];
-          double tr = xr * wr - xi * wi, ti = xr * wi + xi * wr;
-          re[s + k + half] = re[s + k] - tr;
-          im[s + k + half] = im[s + k] - ti;
-          re[s + k] += tr;
-          im[s + k] += ti;
-        }
-    }
-  } else {
+  if (p->mode == DFT_POW2) {
+    fft_pow2(re, im, n, p->cs, p->sn, p->sgn);
+  } else if (p->mode == DFT_DIRECT) {
     for (int64_t k = 0; k < n; k++) {
       double sr = 0, si = 0;
       int64_t idx = 0;
       for (int64_t j = 0; j < n; j++) {
-        double wr = p->cs[idx], wi = sgn * p->sn[idx];
+        double wr = p->cs[idx], wi = p->sgn * p->sn[idx];
         sr += re[j] * wr - im[j] * wi;
         si += re[j] * wi + im[j] * wr;
         idx += k;
@@ -151,8 +204,32 @@ static void dft_exec(dft_plan *p, bool inverse) {
     }
     memcpy(re, p->tre, (size_t)n * sizeof(double));
     memcpy(im, p->tim, (size_t)n * sizeof(double));
+  } else {
+    /* jk = (j^2 + k^2 - (k-j)^2) / 2: X_k = chirp_k * sum_j (x_j chirp_j)
+     * conj(chirp_{k-j}), a convolution done with power-of-two FFTs. */
+    double *ar = p->tre, *ai = p->tim;
+    for (int64_t j = 0; j < n; j++) {
+      ar[j] = re[j] * p->chr[j] - im[j] * p->chi[j];
+      ai[j] = re[j] * p->chi[j] + im[j] * p->chr[j];
+    }
+    memset(ar + n, 0, (size_t)(m - n) * sizeof(double));
+    memset(ai + n, 0, (size_t)(m - n) * sizeof(double));
+    fft_pow2(ar, ai, m, p->cs, p->sn, -1.0);
+    for (int64_t k = 0; k < m; k++) {
+      double xr = ar[k] * p->bre[k] - ai[k] * p->bim[k];
+      double xi = ar[k] * p->bim[k] + ai[k] * p->bre[k];
+      ar[k] = xr;
+      ai[k] = xi;
+    }
+    fft_pow2(ar, ai, m, p->cs, p->sn, 1.0);
+    double inv_m = 1.0 / (double)m;
+    for (int64_t k = 0; k < n; k++) {
+      double cr = ar[k] * inv_m, ci = ai[k] * inv_m;
+      re[k] = cr * p->chr[k] - ci * p->chi[k];
+      im[k] = cr * p->chi[k] + ci * p->chr[k];
+    }
   }
-  if (inverse) {
+  if (p->sgn > 0) {
     double inv = 1.0 / (double)n;
     for (int64_t k = 0; k < n; k++) {
       re[k] *= inv;
@@ -264,7 +341,7 @@ static kn_status dft_run(kn_op_ctx *ctx) {
   for (int32_t i = dp.axis + 1; i < r - 1; i++) inner *= x->dims[i];
   if (outer * inner == 0 || len_out == 0) return KN_OK;
   dft_plan p;
-  if ((st = dft_plan_make(ctx, &p, dp.n))) return st;
+  if ((st = dft_plan_make(ctx, &p, dp.n, dp.inverse))) return st;
   int64_t take = len_in < dp.n ? len_in : dp.n;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
@@ -277,7 +354,7 @@ static kn_status dft_run(kn_op_ctx *ctx) {
           p.re[j] = p.im[j] = 0.0;
         }
       }
-      dft_exec(&p, dp.inverse);
+      dft_exec(&p);
       for (int64_t k = 0; k < len_out; k++) {
         int64_t e = ((o * len_out + k) * inner + in) * 2;
         stv(y, e, p.re[k]);
@@ -392,7 +469,7 @@ static kn_status stft_run(kn_op_ctx *ctx) {
   if (kn_shape_numel(4, dims) == 0) return KN_OK;
   int64_t B = dims[0], L = x->dims[1], c = x->dims[2], n = sp.frame_len;
   dft_plan p;
-  if ((st = dft_plan_make(ctx, &p, n))) return st;
+  if ((st = dft_plan_make(ctx, &p, n, false))) return st;
   for (int64_t b = 0; b < B; b++)
     for (int64_t f = 0; f < sp.frames; f++) {
       int64_t start = f * sp.step;
@@ -402,7 +479,7 @@ static kn_status stft_run(kn_op_ctx *ctx) {
         p.re[j] = ld(x, e) * w;
         p.im[j] = c == 2 ? ld(x, e + 1) * w : 0.0;
       }
-      dft_exec(&p, false);
+      dft_exec(&p);
       for (int64_t k = 0; k < sp.bins; k++) {
         int64_t e = ((b * sp.frames + f) * sp.bins + k) * 2;
         stv(y, e, p.re[k]);
