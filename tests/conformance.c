@@ -292,7 +292,10 @@ int main(int argc, char **argv) {
       bool take = nfilters == 0;
       for (int f = 0; f < nfilters; f++)
         if (strstr(id, filters[f])) take = true;
-      if (!take) continue;
+      if (!take) {
+        free(names[i]);
+        continue;
+      }
       snprintf(dir, sizeof dir, "%s/%s", sdir, names[i]);
       int rc = run_isolated(dir, timeout, fork_it, why, sizeof why);
       bool listed = false;

@@ -91,11 +91,15 @@ kn_status kn_npy_decode(const void *buf, size_t size, const char *label,
   }
   if (p >= end) return kn_fail(err, KN_ERR_PARSE, "%s: bad .npy shape", label);
   kn_status st = kn_tensor_alloc(out, dt, rank, dims, err);
-  if (st) return st;
+  if (st) {
+    kn_error_prefix(err, "%s", label);
+    return st;
+  }
   if (size - off - hl < out->nbytes) {
+    size_t need = out->nbytes;
     kn_tensor_release(out);
     return kn_fail(err, KN_ERR_PARSE, "%s: .npy data is truncated: %zu of %zu bytes",
-                   label, size - off - hl, out->nbytes);
+                   label, size - off - hl, need);
   }
   if (out->nbytes) memcpy(out->data, b + off + hl, out->nbytes);
   return KN_OK;

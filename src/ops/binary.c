@@ -67,7 +67,7 @@ static void bcast_walk(int32_t rank, const int64_t *dims, void *out, size_t oesz
           idx[KN_MAX_RANK] = {0};
   for (int32_t k = 0; k < n_in; k++) ist[k] = cs[k][cr - 1];
   int64_t rows = numel / inner;
-  const char *p[MAX_IN];
+  const char *p[MAX_IN] = {0};
   char *o = out;
   for (int64_t r = 0; r < rows; r++) {
     for (int32_t k = 0; k < n_in; k++)
@@ -713,7 +713,7 @@ static kn_status var_run(kn_op_ctx *ctx) {
   int64_t n = kn_tensor_numel(o);
   if (ctx->n_in == 1) {
     /* o has in0's shape */
-    const void *p;
+    const void *p = NULL;
     void *tmp;
     st = as_work(ctx, in0, w, &p, &tmp);
     if (st) goto done;
@@ -722,7 +722,7 @@ static kn_status var_run(kn_op_ctx *ctx) {
   }
   for (int32_t i = 1; i < ctx->n_in; i++) {
     const kn_tensor *t = kn_in(ctx, i);
-    const void *p;
+    const void *p = NULL;
     void *tmp;
     st = as_work(ctx, t, w, &p, &tmp);
     if (st) goto done;

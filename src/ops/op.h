@@ -49,7 +49,9 @@ struct kn_op_ctx {
   const kn_node *node;
   int64_t opset;
   int32_t n_in;
-  kn_slot **in;   /* in[i] == NULL: input omitted (empty name) */
+  kn_slot **in;   /* in[i] == NULL: input omitted (empty name); a slot of
+                     kind KN_KIND_NONE: an empty optional (treat as omitted
+                     unless the op is about optionals) */
   int32_t n_out;
   kn_slot **out;  /* always non-NULL (scratch when the output is unused) */
   bool static_infer;

@@ -72,7 +72,7 @@ static kn_status pool_attr_list(kn_op_ctx *ctx, const char *name, int32_t want,
 }
 
 /* Fills g from the attributes and x's shape.  Output dims whose input dim is
- * unknown are -1.  `has_ceil` / `has_dil`: the op version reads them. */
+ * unknown are -1.  has_dil: this op version has a dilations attribute. */
 static kn_status pool_geometry(kn_op_ctx *ctx, const kn_tensor *x, pool_geo *g,
                                bool has_dil) {
   const int64_t *ks;

@@ -334,11 +334,28 @@ static float dotf(const float *a, const float *b, int64_t n) {
   return r;
 }
 
-/* out[m][n] = a[m] . b[n]  (a: M x K rows, b: N x K rows). */
+/* out[m][n] = a[m] . b[n]  (a: M x K rows, b: N x K rows).  Blocks of 32
+ * rows of a stay in cache while every row of b streams past them once. */
 static void gemm_abt(const float *a, const float *b, float *out, int64_t M,
                      int64_t N, int64_t K) {
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) out[m * N + n] = dotf(a + m * K, b + n * K, K);
+  for (int64_t m0 = 0; m0 < M; m0 += 32) {
+    int64_t m1 = m0 + 32 < M ? m0 + 32 : M;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t m = m0; m < m1; m++) out[m * N + n] = dotf(a + m * K, b + n * K, K);
+  }
+}
+
+/* out[b][j] = hs[b] . R[j] for j in [j0, j1) and each listed batch row b
+ * (row stride ldo); a row of R is read once for all batch rows. */
+static void rec_gemm(const float *hs, const int64_t *rows, int64_t n_rows, int64_t H,
+                     const float *R, int64_t j0, int64_t j1, float *out, int64_t ldo) {
+  for (int64_t j = j0; j < j1; j++) {
+    const float *rj = R + j * H;
+    for (int64_t i = 0; i < n_rows; i++) {
+      int64_t b = rows[i];
+      out[b * ldo + j] = dotf(hs + b * H, rj, H);
+    }
+  }
 }
 
 /* Any float tensor -> float32 buffer (n elements from element `off`). */
@@ -403,8 +420,9 @@ typedef struct {
   float *w, *r, *bias, *peep; /* W, R, Wb+Rb, P */
   float *xw;                  /* [seq*batch, G*H] */
   float *h, *c;               /* [batch, H] */
-  float *gates;               /* [G*H] one row */
-  float *tmp;                 /* [H] */
+  float *gates;               /* [batch, G*H] recurrent products */
+  float *tmp;                 /* [batch, H] GRU r . H */
+  int64_t *rows, *tidx;       /* active batch rows; time index per row */
 } rnn_work;
 
 static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
@@ -459,10 +477,12 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
   wk.xw = kn_malloc((size_t)(S * B * GH + 1) * sizeof(float));
   wk.h = kn_malloc((size_t)(B * H + 1) * sizeof(float));
   wk.c = kn_malloc((size_t)(B * H + 1) * sizeof(float));
-  wk.gates = kn_malloc((size_t)(GH + 1) * sizeof(float));
-  wk.tmp = kn_malloc((size_t)(H + 1) * sizeof(float));
+  wk.gates = kn_malloc((size_t)(B * GH + 1) * sizeof(float));
+  wk.tmp = kn_malloc((size_t)(B * H + 1) * sizeof(float));
+  wk.rows = kn_malloc((size_t)(B + 1) * sizeof(int64_t));
+  wk.tidx = kn_malloc((size_t)(B + 1) * sizeof(int64_t));
   if (!xf || !wk.w || !wk.r || !wk.bias || !wk.peep || !wk.xw || !wk.h || !wk.c ||
-      !wk.gates || !wk.tmp) {
+      !wk.gates || !wk.tmp || !wk.rows || !wk.tidx) {
     st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for %s work buffers",
                     ctx->node->op_type);
     goto done;
@@ -509,46 +529,61 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
     for (int64_t bb = 0; bb < B; bb++)
       if (lens[bb] > max_len) max_len = lens[bb];
     for (int64_t step = 0; step < max_len; step++) {
+      /* rows still running at this step and their time index */
+      int64_t n_act = 0;
       for (int64_t bb = 0; bb < B; bb++) {
         if (step >= lens[bb]) continue;
-        int64_t t = rev ? lens[bb] - 1 - step : step;
-        const float *xw = wk.xw + (t * B + bb) * GH;
-        float *h = wk.h + bb * H, *c = wk.c + bb * H, *g = wk.gates;
-        if (kind == RNN_KIND_RNN) {
-          for (int64_t j = 0; j < H; j++)
-            g[j] = xw[j] + dotf(h, wk.r + j * H, H);
-          for (int64_t j = 0; j < H; j++) h[j] = act_apply(af, clipf(g[j], p.clip));
-        } else if (kind == RNN_KIND_GRU) {
-          /* z and r gates */
-          for (int64_t j = 0; j < 2 * H; j++)
-            g[j] = act_apply(af, clipf(xw[j] + dotf(h, wk.r + j * H, H), p.clip));
-          const float *z = g, *rg = g + H;
-          const float *rh = wk.r + 2 * H * H, *rbh = rb + 2 * H;
-          float *hh = g + 2 * H;
-          if (p.linear_before_reset) {
-            for (int64_t j = 0; j < H; j++)
-              hh[j] = xw[2 * H + j] + rg[j] * (dotf(h, rh + j * H, H) + rbh[j]);
-          } else {
-            for (int64_t k = 0; k < H; k++) wk.tmp[k] = rg[k] * h[k];
-            for (int64_t j = 0; j < H; j++)
-              hh[j] = xw[2 * H + j] + dotf(wk.tmp, rh + j * H, H) + rbh[j];
-          }
+        wk.rows[n_act++] = bb;
+        wk.tidx[bb] = rev ? lens[bb] - 1 - step : step;
+      }
+      /* recurrent products H_{t-1} R^T for the gates that read H directly */
+      int64_t jr = kind == RNN_KIND_GRU && !p.linear_before_reset ? 2 * H : GH;
+      rec_gemm(wk.h, wk.rows, n_act, H, wk.r, 0, jr, wk.gates, GH);
+      if (kind == RNN_KIND_GRU && !p.linear_before_reset) {
+        /* h gate reads (r . H_{t-1}) R_h^T: r first, then the product */
+        for (int64_t i = 0; i < n_act; i++) {
+          int64_t bb = wk.rows[i];
+          const float *xw = wk.xw + (wk.tidx[bb] * B + bb) * GH;
+          float *g = wk.gates + bb * GH, *h = wk.h + bb * H, *tmp = wk.tmp + bb * H;
           for (int64_t j = 0; j < H; j++) {
-            float ht = act_apply(ag, clipf(hh[j], p.clip));
-            h[j] = (1.0f - z[j]) * ht + z[j] * h[j];
+            float r_t = act_apply(af, clipf(xw[H + j] + g[H + j], p.clip));
+            tmp[j] = r_t * h[j];
+          }
+        }
+        rec_gemm(wk.tmp, wk.rows, n_act, H, wk.r, 2 * H, 3 * H, wk.gates, GH);
+      }
+      for (int64_t i = 0; i < n_act; i++) {
+        int64_t bb = wk.rows[i], t = wk.tidx[bb];
+        const float *xw = wk.xw + (t * B + bb) * GH;
+        float *h = wk.h + bb * H, *c = wk.c + bb * H, *g = wk.gates + bb * GH;
+        if (kind == RNN_KIND_RNN) {
+          for (int64_t j = 0; j < H; j++) h[j] = act_apply(af, clipf(xw[j] + g[j], p.clip));
+        } else if (kind == RNN_KIND_GRU) {
+          const float *rbh = rb + 2 * H;
+          for (int64_t j = 0; j < H; j++) {
+            float z = act_apply(af, clipf(xw[j] + g[j], p.clip));
+            float hh;
+            if (p.linear_before_reset) {
+              float r_t = act_apply(af, clipf(xw[H + j] + g[H + j], p.clip));
+              hh = xw[2 * H + j] + r_t * (g[2 * H + j] + rbh[j]);
+            } else {
+              hh = xw[2 * H + j] + g[2 * H + j] + rbh[j];
+            }
+            float ht = act_apply(ag, clipf(hh, p.clip));
+            h[j] = (1.0f - z) * ht + z * h[j];
           }
         } else {
           /* gates i o f c */
-          for (int64_t j = 0; j < GH; j++) g[j] = xw[j] + dotf(h, wk.r + j * H, H);
           const float *pi = wk.peep, *po = wk.peep + H, *pf = wk.peep + 2 * H;
           for (int64_t j = 0; j < H; j++) {
-            float it = act_apply(af, clipf(g[j] + pi[j] * c[j], p.clip));
-            float ft = p.input_forget
-                           ? 1.0f - it
-                           : act_apply(af, clipf(g[2 * H + j] + pf[j] * c[j], p.clip));
-            float ct = act_apply(ag, clipf(g[3 * H + j], p.clip));
+            float it = act_apply(af, clipf(xw[j] + g[j] + pi[j] * c[j], p.clip));
+            float ft = p.input_forget ? 1.0f - it
+                                      : act_apply(af, clipf(xw[2 * H + j] + g[2 * H + j] +
+                                                                pf[j] * c[j],
+                                                            p.clip));
+            float ct = act_apply(ag, clipf(xw[3 * H + j] + g[3 * H + j], p.clip));
             float cn = ft * c[j] + it * ct;
-            float ot = act_apply(af, clipf(g[H + j] + po[j] * cn, p.clip));
+            float ot = act_apply(af, clipf(xw[H + j] + g[H + j] + po[j] * cn, p.clip));
             c[j] = cn;
             h[j] = ot * act_apply(ah, cn);
           }
@@ -574,6 +609,8 @@ done:
   free(wk.c);
   free(wk.gates);
   free(wk.tmp);
+  free(wk.rows);
+  free(wk.tidx);
   return st;
 }
 

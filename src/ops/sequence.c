@@ -84,7 +84,7 @@ static kn_status seq_empty_dtype(kn_op_ctx *ctx, kn_dtype *dt) {
 }
 
 static kn_status seq_empty_infer(kn_op_ctx *ctx) {
-  kn_dtype dt;
+  kn_dtype dt = KN_DTYPE_UNDEFINED;
   kn_status st = seq_empty_dtype(ctx, &dt);
   if (st) return st;
   out_seq_decl(ctx, 0, dt);
@@ -92,7 +92,7 @@ static kn_status seq_empty_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status seq_empty_run(kn_op_ctx *ctx) {
-  kn_dtype dt;
+  kn_dtype dt = KN_DTYPE_UNDEFINED;
   kn_status st = seq_empty_dtype(ctx, &dt);
   if (st) return st;
   out_seq_begin(ctx, 0, dt);

@@ -511,7 +511,7 @@ static kn_status window_setup(kn_op_ctx *ctx, kn_dtype *dt, int64_t *size) {
 }
 
 static kn_status window_infer(kn_op_ctx *ctx) {
-  kn_dtype dt;
+  kn_dtype dt = KN_DTYPE_UNDEFINED;
   int64_t size;
   kn_status st = window_setup(ctx, &dt, &size);
   if (st) return st;
@@ -520,7 +520,7 @@ static kn_status window_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status window_run(kn_op_ctx *ctx, cosine_window w) {
-  kn_dtype dt;
+  kn_dtype dt = KN_DTYPE_UNDEFINED;
   int64_t size;
   kn_status st = window_setup(ctx, &dt, &size);
   if (st) return st;
@@ -596,7 +596,7 @@ static kn_status mel_setup(kn_op_ctx *ctx, mel_params *mp, kn_dtype *dt, int64_t
 
 static kn_status mel_infer(kn_op_ctx *ctx) {
   mel_params mp;
-  kn_dtype dt;
+  kn_dtype dt = KN_DTYPE_UNDEFINED;
   int64_t dims[2];
   kn_status st = mel_setup(ctx, &mp, &dt, dims);
   if (st) return st;
@@ -612,7 +612,7 @@ static double mel_to_hz(double m) { return 700.0 * (pow(10.0, m / 2595.0) - 1.0)
  * specification (bins = floor((dft_length + 1) * hz / sample_rate)). */
 static kn_status mel_run(kn_op_ctx *ctx) {
   mel_params mp;
-  kn_dtype dt;
+  kn_dtype dt = KN_DTYPE_UNDEFINED;
   int64_t dims[2];
   kn_status st = mel_setup(ctx, &mp, &dt, dims);
   if (st) return st;

@@ -15,7 +15,7 @@ typedef enum sm_kind { SM_SOFT, SM_LOG, SM_HARD } sm_kind;
 static const kn_dtype sm_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                     KN_DTYPE_BF16, 0};
 
-/* Geometry of the normalised lanes; false when the rank is unknown. */
+/* Geometry of the normalised lanes (x's rank and dims must be known). */
 static kn_status sm_geometry(kn_op_ctx *ctx, const kn_tensor *x, int64_t *outer,
                              int64_t *len, int64_t *inner) {
   bool coerce = ctx->opset < 13;

@@ -1,0 +1,295 @@
+#!/usr/bin/python3
+"""Writes the fixtures of tests/cli_test.sh into this folder.
+
+Run with a Python that has onnx and numpy (Debian: /usr/bin/python3 with
+python3-onnx).  The output is deterministic and committed, so the test itself
+needs no Python.  Every file stays well under 10 KB; the 1000-level nested
+model is stored gzip'd (nested1000.onnx.gz) and unpacked by the test.
+
+Layout
+  good.onnx            Y = Relu(X + B), X float [1,4], B initializer [1,4]
+  good_data/           input_0.pb (X), output_0.pb (expected Y, numpy),
+                       output_0.npy (expected Y as .npy), x.npy (X as .npy)
+  dyn.onnx, dyn_data/  same with X float [N,4]; data for N=3
+                       B read from external data weights.bin (offset 16)
+  bad_*.onnx           hostile models (see the table at the bottom)
+  in_*.pb, in_*.npy    hostile inputs for good.onnx
+"""
+import gzip
+import os
+import random
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPSET = 13
+
+
+def path(name):
+    return os.path.join(HERE, name)
+
+
+def write(name, data):
+    p = path(name)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "wb") as f:
+        f.write(data)
+    assert len(data) < 10240, (name, len(data))
+
+
+def save(name, model):
+    write(name, model.SerializeToString())
+
+
+def model(nodes, inputs, outputs, inits=(), opset=OPSET, domains=(), name="g"):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in domains]
+    m = helper.make_model(g, opset_imports=ops, producer_name="kiln-tests")
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+X = vi("X", [1, 4])
+Y = vi("Y", [1, 4])
+X_VAL = np.array([[-2.0, -0.5, 0.5, 2.0]], dtype=np.float32)
+B_VAL = np.array([[1.0, 1.0, -1.0, 0.25]], dtype=np.float32)
+B = numpy_helper.from_array(B_VAL, "B")
+
+
+def add_relu(x=X, y=Y, inits=(B,), **kw):
+    nodes = [helper.make_node("Add", ["X", "B"], ["S"], name="add"),
+             helper.make_node("Relu", ["S"], ["Y"], name="relu")]
+    return model(nodes, [x], [y], inits, **kw)
+
+
+def tensor_pb(arr, name):
+    return numpy_helper.from_array(arr, name).SerializeToString()
+
+
+def expected(x):
+    return np.maximum(x + B_VAL, 0).astype(np.float32)
+
+
+# ---- protobuf by hand, for what onnx's API cannot (or will not) build ----
+
+def varint(v):
+    out = bytearray()
+    v &= (1 << 64) - 1
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_len(num, payload):
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def field_int(num, v):
+    return varint(num << 3) + varint(v)
+
+
+def nested_if_model(levels, io=True):
+    """ModelProto whose graph holds an If whose then_branch holds an If ...
+    `levels` deep (GraphProto=1:node, NodeProto 4:op_type 5:attribute,
+    AttributeProto 1:name 6:g 20:type, ModelProto 1:ir_version 7:graph
+    8:opset_import)."""
+    g = field_len(2, b"leaf")
+    for _ in range(levels):
+        attr = field_len(1, b"then_branch") + field_len(6, g) + field_int(20, 5)
+        node = field_len(4, b"If") + field_len(5, attr)
+        if io:  # cond input and output; left out of the gzip'd one to keep it small
+            node = field_len(1, b"c") + field_len(2, b"y") + node
+        g = field_len(1, node)
+    opset = field_int(2, OPSET)
+    return field_int(1, 8) + field_len(7, g) + field_len(8, opset)
+
+
+def parses(data):
+    try:
+        onnx.ModelProto.FromString(data)
+        return True
+    except Exception:
+        return False
+
+
+def main():
+    # ---- valid models and their data ----
+    good = add_relu()
+    onnx.checker.check_model(good)
+    save("good.onnx", good)
+    write("good_data/input_0.pb", tensor_pb(X_VAL, "X"))
+    write("good_data/output_0.pb", tensor_pb(expected(X_VAL), "Y"))
+    np.save(path("good_data/x.npy"), X_VAL)
+    np.save(path("good_data/output_0.npy"), expected(X_VAL))
+
+    dyn = add_relu(x=vi("X", ["N", 4]), y=vi("Y", ["N", 4]))
+    onnx.checker.check_model(dyn)
+    save("dyn.onnx", dyn)
+    xd = np.arange(-6, 6, dtype=np.float32).reshape(3, 4) / 2
+    write("dyn_data/input_0.pb", tensor_pb(xd, "X"))
+    write("dyn_data/output_0.pb", tensor_pb(expected(xd), "Y"))
+
+    # external data: 16 bytes of padding, then B
+    write("weights.bin", b"kiln-test-pad-16" + B_VAL.tobytes())
+
+    def ext_model(location, offset=16, length=16):
+        b = TensorProto(name="B", data_type=TensorProto.FLOAT, dims=[1, 4])
+        b.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", offset), ("length", length)):
+            if v is not None:
+                e = b.external_data.add()
+                e.key, e.value = k, str(v)
+        return add_relu(inits=(b,))
+
+    save("ext.onnx", ext_model("weights.bin"))
+    save("bad_ext_missing.onnx", ext_model("no_such_weights.bin"))
+    save("bad_ext_dotdot.onnx", ext_model("../../etc/passwd", offset=0))
+    save("bad_ext_dotdot_inside.onnx", ext_model("../bad/weights.bin"))
+    save("bad_ext_abs.onnx", ext_model("/etc/passwd", offset=0))
+    save("bad_ext_offset.onnx", ext_model("weights.bin", offset=1 << 20))
+    save("bad_ext_short.onnx", ext_model("weights.bin", offset=24))
+    save("bad_ext_length.onnx", ext_model("weights.bin", length=1 << 40))
+    save("bad_ext_neg_offset.onnx", ext_model("weights.bin", offset=-16))
+    save("bad_ext_noloc.onnx", ext_model("", offset=0))
+
+    # ---- broken bytes ----
+    gb = good.SerializeToString()
+    for cut in (1, 7, len(gb) // 3, len(gb) // 2, len(gb) - 1):
+        t = gb[:cut]
+        assert not parses(t), cut
+        write("bad_trunc_%d.onnx" % cut, t)
+    rng = random.Random(1234)
+    write("bad_random.onnx", bytes(rng.randrange(256) for _ in range(512)))
+    flips = []
+    while len(flips) < 4:
+        pos, bit = rng.randrange(len(gb)), rng.randrange(8)
+        f = bytearray(gb)
+        f[pos] ^= 1 << bit
+        if not parses(bytes(f)):
+            flips.append(pos)
+            write("bad_bitflip_%d.onnx" % pos, bytes(f))
+    write("bad_empty.onnx", b"")
+    write("bad_nested70.onnx", nested_if_model(70))
+    nested = nested_if_model(1000, io=False)
+    with gzip.GzipFile(path("nested1000.onnx.gz"), "wb", mtime=0) as f:
+        f.write(nested)
+    assert os.path.getsize(path("nested1000.onnx.gz")) < 10240
+
+    # ---- well-formed protobuf, hostile content ----
+    def raw_init(name, dims, raw=b"", dtype=TensorProto.FLOAT):
+        t = TensorProto(name=name, data_type=dtype)
+        t.dims.extend(dims)
+        t.raw_data = raw
+        return t
+
+    def init_model(t):
+        """Y = X + t, so the initializer is used."""
+        t.name = "B"
+        return add_relu(inits=(t,))
+
+    save("bad_huge_init.onnx", init_model(raw_init("B", [1000000, 1000000, 1000])))
+    save("bad_overflow_init.onnx", init_model(raw_init("B", [1 << 40, 1 << 40])))
+    save("bad_rawlen.onnx", init_model(raw_init("B", [1, 4], b"\0" * 12)))
+    save("bad_floatdata_count.onnx",
+         init_model(TensorProto(name="B", data_type=TensorProto.FLOAT, dims=[1, 4],
+                                float_data=[1.0, 2.0, 3.0])))
+    save("bad_negdim.onnx", init_model(raw_init("B", [-1, 4], b"\0" * 16)))
+    save("bad_rank100_init.onnx", init_model(raw_init("B", [1] * 100, b"\0" * 4)))
+    save("bad_dtype_init.onnx", init_model(raw_init("B", [1, 4], b"\0" * 16, dtype=99)))
+    save("bad_rank100_input.onnx", add_relu(x=vi("X", [1] * 100)))
+
+    shape_t = numpy_helper.from_array(np.array([10 ** 15], dtype=np.int64), "shape")
+    save("bad_huge_constantofshape.onnx",
+         model([helper.make_node("ConstantOfShape", ["shape"], ["Y"], name="cos")],
+               [], [vi("Y", None)], [shape_t]))
+    big = numpy_helper.from_array(np.array([10 ** 12, 4], dtype=np.int64), "shape")
+    save("bad_huge_expand.onnx",
+         model([helper.make_node("Expand", ["X", "shape"], ["Y"], name="expand")],
+               [X], [vi("Y", None)], [big]))
+
+    save("bad_unknown_op.onnx",
+         model([helper.make_node("FrobnicateTensor", ["X"], ["Y"], name="frob")], [X], [Y]))
+    save("bad_unknown_domain.onnx",
+         model([helper.make_node("Relu", ["X"], ["Y"], name="relu", domain="com.example.kiln")],
+               [X], [Y], domains=[("com.example.kiln", 1)]))
+    save("bad_unimported_domain.onnx",
+         model([helper.make_node("Relu", ["X"], ["Y"], name="relu", domain="com.example.kiln")],
+               [X], [Y]))
+    save("bad_opset99.onnx", add_relu(opset=99))
+    save("bad_dangling.onnx",
+         model([helper.make_node("Add", ["X", "ghost"], ["Y"], name="add")], [X], [Y]))
+    save("bad_cycle.onnx",
+         model([helper.make_node("Add", ["X", "R"], ["S"], name="add"),
+                helper.make_node("Relu", ["S"], ["R"], name="relu"),
+                helper.make_node("Identity", ["R"], ["Y"], name="out")], [X], [Y]))
+    save("bad_dup_output.onnx",
+         model([helper.make_node("Relu", ["X"], ["Y"], name="relu_a"),
+                helper.make_node("Neg", ["X"], ["Y"], name="neg_b")], [X], [Y]))
+    save("bad_dup_input.onnx",
+         model([helper.make_node("Relu", ["X"], ["Y"], name="relu")], [X, X], [Y]))
+    save("bad_no_graph.onnx", onnx.ModelProto(ir_version=8))
+    save("bad_graph_output_missing.onnx",
+         model([helper.make_node("Relu", ["X"], ["S"], name="relu")], [X], [Y]))
+
+    def const(name, arr):
+        return numpy_helper.from_array(np.asarray(arr), name)
+
+    save("bad_reshape.onnx",
+         model([helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")],
+               [X], [vi("Y", None)], [const("shape", np.array([3, 2], dtype=np.int64))]))
+    save("bad_matmul.onnx",
+         model([helper.make_node("MatMul", ["X", "W"], ["Y"], name="matmul")],
+               [X], [vi("Y", None)], [const("W", np.ones((3, 2), dtype=np.float32))]))
+    save("bad_gather.onnx",
+         model([helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather", axis=1)],
+               [X], [vi("Y", None)], [const("idx", np.array([0, 9], dtype=np.int64))]))
+    save("bad_gather_neg.onnx",
+         model([helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather", axis=1)],
+               [X], [vi("Y", None)], [const("idx", np.array([-5], dtype=np.int64))]))
+    save("bad_gather_axis.onnx",
+         model([helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather", axis=7)],
+               [X], [vi("Y", None)], [const("idx", np.array([0], dtype=np.int64))]))
+
+    # ---- hostile inputs for good.onnx ----
+    write("in_wrong_dtype.pb", tensor_pb(X_VAL.astype(np.int64), "X"))
+    write("in_wrong_shape.pb", tensor_pb(np.zeros((2, 4), dtype=np.float32), "X"))
+    gi = tensor_pb(X_VAL, "X")
+    write("in_truncated.pb", gi[:len(gi) - 3])
+    t = numpy_helper.from_array(X_VAL, "X")
+    t.raw_data = t.raw_data[:12]
+    write("in_rawlen.pb", t.SerializeToString())
+    np.save(path("in_f64.npy"), X_VAL.astype(np.float64))
+
+    def npy(header, data):
+        h = header.encode("latin1")
+        pad = (64 - (10 + len(h) + 1) % 64) % 64
+        h = h + b" " * pad + b"\n"
+        return b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + data
+
+    write("in_fortran.npy",
+          npy("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 4), }", X_VAL.tobytes()))
+    write("in_badheader.npy", npy("{'descr': <f4 'fortran_order' 'shape': (1 4 }", X_VAL.tobytes()))
+    write("in_bigendian.npy",
+          npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1, 4), }",
+              X_VAL.astype(">f4").tobytes()))
+    write("in_npy_truncated.npy",
+          npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), }", X_VAL.tobytes()[:10]))
+    write("in_npy_hugeshape.npy",
+          npy("{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000, 100000000000), }",
+              b""))
+    write("in_npy_hdrlen.npy", b"\x93NUMPY\x01\x00\xff\xff{'descr'")
+
+
+if __name__ == "__main__":
+    main()
