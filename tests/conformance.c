@@ -4,8 +4,13 @@
  * the outputs: same dtype and shape, values within rtol 1e-3 / atol 1e-5
  * (exact for integers, bools and strings).
  *
- *   kiln_conformance [--data DIR] [--filter SUBSTR]... [--expect FILE]
- *                    [--write-pass FILE] [--timeout SEC] [--no-fork]
+ *   kiln_conformance [--data DIR | --cases DIR] [--filter SUBSTR]...
+ *                    [--expect FILE] [--write-pass FILE] [--timeout SEC]
+ *                    [--rtol R] [--atol A] [--no-fork]
+ *
+ * --data names the test-data root (suites node/, pytorch-converted/, ...);
+ * --cases names one folder whose subfolders are cases in the same layout
+ * (the exported real models with ONNX Runtime's outputs).
  *
  * Each case runs in a child process so one crash or hang is one failure.
  * With --expect, exits 1 when any case listed in FILE fails.
@@ -20,11 +25,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RTOL 1e-3
-#define ATOL 1e-5
+static double RTOL = 1e-3, ATOL = 1e-5;
 
-static const char *const suites[] = {"node", "pytorch-converted", "pytorch-operator",
-                                     "simple"};
+static const char *const default_suites[] = {"node", "pytorch-converted",
+                                             "pytorch-operator", "simple"};
 
 static bool file_exists(const char *p) {
   struct stat sb;
@@ -243,9 +247,14 @@ int main(int argc, char **argv) {
   const char *filters[64];
   int nfilters = 0, timeout = 60;
   const char *expect = NULL, *write_pass = NULL;
-  bool fork_it = true;
+  bool fork_it = true, cases_mode = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+    else if (!strcmp(argv[i], "--cases") && i + 1 < argc) {
+      data = argv[++i];
+      cases_mode = true;
+    } else if (!strcmp(argv[i], "--rtol") && i + 1 < argc) RTOL = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--atol") && i + 1 < argc) ATOL = atof(argv[++i]);
     else if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
       if (nfilters == 64) {
         fprintf(stderr, "kiln_conformance: at most 64 --filter options\n");
@@ -258,8 +267,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-fork")) fork_it = false;
     else {
-      fprintf(stderr, "usage: %s [--data DIR] [--filter S]... [--expect FILE] "
-                      "[--write-pass FILE] [--timeout SEC] [--no-fork]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--data DIR | --cases DIR] [--filter S]... "
+                      "[--expect FILE] [--write-pass FILE] [--timeout SEC] "
+                      "[--rtol R] [--atol A] [--no-fork]\n", argv[0]);
       return 2;
     }
   }
@@ -271,9 +281,16 @@ int main(int argc, char **argv) {
   }
   FILE *wp = write_pass ? fopen(write_pass, "w") : NULL;
   int passed = 0, failed = 0, regressions = 0;
-  for (size_t s = 0; s < sizeof suites / sizeof suites[0]; s++) {
+  const char *const *suites = default_suites;
+  size_t n_suites = sizeof default_suites / sizeof default_suites[0];
+  static const char *const one_suite[] = {""};
+  if (cases_mode) {
+    suites = one_suite;
+    n_suites = 1;
+  }
+  for (size_t s = 0; s < n_suites; s++) {
     char sdir[4096];
-    snprintf(sdir, sizeof sdir, "%s/%s", data, suites[s]);
+    snprintf(sdir, sizeof sdir, "%s%s%s", data, cases_mode ? "" : "/", suites[s]);
     DIR *d = opendir(sdir);
     if (!d) continue;
     char **names = NULL;
@@ -288,7 +305,7 @@ int main(int argc, char **argv) {
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     for (int i = 0; i < n; i++) {
       char id[1024], dir[8192], why[2048] = {0};
-      snprintf(id, sizeof id, "%s/%s", suites[s], names[i]);
+      snprintf(id, sizeof id, "%s%s%s", suites[s], cases_mode ? "" : "/", names[i]);
       bool take = nfilters == 0;
       for (int f = 0; f < nfilters; f++)
         if (strstr(id, filters[f])) take = true;
@@ -297,6 +314,14 @@ int main(int argc, char **argv) {
         continue;
       }
       snprintf(dir, sizeof dir, "%s/%s", sdir, names[i]);
+      if (cases_mode) {
+        char mp[8400];
+        snprintf(mp, sizeof mp, "%s/model.onnx", dir);
+        if (!file_exists(mp)) {
+          free(names[i]);
+          continue;
+        }
+      }
       int rc = run_isolated(dir, timeout, fork_it, why, sizeof why);
       bool listed = false;
       for (int k = 0; k < nexp; k++)

@@ -63,6 +63,17 @@ static kn_status open_external(const char *base_dir, const char *location,
                    "%s: external data location '%s' must be a relative path "
                    "inside the model's folder",
                    what, location);
+  /* ".." is refused before the file system is asked, so that a model cannot
+     probe for files outside its folder through the "not found" message */
+  for (const char *c = location; *c;) {
+    size_t len = strcspn(c, "/");
+    if (len == 2 && c[0] == '.' && c[1] == '.')
+      return kn_fail(err, KN_ERR_PARSE,
+                     "%s: external data location '%s' contains '..'; it must stay "
+                     "inside the model's folder",
+                     what, location);
+    c += len + (c[len] == '/');
+  }
   char path[PATH_MAX], real_base[PATH_MAX], real_file[PATH_MAX];
   if ((size_t)snprintf(path, sizeof path, "%s/%s", base_dir, location) >= sizeof path)
     return kn_fail(err, KN_ERR_PARSE, "%s: external data path too long", what);
@@ -305,7 +316,10 @@ kn_status kn_onnx_sparse_to_dense(const KnOnnx__SparseTensorProto *sp,
     goto done;
   }
   st = kn_tensor_alloc(out, vals.dtype, rank, dims, err);
-  if (st) goto done;
+  if (st) {
+    kn_error_prefix(err, "%s", what);
+    goto done;
+  }
   size_t es = kn_dtype_size(vals.dtype);
   const int64_t *ix = idx.data;
   for (int64_t k = 0; k < nnz; k++) {
@@ -323,8 +337,10 @@ kn_status kn_onnx_sparse_to_dense(const KnOnnx__SparseTensorProto *sp,
       }
     }
     if (lin < 0 || lin >= total) {
-      st = kn_fail(err, KN_ERR_PARSE, "%s: sparse index %lld is out of range", what,
-                   (long long)k);
+      char sb[128];
+      st = kn_fail(err, KN_ERR_PARSE,
+                   "%s: sparse index entry %lld is out of range for shape %s", what,
+                   (long long)k, kn_shape_str(rank, dims, sb, sizeof sb));
       kn_tensor_release(out);
       goto done;
     }

@@ -522,8 +522,8 @@ done:
 }
 
 const kn_op_def kn_ops_detection[] = {
-    {"GridSample", NULL, 2, 2, 1, 1, 16, 22, gs_infer, gs_run, NULL},
-    {"RoiAlign", NULL, 3, 3, 1, 1, 10, 22, roi_infer, roi_run, NULL},
-    {"NonMaxSuppression", NULL, 2, 5, 1, 1, 10, 22, nms_infer, nms_run, NULL},
+    {"GridSample", NULL, 2, 2, 1, 1, 16, 21, gs_infer, gs_run, NULL},
+    {"RoiAlign", NULL, 3, 3, 1, 1, 10, 21, roi_infer, roi_run, NULL},
+    {"NonMaxSuppression", NULL, 2, 5, 1, 1, 10, 21, nms_infer, nms_run, NULL},
     KN_OP_END,
 };

@@ -666,12 +666,12 @@ done:
 }
 
 const kn_op_def kn_ops_gather[] = {
-    {"Gather", NULL, 2, 2, 1, 1, 1, 22, gather_infer, gather_run, NULL},
-    {"GatherElements", NULL, 2, 2, 1, 1, 11, 22, gather_el_infer, gather_el_run, NULL},
-    {"GatherND", NULL, 2, 2, 1, 1, 11, 22, gather_nd_infer, gather_nd_run, NULL},
-    {"NonZero", NULL, 1, 1, 1, 1, 9, 22, nonzero_infer, nonzero_run, NULL},
-    {"OneHot", NULL, 3, 3, 1, 1, 9, 22, onehot_infer, onehot_run, NULL},
-    {"Compress", NULL, 2, 2, 1, 1, 9, 22, compress_infer, compress_run, NULL},
-    {"Unique", NULL, 1, 1, 1, 4, 11, 22, unique_infer, unique_run, NULL},
+    {"Gather", NULL, 2, 2, 1, 1, 1, 21, gather_infer, gather_run, NULL},
+    {"GatherElements", NULL, 2, 2, 1, 1, 11, 21, gather_el_infer, gather_el_run, NULL},
+    {"GatherND", NULL, 2, 2, 1, 1, 11, 21, gather_nd_infer, gather_nd_run, NULL},
+    {"NonZero", NULL, 1, 1, 1, 1, 9, 21, nonzero_infer, nonzero_run, NULL},
+    {"OneHot", NULL, 3, 3, 1, 1, 9, 21, onehot_infer, onehot_run, NULL},
+    {"Compress", NULL, 2, 2, 1, 1, 9, 21, compress_infer, compress_run, NULL},
+    {"Unique", NULL, 1, 1, 1, 4, 11, 21, unique_infer, unique_run, NULL},
     KN_OP_END,
 };

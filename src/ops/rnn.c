@@ -637,6 +637,7 @@ static kn_status lstm_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, RNN_KIND_
 static double rnn_flops(const kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *r = kn_in(ctx, 2);
   if (!x || !w || !r || x->rank != 3 || w->rank != 3 || r->rank != 3) return 0;
+  if (!kn_shape_known(x) || !kn_shape_known(w) || !kn_shape_known(r)) return 0;
   double sb = (double)x->dims[0] * (double)x->dims[1];
   double per_dir = 2.0 * sb * (double)w->dims[1] * ((double)w->dims[2] + (double)r->dims[2]);
   return per_dir * (double)w->dims[0];

@@ -273,8 +273,8 @@ static kn_status scatter_el_run(kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_scatter[] = {
-    {"ScatterND", NULL, 3, 3, 1, 1, 11, 22, scatter_nd_infer, scatter_nd_run, NULL},
-    {"ScatterElements", NULL, 3, 3, 1, 1, 11, 22, scatter_el_infer, scatter_el_run, NULL},
+    {"ScatterND", NULL, 3, 3, 1, 1, 11, 21, scatter_nd_infer, scatter_nd_run, NULL},
+    {"ScatterElements", NULL, 3, 3, 1, 1, 11, 21, scatter_el_infer, scatter_el_run, NULL},
     {"Scatter", NULL, 3, 3, 1, 1, 9, 10, scatter_el_infer, scatter_el_run, NULL},
     KN_OP_END,
 };

@@ -130,6 +130,8 @@ def main():
     save("good.onnx", good)
     write("good_data/input_0.pb", tensor_pb(X_VAL, "X"))
     write("good_data/output_0.pb", tensor_pb(expected(X_VAL), "Y"))
+    sb = np.array([[0, 1, 0, 1]], dtype=np.float32)
+    write("good_data/sparse_output_0.pb", tensor_pb(np.maximum(X_VAL + sb, 0), "Y"))
     np.save(path("good_data/x.npy"), X_VAL)
     np.save(path("good_data/output_0.npy"), expected(X_VAL))
 
@@ -162,6 +164,7 @@ def main():
     save("bad_ext_length.onnx", ext_model("weights.bin", length=1 << 40))
     save("bad_ext_neg_offset.onnx", ext_model("weights.bin", offset=-16))
     save("bad_ext_noloc.onnx", ext_model("", offset=0))
+    save("bad_ext_dir.onnx", ext_model("good_data", offset=0))
 
     # ---- broken bytes ----
     gb = good.SerializeToString()
@@ -208,6 +211,17 @@ def main():
     save("bad_rank100_init.onnx", init_model(raw_init("B", [1] * 100, b"\0" * 4)))
     save("bad_dtype_init.onnx", init_model(raw_init("B", [1, 4], b"\0" * 16, dtype=99)))
     save("bad_rank100_input.onnx", add_relu(x=vi("X", [1] * 100)))
+
+    def sparse_model(dims, indices):
+        vals = numpy_helper.from_array(np.ones(len(indices), dtype=np.float32), "B")
+        idx = numpy_helper.from_array(np.array(indices, dtype=np.int64), "B_idx")
+        m = add_relu(inits=())
+        m.graph.sparse_initializer.append(helper.make_sparse_tensor(vals, idx, dims))
+        return m
+
+    save("sparse.onnx", sparse_model([1, 4], [1, 3]))
+    save("bad_sparse_index.onnx", sparse_model([1, 4], [1, 4]))
+    save("bad_sparse_huge.onnx", sparse_model([1 << 30, 1 << 30], [0]))
 
     shape_t = numpy_helper.from_array(np.array([10 ** 15], dtype=np.int64), "shape")
     save("bad_huge_constantofshape.onnx",
