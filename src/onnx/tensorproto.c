@@ -12,7 +12,8 @@ kn_status kn_read_whole_file(const char *path, void **buf, size_t *size,
                              kn_error *err) {
   *buf = NULL;
   *size = 0;
-  int fd = open(path, O_RDONLY);
+  /* O_NONBLOCK: a FIFO must be refused below, not waited on here */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
   if (fd < 0)
     return kn_fail(err, KN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
@@ -90,7 +91,7 @@ static kn_status open_external(const char *base_dir, const char *location,
                    "%s: external data '%s' resolves outside the model's folder "
                    "(%s); refused",
                    what, location, real_base);
-  int fd = open(real_file, O_RDONLY);
+  int fd = open(real_file, O_RDONLY | O_NONBLOCK);
   if (fd < 0)
     return kn_fail(err, KN_ERR_IO, "%s: cannot open external data '%s': %s", what,
                    path, strerror(errno));
@@ -138,7 +139,12 @@ static kn_status read_external(const KnOnnx__TensorProto *tp, const char *base_d
   kn_status st = open_external(base_dir, location, what, &fd, err);
   if (st) return st;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || (uint64_t)offset > (uint64_t)sb.st_size ||
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return kn_fail(err, KN_ERR_IO, "%s: external data '%s' is not a regular file", what,
+                   location);
+  }
+  if ((uint64_t)offset > (uint64_t)sb.st_size ||
       (uint64_t)sb.st_size - (uint64_t)offset < t->nbytes) {
     close(fd);
     return kn_fail(err, KN_ERR_PARSE,

@@ -220,11 +220,14 @@ static kn_status conv_geometry(kn_op_ctx *ctx, const kn_tensor *x,
   g->n = x->dims[0];
   g->c = c;
   g->m = m;
-  g->ksz = g->x_size = g->y_size = 1;
-  for (int32_t i = 0; i < nd; i++) {
-    g->ksz *= g->k[i];
-    g->x_size *= g->x_sp[i];
-    g->y_size *= g->y_sp[i];
+  g->ksz = kn_shape_numel(nd, g->k);
+  g->x_size = kn_shape_numel(nd, g->x_sp);
+  g->y_size = kn_shape_numel(nd, g->y_sp);
+  int64_t outn = kn_shape_numel(rank, dout);
+  if (g->ksz < 0 || g->x_size < 0 || g->y_size < 0 || outn < 0) {
+    char so[128];
+    return kn_op_fail(ctx, KN_ERR_LIMIT, "output shape %s is too large",
+                      kn_shape_str(rank, dout, so, sizeof so));
   }
   *complete = true;
   return KN_OK;

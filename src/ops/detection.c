@@ -147,6 +147,7 @@ static kn_status gs_run(kn_op_ctx *ctx) {
   kn_strides(k, in, xs);
   int64_t plane = kn_shape_numel(k, in), npts = kn_shape_numel(k, g->dims + 1);
   int32_t ncorner = p.mode == GS_LINEAR ? 1 << k : 1;
+  if (plane == 0) return KN_OK; /* nothing to sample: every output is a zero pad */
   for (int64_t n = 0; n < N; n++)
     for (int64_t pt = 0; pt < npts; pt++) {
       /* Source coordinate per spatial dim (grid lists x, y, ... i.e. last dim first). */
@@ -284,6 +285,9 @@ static kn_status roi_run(kn_op_ctx *ctx) {
   if ((st = roi_parse(ctx, &p))) return st;
   int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
   int64_t nr = rois->dims[0];
+  if ((H == 0 || W == 0) && nr > 0 && C > 0)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "X has an empty spatial dim (%lldx%lld)",
+                      (long long)H, (long long)W);
   double off = p.half_pixel ? 0.5 : 0;
   for (int64_t r = 0; r < nr; r++) {
     int64_t b = kn_load_i64(bi->data, bi->dtype, r);

@@ -212,12 +212,12 @@ static kn_status gather_nd_infer(kn_op_ctx *ctx) {
   if ((st = kn_in_req(ctx, 0, &x)) || (st = kn_in_req(ctx, 1, &ix))) return st;
   if ((st = kn_check_dtype(ctx, 1, ix, (const kn_dtype[]){KN_DTYPE_I64, 0}))) return st;
   int64_t b = kn_attr_int(ctx, "batch_dims", 0);
+  if (x->rank == 0 || ix->rank == 0)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "data and indices must have rank >= 1");
   if (x->rank < 0 || ix->rank < 0 || ix->dims[ix->rank - 1] < 0) {
     kn_out_set(ctx, 0, x->dtype, -1, NULL);
     return KN_OK;
   }
-  if (x->rank < 1 || ix->rank < 1)
-    return kn_op_fail(ctx, KN_ERR_SHAPE, "data and indices must have rank >= 1");
   if (b < 0 || b >= x->rank || b >= ix->rank)
     return kn_op_fail(ctx, KN_ERR_SHAPE,
                       "batch_dims %lld must be in [0, min(rank(data)=%d, "

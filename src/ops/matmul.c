@@ -633,8 +633,8 @@ static kn_status qparam_check(kn_op_ctx *ctx, int32_t input, const kn_tensor *t,
   }
   char s[128];
   return kn_op_fail(ctx, KN_ERR_SHAPE,
-                    "input %d of shape %s must have 1, %lld or %lld elements "
-                    "(per tensor, per row/column, per matrix row/column)",
+                    "input %d of shape %s must have 1 element (per tensor), %lld "
+                    "(per row/column) or %lld (per row/column of each matrix)",
                     (int)input, kn_shape_str(t->rank, t->dims, s, sizeof s),
                     (long long)per, (long long)(per * (batches > 0 ? batches : 1)));
 }

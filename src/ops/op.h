@@ -54,7 +54,7 @@ struct kn_op_ctx {
                      unless the op is about optionals) */
   int32_t n_out;
   kn_slot **out;  /* always non-NULL (scratch when the output is unused) */
-  bool static_infer;
+  bool static_infer; /* at load; then a slot of kind NONE means "not known" */
   kn_error *err;
   const char *label;          /* model file name, for messages */
   kn_subgraph_fn run_subgraph; /* NULL during static inference */
@@ -68,8 +68,10 @@ typedef struct kn_op_def {
   const char *domain; /* NULL or "" for the default domain */
   int16_t min_inputs, max_inputs;   /* max -1: variadic */
   int16_t min_outputs, max_outputs; /* max -1: variadic */
-  int16_t since;      /* oldest opset version implemented (usually 1) */
-  int16_t until;      /* newest version implemented, checked at load */
+  int16_t since;      /* oldest opset at which kiln runs the op (usually 1) */
+  int16_t until;      /* the op's newest ONNX version kiln implements
+                         (informational: every version of the op up to
+                         KN_MAX_OPSET is handled; `kiln ops` prints it) */
   kn_op_fn infer;
   kn_op_fn run;
   /* Estimated FLOPs of one run after infer (NULL: one per output element). */
@@ -80,6 +82,9 @@ typedef struct kn_op_def {
 const kn_op_def *kn_op_find(const char *domain, const char *name);
 /* Calls fn for every registered op. */
 void kn_op_foreach(void (*fn)(const kn_op_def *op, void *arg), void *arg);
+
+/* Newest default-domain opset kiln loads. */
+#define KN_MAX_OPSET 21
 
 /* Resolve every node of the model (and its subgraphs) to an op, check
  * opsets and arity, and run static shape and type inference (prepare.c). */

@@ -1,7 +1,6 @@
 /* Op resolution and static shape/type inference over a model. */
 #include "op.h"
 
-#define KN_MAX_OPSET 21
 
 static kn_status resolve_graph(const kn_ir_model *m, kn_graph *g, kn_error *err);
 
@@ -25,12 +24,11 @@ static kn_status resolve_node(const kn_ir_model *m, kn_node *n, kn_error *err) {
                    "%s: node '%s': op '%s'%s%s%s is not supported by kiln", label,
                    n->name, n->op_type, deflt ? "" : " (domain '",
                    deflt ? "" : n->domain, deflt ? "" : "')");
-  if (version < op->since || (op->until && version > op->until))
+  if (version < op->since)
     return kn_fail(err, KN_ERR_UNSUPPORTED,
                    "%s: node '%s': op '%s' at opset %lld is not supported (kiln "
-                   "implements versions %d to %d)",
-                   label, n->name, n->op_type, (long long)version, op->since,
-                   op->until);
+                   "implements it from opset %d)",
+                   label, n->name, n->op_type, (long long)version, op->since);
   int32_t nin = n->n_inputs;
   while (nin > 0 && n->inputs[nin - 1] < 0) nin--;
   int32_t nout = n->n_outputs;

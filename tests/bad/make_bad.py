@@ -204,6 +204,8 @@ def main():
     save("bad_huge_init.onnx", init_model(raw_init("B", [1000000, 1000000, 1000])))
     save("bad_overflow_init.onnx", init_model(raw_init("B", [1 << 40, 1 << 40])))
     save("bad_rawlen.onnx", init_model(raw_init("B", [1, 4], b"\0" * 12)))
+    # within the per-tensor limit (12 GiB), but the data is 16 bytes
+    save("bad_rawlen_big.onnx", init_model(raw_init("B", [1 << 30, 3], b"\0" * 16)))
     save("bad_floatdata_count.onnx",
          init_model(TensorProto(name="B", data_type=TensorProto.FLOAT, dims=[1, 4],
                                 float_data=[1.0, 2.0, 3.0])))
