@@ -153,13 +153,15 @@ static kn_status setup(kn_op_ctx *ctx, const kn_tensor *x, rs_params *p) {
     roi = kn_in(ctx, 1);
     scales = kn_in(ctx, 2);
     sizes = kn_in(ctx, 3);
-    /* Opset 11 passes empty tensors for the unused inputs. */
-    if (scales && scales->rank >= 0 && kn_shape_known(scales) && kn_tensor_numel(scales) == 0)
-      scales = NULL;
-    if (sizes && sizes->rank >= 0 && kn_shape_known(sizes) && kn_tensor_numel(sizes) == 0)
-      sizes = NULL;
-    if (roi && roi->rank >= 0 && kn_shape_known(roi) && kn_tensor_numel(roi) == 0)
-      roi = NULL;
+    /* Opset 11 passes empty tensors for the unused inputs; at load, one
+     * whose size is unknown may still turn out empty. */
+    if ((scales && !kn_shape_known(scales)) || (sizes && !kn_shape_known(sizes))) {
+      if (ctx->static_infer) return KN_OK;
+      return kn_op_fail(ctx, KN_ERR_INTERNAL, "scales or sizes has an unknown shape");
+    }
+    if (scales && kn_tensor_numel(scales) == 0) scales = NULL;
+    if (sizes && kn_tensor_numel(sizes) == 0) sizes = NULL;
+    if (roi && kn_shape_known(roi) && kn_tensor_numel(roi) == 0) roi = NULL;
     if (!scales && !sizes)
       return kn_op_fail(ctx, KN_ERR_MISSING, "one of scales and sizes must be given");
     if (scales && sizes)
