@@ -3,6 +3,7 @@
  * loads, on zero-filled inputs of its declared shapes (dynamic dims = 1). */
 #include "kiln.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# The kiln CLI on good and hostile input.
+#
+# usage: cli_test.sh KILN_BIN TESTS_DIR
+#
+# Uses only the committed fixtures in TESTS_DIR/bad (written by
+# bad/make_bad.py) and coreutils.  For every case it checks the exit status
+# (0 success, 1 bad input, 2 usage), that a status-1 failure prints exactly
+# one line on stderr starting with "kiln: " and naming the thing at fault,
+# that nothing crashes (status >= 128) or hangs (20 s), and that the outputs
+# of the good models match the committed expected bytes.  Prints "ok NAME" or
+# "FAIL NAME: why" per case and exits 1 when any case failed.
+set -u
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 KILN_BIN TESTS_DIR" >&2
+  exit 2
+fi
+KILN=$1
+B=$2/bad
+[ -x "$KILN" ] || { echo "FAIL: $KILN is not executable" >&2; exit 1; }
+[ -f "$B/good.onnx" ] || { echo "FAIL: no fixtures in $B" >&2; exit 1; }
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT=$TMP/out
+ERR=$TMP/err
+TIMEOUT=20
+n_ok=0
+n_fail=0
+
+pass() {
+  echo "ok $1"
+  n_ok=$((n_ok + 1))
+}
+
+fail() {
+  echo "FAIL $1: $2"
+  if [ -s "$ERR" ]; then head -n 5 "$ERR" | sed 's/^/    stderr: /'; fi
+  n_fail=$((n_fail + 1))
+}
+
+# Run kiln with ARGS; sets rc.  stdout -> $OUT, stderr -> $ERR.
+kiln() {
+  timeout "$TIMEOUT" "$KILN" "$@" >"$OUT" 2>"$ERR"
+  rc=$?
+}
+
+# Why the last run is not a clean exit WANT, or nothing when it is.
+# KEY (may be empty) must appear in the message of a status-1 failure.
+verdict() {
+  local want=$1 key=$2
+  if [ "$rc" -eq 124 ]; then echo "hung (killed after ${TIMEOUT}s)"; return; fi
+  if [ "$rc" -ge 128 ]; then echo "crashed (status $rc, signal $((rc - 128)))"; return; fi
+  if [ "$rc" -ne "$want" ]; then echo "exit $rc, expected $want"; return; fi
+  case $want in
+  0)
+    if [ -s "$ERR" ]; then echo "exit 0 but stderr is not empty"; fi ;;
+  1)
+    local lines first
+    lines=$(wc -l <"$ERR")
+    first=$(head -n 1 "$ERR")
+    if [ "$lines" -ne 1 ] || [ "$(wc -c <"$ERR")" -ne $((${#first} + 1)) ]; then
+      echo "stderr has $lines lines, expected exactly one"
+    elif [ "${first#kiln: }" = "$first" ]; then
+      echo "stderr does not start with 'kiln: '"
+    elif [ -n "$key" ] && ! grep -qF -- "$key" "$ERR"; then
+      echo "message does not mention '$key'"
+    fi ;;
+  2)
+    if [ ! -s "$ERR" ]; then echo "usage error but nothing on stderr"; fi ;;
+  esac
+}
+
+# expect NAME WANT KEY ARGS...: one case.
+expect() {
+  local name=$1 want=$2 key=$3
+  shift 3
+  kiln "$@"
+  local why
+  why=$(verdict "$want" "$key")
+  if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; fi
+}
+
+# same_bytes NAME EXPECTED ACTUAL: the previous run succeeded and wrote ACTUAL.
+same_bytes() {
+  if [ ! -f "$3" ]; then
+    fail "$1" "no output file $(basename "$3")"
+  elif ! cmp -s "$2" "$3"; then
+    fail "$1" "$(basename "$3") differs from $2"
+  else
+    pass "$1"
+  fi
+}
+
+# ---------------------------------------------------------------- usage
+expect usage_no_args 2 ""
+expect usage_unknown_command 2 "" frobnicate
+expect usage_unknown_option 2 "" run "$B/good.onnx" --frobnicate
+expect usage_run_no_model 2 ""  run
+expect usage_run_two_models 2 "" run "$B/good.onnx" "$B/dyn.onnx"
+expect usage_run_missing_value 2 "" run "$B/good.onnx" --input-dir
+expect usage_run_bad_format 2 "" run "$B/good.onnx" --output-format csv
+expect usage_run_input_no_eq 2 "" run "$B/good.onnx" --input X
+expect usage_inspect_no_model 2 "" inspect
+expect usage_inspect_option 2 "" inspect --verbose "$B/good.onnx"
+expect usage_ops_args 2 "" ops extra
+expect help 0 "" --help
+expect help_run 0 "" run --help
+expect help_inspect 0 "" inspect --help
+expect version 0 "" --version
+expect ops 0 "" ops
+if grep -q '^Relu ' "$OUT"; then pass ops_lists_relu; else fail ops_lists_relu "no Relu line"; fi
+
+# ---------------------------------------------------------------- good models
+G=$B/good_data
+expect run_good 0 "" run "$B/good.onnx" --input-dir "$G" --output-dir "$TMP/o_pb"
+same_bytes run_good_output "$G/output_0.pb" "$TMP/o_pb/output_0.pb"
+expect run_good_npy 0 "" run "$B/good.onnx" --input-dir "$G" --output-dir "$TMP/o_npy" \
+  --output-format npy
+same_bytes run_good_npy_output "$G/output_0.npy" "$TMP/o_npy/output_0.npy"
+expect run_named_npy_input 0 "" run "$B/good.onnx" --input "X=$G/x.npy" \
+  --output-dir "$TMP/o_named"
+same_bytes run_named_npy_input_output "$G/output_0.pb" "$TMP/o_named/output_0.pb"
+expect run_named_pb_input 0 "" run "$B/good.onnx" --input "X=$G/input_0.pb" \
+  --output-dir "$TMP/o_named_pb"
+same_bytes run_named_pb_input_output "$G/output_0.pb" "$TMP/o_named_pb/output_0.pb"
+expect run_summary 0 "" run "$B/good.onnx" --input-dir "$G"
+if grep -q '^Y: float32 \[1x4\] = 0 0.5 0 2.25$' "$OUT"; then pass run_summary_text
+else fail run_summary_text "stdout was: $(head -c 200 "$OUT")"; fi
+expect run_dyn 0 "" run "$B/dyn.onnx" --input-dir "$B/dyn_data" --output-dir "$TMP/o_dyn"
+same_bytes run_dyn_output "$B/dyn_data/output_0.pb" "$TMP/o_dyn/output_0.pb"
+expect run_external_data 0 "" run "$B/ext.onnx" --input-dir "$G" --output-dir "$TMP/o_ext"
+same_bytes run_external_data_output "$G/output_0.pb" "$TMP/o_ext/output_0.pb"
+expect run_sparse_initializer 0 "" run "$B/sparse.onnx" --input-dir "$G" \
+  --output-dir "$TMP/o_sparse"
+same_bytes run_sparse_output "$G/sparse_output_0.pb" "$TMP/o_sparse/output_0.pb"
+expect inspect_good 0 "" inspect "$B/good.onnx"
+if grep -q 'X .*float32 *\[1, 4\]' "$OUT"; then pass inspect_good_text
+else fail inspect_good_text "no 'X float32 [1, 4]' line"; fi
+expect inspect_dyn 0 "" inspect "$B/dyn.onnx"
+if grep -q 'X .*float32 *\[N, 4\]' "$OUT"; then pass inspect_dyn_text
+else fail inspect_dyn_text "no 'X float32 [N, 4]' line"; fi
+expect inspect_external_data 0 "" inspect "$B/ext.onnx"
+
+# external data reached through a symlink that stays inside the folder
+mkdir -p "$TMP/symin/sub"
+cp "$B/ext.onnx" "$TMP/symin/"
+cp "$B/weights.bin" "$TMP/symin/sub/real.bin"
+ln -s sub/real.bin "$TMP/symin/weights.bin"
+expect run_external_symlink_inside 0 "" run "$TMP/symin/ext.onnx" --input-dir "$G"
+
+# ---------------------------------------------------------------- CLI errors
+expect run_model_missing 1 "no_such_model.onnx" run "$TMP/no_such_model.onnx"
+expect run_model_empty_path 1 "cannot open" run ""
+expect run_model_is_dir 1 "not a regular file" run "$B/good_data"
+expect inspect_model_missing 1 "no_such_model.onnx" inspect "$TMP/no_such_model.onnx"
+expect run_no_inputs 1 "'X'" run "$B/good.onnx"
+mkdir -p "$TMP/empty_dir"
+expect run_input_dir_empty 1 "input_0.pb" run "$B/good.onnx" --input-dir "$TMP/empty_dir"
+expect run_input_unknown_name 1 "Nope" run "$B/good.onnx" --input "Nope=$G/x.npy"
+expect run_input_file_missing 1 "missing.pb" run "$B/good.onnx" --input "X=$TMP/missing.pb"
+expect run_input_is_dir 1 "not a regular file" run "$B/good.onnx" --input "X=$TMP/empty_dir"
+expect run_output_dir_under_file 1 "good.onnx/sub" run "$B/good.onnx" --input-dir "$G" \
+  --output-dir "$B/good.onnx/sub"
+expect run_output_dir_no_parent 1 "no/such" run "$B/good.onnx" --input-dir "$G" \
+  --output-dir "$TMP/no/such"
+mkdir -p "$TMP/o_blocked/output_0.pb"
+expect run_output_file_blocked 1 "output_0.pb" run "$B/good.onnx" --input-dir "$G" \
+  --output-dir "$TMP/o_blocked"
+
+# ---------------------------------------------------------------- hostile inputs
+I=$B
+expect input_wrong_dtype 1 "int64" run "$B/good.onnx" --input "X=$I/in_wrong_dtype.pb"
+expect input_wrong_shape 1 "2x4" run "$B/good.onnx" --input "X=$I/in_wrong_shape.pb"
+expect input_truncated_pb 1 "in_truncated.pb" run "$B/good.onnx" --input "X=$I/in_truncated.pb"
+expect input_rawlen_pb 1 "raw_data" run "$B/good.onnx" --input "X=$I/in_rawlen.pb"
+expect input_npy_f64 1 "float64" run "$B/good.onnx" --input "X=$I/in_f64.npy"
+expect input_npy_fortran 1 "Fortran" run "$B/good.onnx" --input "X=$I/in_fortran.npy"
+expect input_npy_bad_header 1 "in_badheader.npy" run "$B/good.onnx" --input "X=$I/in_badheader.npy"
+expect input_npy_big_endian 1 ">f4" run "$B/good.onnx" --input "X=$I/in_bigendian.npy"
+expect input_npy_truncated 1 "truncated" run "$B/good.onnx" --input "X=$I/in_npy_truncated.npy"
+expect input_npy_huge_shape 1 "in_npy_hugeshape.npy" run "$B/good.onnx" \
+  --input "X=$I/in_npy_hugeshape.npy"
+expect input_npy_header_length 1 "in_npy_hdrlen.npy" run "$B/good.onnx" \
+  --input "X=$I/in_npy_hdrlen.npy"
+expect input_dyn_wrong_dtype 1 "'X'" run "$B/dyn.onnx" --input "X=$I/in_wrong_dtype.pb"
+
+# ---------------------------------------------------------------- hostile models
+# hostile NAME KEY: MODEL=bad/NAME.onnx fails to load, for run and inspect.
+hostile() {
+  expect "run_$1" 1 "$2" run "$B/$1.onnx" --input-dir "$G" --output-dir "$TMP/o_bad"
+  expect "inspect_$1" 1 "$2" inspect "$B/$1.onnx"
+}
+# hostile_run NAME KEY: MODEL loads but running it must fail.
+hostile_run() {
+  expect "run_$1" 1 "$2" run "$B/$1.onnx" --input-dir "$G" --output-dir "$TMP/o_bad"
+}
+
+for f in "$B"/bad_trunc_*.onnx; do
+  hostile "$(basename "$f" .onnx)" "truncated or corrupt"
+done
+for f in "$B"/bad_bitflip_*.onnx; do
+  hostile "$(basename "$f" .onnx)" "$(basename "$f")"
+done
+hostile bad_random "truncated or corrupt"
+hostile bad_empty "no graph"
+hostile bad_no_graph "no graph"
+hostile bad_nested70 "nested"
+if command -v gzip >/dev/null; then
+  gzip -dc "$B/nested1000.onnx.gz" >"$TMP/nested1000.onnx"
+  expect run_nested1000 1 "nested" run "$TMP/nested1000.onnx"
+  expect inspect_nested1000 1 "nested" inspect "$TMP/nested1000.onnx"
+else
+  echo "skip nested1000 (no gzip)"
+fi
+
+hostile bad_huge_init "'B'"
+hostile bad_overflow_init "'B'"
+hostile bad_rawlen "raw_data"
+hostile bad_rawlen_big "raw_data"
+hostile bad_floatdata_count "float_data"
+hostile bad_negdim "negative"
+hostile bad_rank100_init "100"
+hostile bad_rank100_input "'X'"
+hostile bad_dtype_init "99"
+hostile bad_sparse_index "'B'"
+hostile bad_sparse_huge "'B'"
+hostile bad_unknown_op "FrobnicateTensor"
+hostile bad_unknown_domain "com.example.kiln"
+hostile bad_unimported_domain "com.example.kiln"
+hostile bad_opset99 "99"
+hostile bad_dangling "ghost"
+hostile bad_cycle "cycle"
+hostile bad_dup_output "'Y'"
+hostile bad_dup_input "'X'"
+hostile bad_graph_output_missing "'Y'"
+hostile bad_reshape "reshape"
+hostile bad_matmul "matmul"
+hostile bad_gather_axis "gather"
+hostile_run bad_gather "gather"
+hostile_run bad_gather_neg "gather"
+hostile_run bad_huge_constantofshape "cos"
+hostile_run bad_huge_expand "expand"
+
+hostile bad_ext_missing "no_such_weights.bin"
+hostile bad_ext_dotdot "../../etc/passwd"
+hostile bad_ext_dotdot_inside "../bad/weights.bin"
+hostile bad_ext_abs "/etc/passwd"
+hostile bad_ext_offset "weights.bin"
+hostile bad_ext_short "weights.bin"
+hostile bad_ext_length "length"
+hostile bad_ext_neg_offset "offset"
+hostile bad_ext_noloc "location"
+hostile bad_ext_dir "good_data"
+
+# external data through a symlink that leaves the folder
+mkdir -p "$TMP/symout"
+cp "$B/ext.onnx" "$TMP/symout/"
+cp "$B/weights.bin" "$TMP/outside.bin"
+ln -s ../outside.bin "$TMP/symout/weights.bin"
+expect run_external_symlink_outside 1 "outside" run "$TMP/symout/ext.onnx" --input-dir "$G"
+
+# FIFOs must be refused, not waited on
+if command -v mkfifo >/dev/null; then
+  mkdir -p "$TMP/fifo"
+  mkfifo "$TMP/fifo/model.onnx" "$TMP/fifo/weights.bin" "$TMP/fifo/x.pb"
+  cp "$B/ext.onnx" "$TMP/fifo/"
+  expect run_model_fifo 1 "model.onnx" run "$TMP/fifo/model.onnx"
+  expect run_external_fifo 1 "weights.bin" run "$TMP/fifo/ext.onnx" --input-dir "$G"
+  expect run_input_fifo 1 "x.pb" run "$B/good.onnx" --input "X=$TMP/fifo/x.pb"
+else
+  echo "skip fifo cases (no mkfifo)"
+fi
+
+# ---------------------------------------------------------------- sweeps
+# Every prefix of good.onnx and one bit flipped at every byte: exit 0 or a
+# clean exit 1, never a crash, a hang or a messy message.
+sweep() {
+  local name=$1 file=$2 why
+  kiln run "$file" --input-dir "$G" --output-dir "$TMP/o_sweep"
+  if [ "$rc" -eq 0 ]; then why=$(verdict 0 ""); else why=$(verdict 1 ""); fi
+  if [ -n "$why" ]; then
+    fail "$name" "$why"
+    return 1
+  fi
+}
+size=$(wc -c <"$B/good.onnx")
+bad=0
+for ((cut = 0; cut < size; cut++)); do
+  head -c "$cut" "$B/good.onnx" >"$TMP/cut.onnx"
+  sweep "sweep_truncate_at_$cut" "$TMP/cut.onnx" || bad=1
+done
+[ $bad -eq 0 ] && pass "sweep_truncate ($size prefixes)"
+bad=0
+for ((pos = 0; pos < size; pos++)); do
+  cp "$B/good.onnx" "$TMP/flip.onnx"
+  byte=$(od -An -tu1 -j "$pos" -N 1 "$B/good.onnx" | tr -d ' ')
+  printf '%b' "\\0$(printf %03o $((byte ^ (1 << (pos % 8)))))" |
+    dd of="$TMP/flip.onnx" bs=1 seek="$pos" conv=notrunc status=none
+  sweep "sweep_bitflip_at_$pos" "$TMP/flip.onnx" || bad=1
+done
+[ $bad -eq 0 ] && pass "sweep_bitflip ($size positions)"
+
+echo "cli: $n_ok ok, $n_fail failed"
+[ "$n_fail" -eq 0 ]
