@@ -274,33 +274,53 @@ else
 fi
 
 # ---------------------------------------------------------------- sweeps
-# Every prefix of good.onnx and one bit flipped at every byte: exit 0 or a
-# clean exit 1, never a crash, a hang or a messy message.
-sweep() {
-  local name=$1 file=$2 why
-  kiln run "$file" --input-dir "$G" --output-dir "$TMP/o_sweep"
+# Every prefix of a good file, and two bits flipped (one at a time) at every
+# byte: exit 0 or a clean exit 1, never a crash, a hang or a messy message.
+# Models are mutated in a folder that holds weights.bin; inputs are fed to
+# good.onnx.
+mkdir -p "$TMP/sw"
+cp "$B/weights.bin" "$TMP/sw/"
+# sweep_one LABEL KIND FILE: one mutated file; returns 1 on failure.
+sweep_one() {
+  if [ "$2" = model ]; then
+    kiln run "$3" --input-dir "$G" --output-dir "$TMP/o_sweep"
+  else
+    kiln run "$B/good.onnx" --input "X=$3" --output-dir "$TMP/o_sweep"
+  fi
+  local why
   if [ "$rc" -eq 0 ]; then why=$(verdict 0 ""); else why=$(verdict 1 ""); fi
   if [ -n "$why" ]; then
-    fail "$name" "$why"
+    fail "$1" "$why"
     return 1
   fi
 }
-size=$(wc -c <"$B/good.onnx")
-bad=0
-for ((cut = 0; cut < size; cut++)); do
-  head -c "$cut" "$B/good.onnx" >"$TMP/cut.onnx"
-  sweep "sweep_truncate_at_$cut" "$TMP/cut.onnx" || bad=1
-done
-[ $bad -eq 0 ] && pass "sweep_truncate ($size prefixes)"
-bad=0
-for ((pos = 0; pos < size; pos++)); do
-  cp "$B/good.onnx" "$TMP/flip.onnx"
-  byte=$(od -An -tu1 -j "$pos" -N 1 "$B/good.onnx" | tr -d ' ')
-  printf '%b' "\\0$(printf %03o $((byte ^ (1 << (pos % 8)))))" |
-    dd of="$TMP/flip.onnx" bs=1 seek="$pos" conv=notrunc status=none
-  sweep "sweep_bitflip_at_$pos" "$TMP/flip.onnx" || bad=1
-done
-[ $bad -eq 0 ] && pass "sweep_bitflip ($size positions)"
+# sweep LABEL KIND FILE
+sweep() {
+  local label=$1 kind=$2 src=$3 size cut pos bit byte bad=0
+  local f=$TMP/sw/mutant.${src##*.}
+  local -a bytes
+  read -r -a bytes <<<"$(od -An -tu1 -v "$src" | tr '\n' ' ')"
+  size=${#bytes[@]}
+  for ((cut = 0; cut < size; cut++)); do
+    head -c "$cut" "$src" >"$f"
+    sweep_one "sweep_${label}_truncate_at_$cut" "$kind" "$f" || bad=1
+  done
+  for ((pos = 0; pos < size; pos++)); do
+    byte=${bytes[pos]}
+    for bit in $((pos % 8)) $(((pos + 3) % 8)); do
+      cp "$src" "$f"
+      printf '%b' "\\0$(printf %03o $((byte ^ (1 << bit))))" |
+        dd of="$f" bs=1 seek="$pos" conv=notrunc status=none
+      sweep_one "sweep_${label}_flip_bit_${bit}_at_$pos" "$kind" "$f" || bad=1
+    done
+  done
+  [ $bad -eq 0 ] && pass "sweep_$label ($size prefixes, $((2 * size)) bit flips)"
+}
+sweep good_onnx model "$B/good.onnx"
+sweep ext_onnx model "$B/ext.onnx"
+sweep sparse_onnx model "$B/sparse.onnx"
+sweep input_pb input "$G/input_0.pb"
+sweep input_npy input "$G/x.npy"
 
 echo "cli: $n_ok ok, $n_fail failed"
 [ "$n_fail" -eq 0 ]

@@ -17,10 +17,8 @@
 
 #include <math.h>
 
-/* src/ops/matmul.c: C[M,N] (ldc) += alpha * op(A) * op(B). */
-bool kn_f32_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                 int64_t lda, bool trans_a, const float *b, int64_t ldb,
-                 bool trans_b, float *c, int64_t ldc);
+#include "ref_gemm.h"
+
 
 /* Largest im2col / col2im block, in elements. */
 #define CONV_SCRATCH_ELEMS ((int64_t)1 << 20)
@@ -187,6 +185,9 @@ static kn_status conv_geometry(kn_op_ctx *ctx, const kn_tensor *x,
         int64_t target = -1;
         if (nos) target = os[nos == nd ? i : i + 2];
         else if (mode == 1 || mode == 2) target = in * s;
+        if (nos && target < 0)
+          return kn_op_fail(ctx, KN_ERR_SHAPE, "output_shape value %lld is negative",
+                            (long long)target);
         if (target >= 0) {
           if (target > CONV_MAX_DIM)
             return kn_op_fail(ctx, KN_ERR_LIMIT, "output_shape %lld too large",
@@ -209,6 +210,11 @@ static kn_status conv_geometry(kn_op_ctx *ctx, const kn_tensor *x,
                             "spatial dim %d: output size %lld is negative", (int)i,
                             (long long)out);
       }
+    } else if (nos) {
+      out = os[nos == nd ? i : i + 2]; /* explicit output size, pads unknown */
+      if (out < 0 || out > CONV_MAX_DIM)
+        return kn_op_fail(ctx, KN_ERR_SHAPE, "output_shape value %lld is out of range",
+                          (long long)out);
     }
     g->pb[i] = pb;
     g->pe[i] = pe;

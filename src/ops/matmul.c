@@ -8,6 +8,7 @@
  * counts so that gcc -O2 / clang vectorise it without intrinsics.
  */
 #include "op.h"
+#include "ref_gemm.h"
 
 #include <math.h>
 
@@ -106,9 +107,6 @@ static void gemm_ukernel_6x8(int64_t kc, const float *restrict a,
 /* C[M,N] (leading dimension ldc) += alpha * op(A)[M,K] * op(B)[K,N].
  * op(A) = A^T when trans_a (A then stored [K,M]); same for B.
  * Returns false only when the packing scratch cannot be allocated. */
-bool kn_f32_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                 int64_t lda, bool trans_a, const float *b, int64_t ldb,
-                 bool trans_b, float *c, int64_t ldc);
 bool kn_f32_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                  int64_t lda, bool trans_a, const float *b, int64_t ldb,
                  bool trans_b, float *c, int64_t ldc) {
@@ -442,13 +440,23 @@ static kn_status matmul_run(kn_op_ctx *ctx) {
   return matmul_compute(ctx, &g, a, b, kn_out(ctx, 0));
 }
 
+/* 2 * M * N * K per output matrix; unknown dims count as 1, and when the
+ * output rank is unknown the operands' own dims give the estimate. */
 static double matmul_flops(const kn_op_ctx *ctx) {
-  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  const kn_tensor *a = kn_in(ctx, 0);
+  const kn_tensor *b = kn_in(ctx, strcmp(ctx->node->op_type, "QLinearMatMul") ? 1 : 3);
   const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
-  if (!a || !b || !y || a->rank < 1 || y->rank < 0) return 0;
+  if (!a || !b) return 0;
+  double k = a->rank >= 1 ? dim_or_one(a->dims[a->rank - 1])
+             : b->rank >= 2 ? dim_or_one(b->dims[b->rank - 2]) : 1;
   double outn = 1;
-  for (int32_t i = 0; i < y->rank; i++) outn *= dim_or_one(y->dims[i]);
-  return 2.0 * outn * dim_or_one(a->dims[a->rank - 1]);
+  if (y && y->rank >= 0) {
+    for (int32_t i = 0; i < y->rank; i++) outn *= dim_or_one(y->dims[i]);
+  } else {
+    for (int32_t i = 0; i + 1 < a->rank; i++) outn *= dim_or_one(a->dims[i]);
+    if (b->rank >= 2) outn *= dim_or_one(b->dims[b->rank - 1]);
+  }
+  return 2.0 * outn * k;
 }
 
 /* ---- Gemm --------------------------------------------------------------- */

@@ -115,7 +115,7 @@ kn_status kn_in_req(kn_op_ctx *ctx, int32_t i, const kn_tensor **out) KN_WUR;
 /* Output i as a tensor slot (sets its kind to TENSOR). */
 kn_tensor *kn_out(kn_op_ctx *ctx, int32_t i);
 /* In infer: declare output i as a tensor with dtype and shape (rank -1 or
- * dims -1 for unknown parts). */
+ * dims -1 for unknown parts; dims NULL: all dims unknown). */
 void kn_out_set(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
                 const int64_t *dims);
 /* Same shape and dtype as input `in` (dtype overridden when not 0). */

@@ -41,7 +41,7 @@ void kn_out_set(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
   kn_tensor *t = kn_out(ctx, i);
   t->dtype = dtype;
   t->rank = rank;
-  for (int32_t d = 0; d < rank && d < KN_MAX_RANK; d++) t->dims[d] = dims[d];
+  for (int32_t d = 0; d < rank && d < KN_MAX_RANK; d++) t->dims[d] = dims ? dims[d] : -1;
 }
 
 void kn_out_like(kn_op_ctx *ctx, int32_t out, int32_t in, kn_dtype dtype) {

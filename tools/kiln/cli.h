@@ -18,6 +18,8 @@ typedef struct kn_cli_cmd {
 } kn_cli_cmd;
 
 int kn_cli_error(const kn_error *err);         /* prints "kiln: msg", returns 1 */
+int kn_cli_fail(const char *fmt, ...)          /* same from a format */
+    __attribute__((format(printf, 1, 2)));
 int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));     /* prints usage, returns 2 */
 const kn_cli_cmd *kn_cli_find(const char *name);

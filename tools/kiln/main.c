@@ -17,9 +17,30 @@ const kn_cli_cmd *kn_cli_find(const char *name) {
   return NULL;
 }
 
+/* Names inside a model or file may hold any bytes: control characters are
+ * written as \xNN so that an error stays one line and cannot drive the
+ * terminal. */
+static void put_sanitized(const char *s, FILE *f) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+    else fputc(*p, f);
+  }
+}
+
 int kn_cli_error(const kn_error *err) {
-  fprintf(stderr, "kiln: %s\n", err->msg[0] ? err->msg : "unknown error");
+  fputs("kiln: ", stderr);
+  put_sanitized(err->msg[0] ? err->msg : "unknown error", stderr);
+  fputc('\n', stderr);
   return KN_EXIT_ERROR;
+}
+
+int kn_cli_fail(const char *fmt, ...) {
+  kn_error err = {.status = KN_ERR_INVALID_ARG};
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err.msg, sizeof err.msg, fmt, ap);
+  va_end(ap);
+  return kn_cli_error(&err);
 }
 
 int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...) {
@@ -59,7 +80,9 @@ int main(int argc, char **argv) {
   }
   const kn_cli_cmd *cmd = kn_cli_find(argv[1]);
   if (!cmd) {
-    fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
+    fputs("kiln: unknown command '", stderr);
+    put_sanitized(argv[1], stderr);
+    fputs("'\n", stderr);
     usage(stderr);
     return KN_EXIT_USAGE;
   }

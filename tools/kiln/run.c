@@ -107,8 +107,8 @@ int kn_cmd_run(int argc, char **argv) {
         found = true;
     }
     if (!found) {
-      fprintf(stderr, "kiln: %s: --input %.*s: the model has no input of that name\n",
-              model_path, (int)nl, named[k]);
+      rc = kn_cli_fail("%s: --input %.*s: the model has no input of that name",
+                       model_path, (int)nl, named[k]);
       goto done;
     }
   }
@@ -128,10 +128,10 @@ int kn_cmd_run(int argc, char **argv) {
       if (exists(path)) file = path;
     }
     if (!file) {
-      fprintf(stderr,
-              "kiln: %s: input %d '%s' was not given (expected %s/input_%d.pb or --input "
-              "%s=FILE)\n",
-              model_path, i, vi.name, input_dir ? input_dir : "<input-dir>", i, vi.name);
+      rc = kn_cli_fail("%s: input %d '%s' was not given (expected %s/input_%d.pb or "
+                       "--input %s=FILE)",
+                       model_path, i, vi.name, input_dir ? input_dir : "<input-dir>", i,
+                       vi.name);
       goto done;
     }
     if (kn_tensor_read_file(file, &inputs[i], NULL, &err) ||
@@ -145,8 +145,8 @@ int kn_cmd_run(int argc, char **argv) {
     goto done;
   }
   if (output_dir && mkdir(output_dir, 0777) != 0 && errno != EEXIST) {
-    fprintf(stderr, "kiln: cannot create output directory '%s': %s\n", output_dir,
-            strerror(errno));
+    rc = kn_cli_fail("cannot create output directory '%s': %s", output_dir,
+                     strerror(errno));
     goto done;
   }
   for (int32_t o = 0; o < kn_model_output_count(model); o++) {
@@ -154,8 +154,9 @@ int kn_cmd_run(int argc, char **argv) {
     if (kn_model_output_info(model, o, &vi)) goto done;
     const kn_tensor *t = kn_context_output(ctx, o);
     if (!t) {
-      fprintf(stderr, "kiln: %s: output %d '%s' is not a tensor (sequences and "
-                      "optionals cannot be written by 'kiln run')\n", model_path, o, vi.name);
+      rc = kn_cli_fail("%s: output %d '%s' is not a tensor (sequences and optionals "
+                       "cannot be written by 'kiln run')",
+                       model_path, o, vi.name);
       goto done;
     }
     if (!output_dir) {
