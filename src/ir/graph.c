@@ -293,7 +293,7 @@ kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) {
     goto done;
   }
   for (int32_t i = 0; i < nn; i++) sorted[i] = g->nodes[order[i]];
-  if (nn) memcpy(g->nodes, sorted, (size_t)nn * sizeof *sorted);
+  if (nn > 0) memcpy(g->nodes, sorted, (size_t)nn * sizeof *sorted);
   for (int32_t i = 0; i < nn; i++)
     for (int32_t o = 0; o < g->nodes[i].n_outputs; o++)
       if (g->nodes[i].outputs[o] >= 0) g->values[g->nodes[i].outputs[o]].producer = i;
