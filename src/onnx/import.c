@@ -294,9 +294,10 @@ static kn_status convert_graph(import_ctx *ic, const KnOnnx__GraphProto *gp,
         idx = kn_graph_resolve(g, name);
         if (idx < 0)
           return kn_fail(ic->err, KN_ERR_PARSE,
-                         "%s: node '%s' (%s): input %zu '%s' is not produced by any "
-                         "node, initializer or graph input",
-                         ic->label, n->name, n->op_type, k, name);
+                         "%s: %s%s%snode '%s' (%s): input %zu '%s' is not produced by "
+                         "any node, initializer or graph input",
+                         ic->label, parent ? "subgraph '" : "", parent ? gname : "",
+                         parent ? "': " : "", n->name, n->op_type, k, name);
       }
       n->inputs[n->n_inputs++] = idx;
     }

@@ -123,6 +123,186 @@ def parses(data):
         return False
 
 
+def op_cases():
+    """bad_op_NAME.onnx: one node named NAME whose inputs are all
+    initializers, with attributes or data that no run can satisfy.  Each
+    must fail with a message naming the node, at load or at run."""
+    f32 = lambda *shape: np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    img, w22 = f32(1, 1, 4, 4), f32(1, 1, 2, 2)
+    x14 = f32(1, 4)
+    cases = [
+        # name, op, inputs (arrays), attributes, outputs
+        ("conv_stride0", "Conv", [img, w22], dict(strides=[0, 0]), 1),
+        ("conv_kernel_too_big", "Conv", [img, f32(1, 1, 5, 5)], {}, 1),
+        ("conv_group0", "Conv", [img, w22], dict(group=0), 1),
+        ("conv_group_mismatch", "Conv", [img, w22], dict(group=3), 1),
+        ("conv_negative_pads", "Conv", [img, w22], dict(pads=[-3, -3, -3, -3]), 1),
+        ("conv_dilation0", "Conv", [img, w22], dict(dilations=[0, 0]), 1),
+        ("conv_channels", "Conv", [img, f32(1, 3, 2, 2)], {}, 1),
+        ("convtranspose_stride0", "ConvTranspose", [img, w22], dict(strides=[0, 0]), 1),
+        ("maxpool_kernel0", "MaxPool", [img], dict(kernel_shape=[0, 0]), 1),
+        ("maxpool_stride0", "MaxPool", [img], dict(kernel_shape=[2, 2], strides=[0, 0]), 1),
+        ("avgpool_kernel_too_big", "AveragePool", [img], dict(kernel_shape=[9, 9]), 1),
+        ("lppool_p0", "LpPool", [img], dict(kernel_shape=[2, 2], p=0), 1),
+        ("slice_step0", "Slice", [x14, i64(0), i64(4), i64(1), i64(0)], {}, 1),
+        ("range_delta0", "Range", [np.array(0, np.int64), np.array(10, np.int64),
+                                   np.array(0, np.int64)], {}, 1),
+        ("range_delta0_float", "Range", [np.array(0, np.float32), np.array(10, np.float32),
+                                         np.array(0, np.float32)], {}, 1),
+        ("range_huge", "Range", [np.array(0, np.int64), np.array(10 ** 18, np.int64),
+                                 np.array(1, np.int64)], {}, 1),
+        ("tile_huge", "Tile", [x14, i64(10 ** 9, 10 ** 9)], {}, 1),
+        ("tile_negative", "Tile", [x14, i64(-1, 1)], {}, 1),
+        ("pad_huge", "Pad", [x14, i64(0, 0, 0, 10 ** 12)], {}, 1),
+        ("pad_negative_too_much", "Pad", [x14, i64(0, -9, 0, 0)], {}, 1),
+        ("transpose_perm_dup", "Transpose", [x14], dict(perm=[0, 0]), 1),
+        ("transpose_perm_range", "Transpose", [x14], dict(perm=[0, 5]), 1),
+        ("concat_axis", "Concat", [x14, x14], dict(axis=5), 1),
+        ("concat_shapes", "Concat", [x14, f32(2, 3)], dict(axis=0), 1),
+        ("split_sizes", "Split", [x14, i64(1, 1)], dict(axis=1), 2),
+        ("split_negative", "Split", [x14, i64(-1, 5)], dict(axis=1), 2),
+        ("squeeze_axis", "Squeeze", [x14, i64(3)], {}, 1),
+        ("squeeze_not_one", "Squeeze", [x14, i64(1)], {}, 1),
+        ("unsqueeze_axis", "Unsqueeze", [x14, i64(10)], {}, 1),
+        ("unsqueeze_dup", "Unsqueeze", [x14, i64(0, 0)], {}, 1),
+        ("flatten_axis", "Flatten", [x14], dict(axis=5), 1),
+        ("softmax_axis", "Softmax", [x14], dict(axis=5), 1),
+        ("reducesum_axis", "ReduceSum", [x14, i64(7)], {}, 1),
+        ("argmax_axis", "ArgMax", [x14], dict(axis=9), 1),
+        ("cumsum_axis", "CumSum", [x14, np.array(5, np.int64)], {}, 1),
+        ("depthtospace_block0", "DepthToSpace", [img], dict(blocksize=0), 1),
+        ("spacetodepth_block0", "SpaceToDepth", [img], dict(blocksize=0), 1),
+        ("spacetodepth_block3", "SpaceToDepth", [img], dict(blocksize=3), 1),
+        ("onehot_huge", "OneHot", [i64(1, 2), np.array(10 ** 15, np.int64),
+                                   np.array([0, 1], np.float32)], {}, 1),
+        ("topk_k_too_big", "TopK", [x14, i64(100)], {}, 2),
+        ("topk_k_negative", "TopK", [x14, i64(-1)], {}, 2),
+        ("gatherelements_oob", "GatherElements", [x14, i64(0, 9).reshape(1, 2)],
+         dict(axis=1), 1),
+        ("gathernd_oob", "GatherND", [x14, i64(0, 9).reshape(1, 2)], {}, 1),
+        ("gathernd_batch_dims", "GatherND", [x14, i64(0).reshape(1, 1)],
+         dict(batch_dims=5), 1),
+        ("scatternd_oob", "ScatterND", [x14, i64(0, 9).reshape(1, 2),
+                                        np.array([1], np.float32)], {}, 1),
+        ("scatterelements_oob", "ScatterElements", [x14, i64(9).reshape(1, 1),
+                                                    np.ones((1, 1), np.float32)],
+         dict(axis=1), 1),
+        ("einsum_garbage", "Einsum", [x14, x14], dict(equation="ij,jk->ik->q"), 1),
+        ("einsum_mismatch", "Einsum", [x14, x14], dict(equation="ij,jk->ik"), 1),
+        ("cast_to_99", "Cast", [x14], dict(to=99), 1),
+        ("resize_huge", "Resize", [img, np.array([], np.float32),
+                                   np.array([1, 1, 1e9, 1e9], np.float32)], {}, 1),
+        ("resize_negative", "Resize", [img, np.array([], np.float32),
+                                       np.array([1, 1, -2, -2], np.float32)], {}, 1),
+        ("expand_incompatible", "Expand", [x14, i64(3, 5)], {}, 1),
+        ("expand_negative", "Expand", [x14, i64(-3, 4)], {}, 1),
+        ("reshape_two_minus1", "Reshape", [x14, i64(-1, -1)], {}, 1),
+        ("reshape_minus2", "Reshape", [x14, i64(-2, -2)], {}, 1),
+        ("reshape_zero_past_rank", "Reshape", [x14, i64(1, 0, 0, 4)], {}, 1),
+        ("constantofshape_negative", "ConstantOfShape", [i64(-1, 4)], {}, 1),
+        ("gemm_mismatch", "Gemm", [x14, f32(3, 2)], {}, 1),
+        ("matmul_scalar", "MatMul", [np.array(1, np.float32), x14], {}, 1),
+        ("add_broadcast", "Add", [x14, f32(3)], {}, 1),
+        ("where_broadcast", "Where", [np.ones((2, 1), bool), x14, f32(3, 1)], {}, 1),
+        ("batchnorm_channels", "BatchNormalization",
+         [img, f32(3), f32(3), f32(3), f32(3)], {}, 1),
+        ("layernorm_axis", "LayerNormalization", [x14, f32(4)], dict(axis=5), 1),
+        ("instancenorm_channels", "InstanceNormalization", [img, f32(3), f32(3)], {}, 1),
+        ("trilu_rank1", "Trilu", [f32(4)], {}, 1),
+        ("compress_long", "Compress", [x14, np.ones(9, bool)], dict(axis=1), 1),
+        ("reversesequence_oob", "ReverseSequence", [f32(2, 2, 1), i64(9, 9)], {}, 1),
+        ("lstm_hidden_mismatch", "LSTM", [f32(1, 1, 4), f32(1, 12, 4), f32(1, 12, 5)],
+         dict(hidden_size=3), 3),
+        ("nonmaxsuppression_boxes", "NonMaxSuppression", [f32(1, 2, 3), f32(1, 1, 2)], {}, 1),
+        ("constant_no_value", "Constant", [], {}, 1),
+        ("eyelike_rank3", "EyeLike", [f32(1, 2, 2)], {}, 1),
+        ("maxunpool_oob", "MaxUnpool", [f32(1, 1, 2, 2), i64(0, 1, 2, 99).reshape(1, 1, 2, 2)],
+         dict(kernel_shape=[2, 2]), 1),
+        ("gridsample_rank", "GridSample", [x14, x14], {}, 1),
+        ("dft_axis", "DFT", [f32(1, 4, 1)], dict(axis=7), 1),
+        ("stft_frame_too_long", "STFT", [f32(1, 4, 1), np.array(1, np.int64),
+                                         np.array([], np.float32), np.array(99, np.int64)], {}, 1),
+    ]
+    # edge_op_NAME.onnx: integer corners that src/ops/binary.c defines
+    # (x/0 and x%0 give 0, INT_MIN/-1 wraps); they must run, not trap.
+    edges = [
+        ("div_int_zero", "Div", [i64(1, 2), i64(0, 0)], {}, 1),
+        ("div_int_min_neg1", "Div", [i64(-2 ** 63), i64(-1)], {}, 1),
+        ("div_int32_zero", "Div", [np.array([7], np.int32), np.array([0], np.int32)], {}, 1),
+        ("mod_int_zero", "Mod", [i64(1, 2), i64(0, 0)], {}, 1),
+        ("mod_fmod_int_zero", "Mod", [i64(1, 2), i64(0, 0)], dict(fmod=1), 1),
+        ("mod_int_min_neg1", "Mod", [i64(-2 ** 63), i64(-1)], {}, 1),
+        ("bitshift_64", "BitShift", [np.array([1], np.uint64), np.array([64], np.uint64)],
+         dict(direction="LEFT"), 1),
+    ]
+    for prefix, table in (("bad_op_", cases), ("edge_op_", edges)):
+        for name, op, arrays, attrs, nout in table:
+            inits, ins = [], []
+            for k, a in enumerate(arrays):
+                inits.append(numpy_helper.from_array(np.asarray(a), "in%d" % k))
+                ins.append("in%d" % k)
+            outs = ["out%d" % k for k in range(nout)]
+            node = helper.make_node(op, ins, outs, name=name, **attrs)
+            save(prefix + name + ".onnx",
+                 model([node], [], [vi(o, None) for o in outs], inits, opset=17))
+
+
+def control_cases():
+    """If/Loop whose subgraphs do not fit the node, and a valid If nested
+    10 deep (nested_if10.onnx, Y = 1.5)."""
+    def branch(name, nouts=1, value=1.5, use=None):
+        nodes, outs = [], []
+        for k in range(nouts):
+            src = use or "c%d" % k
+            nodes.append(helper.make_node("Identity", [src], ["%s_y%d" % (name, k)]))
+            if use is None:
+                nodes.insert(0, helper.make_node(
+                    "Constant", [], ["c%d" % k],
+                    value=numpy_helper.from_array(np.array([value], np.float32))))
+            outs.append(vi("%s_y%d" % (name, k), [1]))
+        return helper.make_graph(nodes, name, [], outs)
+
+    def if_model(cond, then_g, else_g, nouts=1, name="if"):
+        attrs = {"then_branch": then_g}
+        if else_g is not None:
+            attrs["else_branch"] = else_g
+        node = helper.make_node("If", ["cond"], ["y%d" % k for k in range(nouts)],
+                                name=name, **attrs)
+        return model([node], [], [vi("y%d" % k, None) for k in range(nouts)],
+                     [numpy_helper.from_array(cond, "cond")])
+
+    true = np.array(True)
+    save("bad_if_outputs.onnx", if_model(true, branch("then", 2), branch("else", 2)))
+    save("bad_if_cond_float.onnx", if_model(np.array([1.0], np.float32),
+                                            branch("then"), branch("else")))
+    save("bad_if_missing_else.onnx", if_model(true, branch("then"), None))
+    save("bad_if_outer_ghost.onnx", if_model(true, branch("then", use="ghost"),
+                                             branch("else")))
+    save("bad_if_branch_shapes.onnx",
+         if_model(true, branch("then"),
+                  helper.make_graph([helper.make_node("Constant", [], ["e"], value_ints=[1, 2])],
+                                    "else", [], [vi("e", [2], TensorProto.INT64)])))
+    # the body should take (iteration, cond, v) and return (cond, v)
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"])], "body",
+                             [vi("c", [], TensorProto.BOOL)], [vi("c_out", [], TensorProto.BOOL)])
+    save("bad_loop_body_arity.onnx",
+         model([helper.make_node("Loop", ["M", "cond", "v0"], ["v"], name="loop", body=body)],
+               [], [vi("v", None)],
+               [numpy_helper.from_array(np.array(3, np.int64), "M"),
+                numpy_helper.from_array(true, "cond"),
+                numpy_helper.from_array(np.array([1.0], np.float32), "v0")]))
+
+    g = branch("leaf")
+    for level in range(10):
+        node = helper.make_node("If", ["cond"], ["y%d" % level], name="if%d" % level,
+                                then_branch=g, else_branch=branch("e%d" % level, value=-1))
+        g = helper.make_graph([node], "g%d" % level, [], [vi("y%d" % level, [1])])
+    m = model(g.node, [], [vi("Y", [1])], [numpy_helper.from_array(true, "cond")])
+    m.graph.node[0].output[0] = "Y"
+    save("nested_if10.onnx", m)
+
+
 def main():
     # ---- valid models and their data ----
     good = add_relu()
@@ -276,6 +456,9 @@ def main():
     save("bad_gather_axis.onnx",
          model([helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather", axis=7)],
                [X], [vi("Y", None)], [const("idx", np.array([0], dtype=np.int64))]))
+
+    op_cases()
+    control_cases()
 
     # ---- hostile inputs for good.onnx ----
     write("in_wrong_dtype.pb", tensor_pb(X_VAL.astype(np.int64), "X"))

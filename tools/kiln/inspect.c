@@ -1,6 +1,7 @@
 /* kiln inspect MODEL: inputs, outputs, op histogram, parameters, FLOPs. */
 #include "cli.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 void kn_cmd_inspect_usage(FILE *f) {
@@ -71,7 +72,14 @@ int kn_cmd_inspect(int argc, char **argv) {
   kn_model_op_histogram(m, print_op, NULL);
   printf("parameters: %s (%lld), %s\n", human((double)st.params, b1, sizeof b1, ""),
          (long long)st.params, human((double)st.param_bytes, b2, sizeof b2, "B"));
-  printf("FLOPs per run: %s\n", human(st.flops, b3, sizeof b3, "FLOP"));
+  bool dynamic = false;
+  for (int32_t i = 0; i < kn_model_input_count(m); i++) {
+    kn_value_info vi;
+    if (kn_model_input_info(m, i, &vi) != KN_OK) continue;
+    for (int32_t d = 0; d < vi.rank; d++) dynamic |= vi.dims[d] < 0;
+  }
+  printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
+         dynamic ? " (dynamic dimensions taken as 1)" : "");
   kn_model_free(m);
   return KN_EXIT_OK;
 }

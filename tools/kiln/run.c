@@ -1,6 +1,7 @@
 /* kiln run MODEL [--input-dir D] [--input NAME=FILE]... [--output-dir O]
  *               [--output-format pb|npy] */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -37,16 +38,16 @@ static void print_summary(const char *name, const kn_tensor *t) {
   int64_t n = kn_tensor_numel(t);
   printf(" =");
   for (int64_t i = 0; i < n && i < 8; i++) {
-    switch (t->dtype) {
-    case KN_DTYPE_F32: printf(" %.6g", ((const float *)t->data)[i]); break;
-    case KN_DTYPE_F64: printf(" %.6g", ((const double *)t->data)[i]); break;
-    case KN_DTYPE_I64: printf(" %lld", (long long)((const int64_t *)t->data)[i]); break;
-    case KN_DTYPE_I32: printf(" %d", ((const int32_t *)t->data)[i]); break;
-    case KN_DTYPE_BOOL:
-    case KN_DTYPE_U8: printf(" %u", ((const uint8_t *)t->data)[i]); break;
-    case KN_DTYPE_STRING: printf(" \"%s\"", ((char *const *)t->data)[i]); break;
-    default: printf(" ?"); break;
-    }
+    if (t->dtype == KN_DTYPE_STRING)
+      printf(" \"%s\"", ((char *const *)t->data)[i]);
+    else if (t->dtype == KN_DTYPE_U64)
+      printf(" %llu", (unsigned long long)((const uint64_t *)t->data)[i]);
+    else if (kn_dtype_is_float(t->dtype))
+      printf(" %.6g", kn_load_f64(t->data, t->dtype, i));
+    else if (kn_dtype_is_int(t->dtype) || t->dtype == KN_DTYPE_BOOL)
+      printf(" %lld", (long long)kn_load_i64(t->data, t->dtype, i));
+    else
+      printf(" ?");
   }
   printf("%s\n", n > 8 ? " ..." : "");
 }
