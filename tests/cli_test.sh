@@ -354,6 +354,7 @@ sweep() {
 sweep good_onnx model "$B/good.onnx"
 sweep ext_onnx model "$B/ext.onnx"
 sweep sparse_onnx model "$B/sparse.onnx"
+sweep nested_if2_onnx model "$B/nested_if2.onnx"
 sweep input_pb input "$G/input_0.pb"
 sweep input_npy input "$G/x.npy"
 

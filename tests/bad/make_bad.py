@@ -293,14 +293,15 @@ def control_cases():
                 numpy_helper.from_array(true, "cond"),
                 numpy_helper.from_array(np.array([1.0], np.float32), "v0")]))
 
-    g = branch("leaf")
-    for level in range(10):
-        node = helper.make_node("If", ["cond"], ["y%d" % level], name="if%d" % level,
-                                then_branch=g, else_branch=branch("e%d" % level, value=-1))
-        g = helper.make_graph([node], "g%d" % level, [], [vi("y%d" % level, [1])])
-    m = model(g.node, [], [vi("Y", [1])], [numpy_helper.from_array(true, "cond")])
-    m.graph.node[0].output[0] = "Y"
-    save("nested_if10.onnx", m)
+    for depth in (2, 10):  # nested_if2.onnx is small enough for the sweeps
+        g = branch("leaf")
+        for level in range(depth):
+            node = helper.make_node("If", ["cond"], ["y%d" % level], name="if%d" % level,
+                                    then_branch=g, else_branch=branch("e%d" % level, value=-1))
+            g = helper.make_graph([node], "g%d" % level, [], [vi("y%d" % level, [1])])
+        m = model(g.node, [], [vi("Y", [1])], [numpy_helper.from_array(true, "cond")])
+        m.graph.node[0].output[0] = "Y"
+        save("nested_if%d.onnx" % depth, m)
 
 
 def main():
