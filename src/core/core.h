@@ -61,6 +61,15 @@ void kn_store_f64(void *data, kn_dtype t, int64_t i, double v);
 int64_t kn_load_i64(const void *data, kn_dtype t, int64_t i);
 void kn_store_i64(void *data, kn_dtype t, int64_t i, int64_t v);
 
+/* Convert n elements of numeric dtype s at src into dtype d at dst (no
+ * strings; the buffers must not overlap).  f16/bf16 <-> f32, f32 <-> f64
+ * and i32/i64/u64 -> f32 have direct loops (the integer ones round once,
+ * not through double); integer <-> integer goes through int64 exactly
+ * (bool reads as 0/1 and stores v != 0); every other pair goes through
+ * double, and floats stored to integers saturate (NaN -> 0) before
+ * narrowing. */
+void kn_convert(const void *src, kn_dtype s, void *dst, kn_dtype d, int64_t n);
+
 /* Shapes */
 /* numel with overflow check; -1 when any dim is negative or on overflow. */
 int64_t kn_shape_numel(int32_t rank, const int64_t *dims);

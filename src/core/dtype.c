@@ -179,3 +179,37 @@ void kn_store_i64(void *d, kn_dtype t, int64_t i, int64_t v) {
   default: kn_store_f64(d, t, i, (double)v); break;
   }
 }
+
+void kn_convert(const void *src, kn_dtype s, void *dst, kn_dtype d, int64_t n) {
+  KN_ASSERT(s != KN_DTYPE_STRING && d != KN_DTYPE_STRING);
+  if (n <= 0) return;
+  if (s == d) {
+    memcpy(dst, src, (size_t)n * kn_dtype_size(s));
+  } else if (s == KN_DTYPE_F16 && d == KN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++)
+      ((float *)dst)[i] = kn_f16_to_f32(((const uint16_t *)src)[i]);
+  } else if (s == KN_DTYPE_BF16 && d == KN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++)
+      ((float *)dst)[i] = kn_bf16_to_f32(((const uint16_t *)src)[i]);
+  } else if (s == KN_DTYPE_F32 && d == KN_DTYPE_F16) {
+    for (int64_t i = 0; i < n; i++)
+      ((uint16_t *)dst)[i] = kn_f32_to_f16(((const float *)src)[i]);
+  } else if (s == KN_DTYPE_F32 && d == KN_DTYPE_BF16) {
+    for (int64_t i = 0; i < n; i++)
+      ((uint16_t *)dst)[i] = kn_f32_to_bf16(((const float *)src)[i]);
+  } else if (s == KN_DTYPE_F32 && d == KN_DTYPE_F64) {
+    for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = ((const float *)src)[i];
+  } else if (s == KN_DTYPE_F64 && d == KN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const double *)src)[i];
+  } else if (s == KN_DTYPE_I64 && d == KN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const int64_t *)src)[i];
+  } else if (s == KN_DTYPE_I32 && d == KN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const int32_t *)src)[i];
+  } else if (s == KN_DTYPE_U64 && d == KN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const uint64_t *)src)[i];
+  } else if (!kn_dtype_is_float(s) && !kn_dtype_is_float(d)) {
+    for (int64_t i = 0; i < n; i++) kn_store_i64(dst, d, i, kn_load_i64(src, s, i));
+  } else {
+    for (int64_t i = 0; i < n; i++) kn_store_f64(dst, d, i, kn_load_f64(src, s, i));
+  }
+}

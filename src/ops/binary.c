@@ -273,27 +273,6 @@ static kn_dtype work_dtype(kn_dtype t) {
   return (t == KN_DTYPE_F16 || t == KN_DTYPE_BF16) ? KN_DTYPE_F32 : t;
 }
 
-static void convert(const void *src, kn_dtype s, void *dst, kn_dtype d,
-                    int64_t n) {
-  if (s == KN_DTYPE_F16 && d == KN_DTYPE_F32) {
-    for (int64_t i = 0; i < n; i++)
-      ((float *)dst)[i] = kn_f16_to_f32(((const uint16_t *)src)[i]);
-  } else if (s == KN_DTYPE_BF16 && d == KN_DTYPE_F32) {
-    for (int64_t i = 0; i < n; i++)
-      ((float *)dst)[i] = kn_bf16_to_f32(((const uint16_t *)src)[i]);
-  } else if (s == KN_DTYPE_F32 && d == KN_DTYPE_F16) {
-    for (int64_t i = 0; i < n; i++)
-      ((uint16_t *)dst)[i] = kn_f32_to_f16(((const float *)src)[i]);
-  } else if (s == KN_DTYPE_F32 && d == KN_DTYPE_BF16) {
-    for (int64_t i = 0; i < n; i++)
-      ((uint16_t *)dst)[i] = kn_f32_to_bf16(((const float *)src)[i]);
-  } else if (!kn_dtype_is_float(s) && !kn_dtype_is_float(d)) {
-    for (int64_t i = 0; i < n; i++) kn_store_i64(dst, d, i, kn_load_i64(src, s, i));
-  } else {
-    for (int64_t i = 0; i < n; i++) kn_store_f64(dst, d, i, kn_load_f64(src, s, i));
-  }
-}
-
 /* data of t as dtype w: t's own data, or a converted copy left in *tmp. */
 static kn_status as_work(kn_op_ctx *ctx, const kn_tensor *t, kn_dtype w,
                          const void **data, void **tmp) {
@@ -305,7 +284,7 @@ static kn_status as_work(kn_op_ctx *ctx, const kn_tensor *t, kn_dtype w,
   int64_t n = kn_tensor_numel(t);
   void *buf = kn_malloc((size_t)n * kn_dtype_size(w));
   if (!buf) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory converting an input");
-  convert(t->data, t->dtype, buf, w, n);
+  kn_convert(t->data, t->dtype, buf, w, n);
   *data = buf;
   *tmp = buf;
   return KN_OK;
@@ -570,7 +549,7 @@ static kn_status pow_run(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
   if (!st) st = out_work(ctx, o, wa, &po, &to);
   if (!st) {
     bin_apply(k, o->rank, o->dims, po, wa, pa, wa, a->rank, a->dims, pb, wb, rb, db);
-    if (to) convert(to, wa, o->data, o->dtype, kn_tensor_numel(o));
+    if (to) kn_convert(to, wa, o->data, o->dtype, kn_tensor_numel(o));
   }
   free(ta);
   free(tb);
@@ -631,7 +610,7 @@ static kn_status bin_run(kn_op_ctx *ctx) {
   if (!st) st = out_work(ctx, o, wo, &po, &to);
   if (!st) {
     bin_apply(k, ro, dout, po, wo, pa, w, a->rank, a->dims, pb, w, rb, db);
-    if (to) convert(to, wo, o->data, o->dtype, kn_tensor_numel(o));
+    if (to) kn_convert(to, wo, o->data, o->dtype, kn_tensor_numel(o));
   }
   free(ta);
   free(tb);
@@ -751,7 +730,7 @@ static kn_status var_run(kn_op_ctx *ctx) {
       for (int64_t i = 0; i < n; i++) x[i] /= (float)ctx->n_in;
     }
   }
-  if (to) convert(to, w, o->data, o->dtype, n);
+  if (to) kn_convert(to, w, o->data, o->dtype, n);
 done:
   free(to);
   return st;

@@ -153,26 +153,16 @@ static kn_status stack_emit(kn_op_ctx *ctx, int32_t o, stack *s, int32_t axis,
   kn_status st = kn_out_alloc(ctx, o, dt, rank, dims);
   if (st) return st;
   kn_tensor *out = &ctx->out[o]->t;
-  size_t es = kn_dtype_size(dt);
   int64_t outer = 1, inner = 1;
   for (int32_t d = 0; d < axis; d++) outer *= f->dims[d];
   for (int32_t d = axis; d < f->rank; d++) inner *= f->dims[d];
   for (int32_t i = 0; i < s->n; i++) {
     const kn_tensor *it = &s->items[reverse ? s->n - 1 - i : i];
-    for (int64_t a = 0; a < outer; a++) {
-      size_t dst = ((size_t)a * (size_t)s->n + (size_t)i) * (size_t)inner;
-      if (dt == KN_DTYPE_STRING) {
-        for (int64_t k = 0; k < inner; k++) {
-          const char *src = ((char **)it->data)[a * inner + k];
-          ((char **)out->data)[dst + (size_t)k] = kn_strdup(src ? src : "");
-        }
-      } else {
-        memcpy((char *)out->data + dst * es, (char *)it->data + (size_t)(a * inner) * es,
-               (size_t)inner * es);
-      }
-    }
+    for (int64_t a = 0; a < outer && !st; a++)
+      st = kn_copy_elems(ctx, out->data, (a * s->n + i) * inner, it->data, a * inner,
+                         inner, dt);
   }
-  return KN_OK;
+  return st;
 }
 
 /* ---- Loop --------------------------------------------------------------- */
@@ -292,21 +282,13 @@ static kn_status take_slice(kn_op_ctx *ctx, const kn_tensor *t, int32_t axis, in
     if (d != axis) dims[k++] = t->dims[d];
   kn_status st = kn_tensor_alloc(out, t->dtype, t->rank - 1, dims, ctx->err);
   if (st) return st;
-  size_t es = kn_dtype_size(t->dtype);
   int64_t outer = 1, inner = 1;
   for (int32_t d = 0; d < axis; d++) outer *= t->dims[d];
   for (int32_t d = axis + 1; d < t->rank; d++) inner *= t->dims[d];
-  for (int64_t a = 0; a < outer; a++) {
-    int64_t src = (a * t->dims[axis] + i) * inner;
-    if (t->dtype == KN_DTYPE_STRING) {
-      for (int64_t k = 0; k < inner; k++)
-        ((char **)out->data)[a * inner + k] = kn_strdup(((char **)t->data)[src + k]);
-    } else {
-      memcpy((char *)out->data + (size_t)(a * inner) * es, (char *)t->data + (size_t)src * es,
-             (size_t)inner * es);
-    }
-  }
-  return KN_OK;
+  for (int64_t a = 0; a < outer && !st; a++)
+    st = kn_copy_elems(ctx, out->data, a * inner, t->data, (a * t->dims[axis] + i) * inner,
+                       inner, t->dtype);
+  return st;
 }
 
 static kn_status scan_infer(kn_op_ctx *ctx) {

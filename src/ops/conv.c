@@ -514,14 +514,6 @@ static kn_status fconv_infer_common(kn_op_ctx *ctx, bool transpose) {
 static kn_status conv_infer(kn_op_ctx *ctx) { return fconv_infer_common(ctx, false); }
 static kn_status convt_infer(kn_op_ctx *ctx) { return fconv_infer_common(ctx, true); }
 
-static float *to_f32(const kn_tensor *t) {
-  int64_t n = kn_tensor_numel(t);
-  float *d = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  if (!d) return NULL;
-  for (int64_t i = 0; i < n; i++) d[i] = (float)kn_load_f64(t->data, t->dtype, i);
-  return d;
-}
-
 static kn_status fconv_run_common(kn_op_ctx *ctx, bool transpose) {
   const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *bias = kn_in(ctx, 2);
   conv_geom g;
@@ -557,7 +549,7 @@ static kn_status fconv_run_common(kn_op_ctx *ctx, bool transpose) {
     return KN_OK;
   }
   /* float16 / bfloat16 through float32 */
-  float *fx = to_f32(x), *fw = to_f32(w);
+  float *fx = kn_tensor_f32(x), *fw = kn_tensor_f32(w);
   float *fy = kn_calloc((size_t)total, sizeof(float));
   st = KN_OK;
   if (!fx || !fw || !fy || !fwd(&g, EK_F32, fx, fw, fy))

@@ -13,63 +13,6 @@
 
 static const kn_dtype index_types[] = {KN_DTYPE_I32, KN_DTYPE_I64, 0};
 
-/* Copy n elements of dtype dt from src[si..] to dst[di..]; strings are
- * duplicated (what dst held is freed). */
-static kn_status copy_elems(kn_op_ctx *ctx, void *dst, int64_t di,
-                            const void *src, int64_t si, int64_t n,
-                            kn_dtype dt) {
-  if (n <= 0) return KN_OK;
-  if (dt == KN_DTYPE_STRING) {
-    char **d = (char **)dst + di;
-    char *const *s = (char *const *)src + si;
-    for (int64_t i = 0; i < n; i++) {
-      char *c = kn_strdup(s[i] ? s[i] : "");
-      if (!c) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory copying strings");
-      free(d[i]);
-      d[i] = c;
-    }
-    return KN_OK;
-  }
-  size_t es = kn_dtype_size(dt);
-  switch (es) {
-  case 1:
-    if (n == 1) {
-      ((uint8_t *)dst)[di] = ((const uint8_t *)src)[si];
-      return KN_OK;
-    }
-    break;
-  case 2:
-    if (n == 1) {
-      ((uint16_t *)dst)[di] = ((const uint16_t *)src)[si];
-      return KN_OK;
-    }
-    break;
-  case 4:
-    if (n == 1) {
-      ((uint32_t *)dst)[di] = ((const uint32_t *)src)[si];
-      return KN_OK;
-    }
-    break;
-  case 8:
-    if (n == 1) {
-      ((uint64_t *)dst)[di] = ((const uint64_t *)src)[si];
-      return KN_OK;
-    }
-    break;
-  default:
-    break;
-  }
-  memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es,
-         (size_t)n * es);
-  return KN_OK;
-}
-
-static int64_t prod(const int64_t *d, int32_t from, int32_t to) {
-  int64_t p = 1;
-  for (int32_t i = from; i < to; i++) p *= d[i];
-  return p;
-}
-
 /* An index read from t[i], made non-negative against `dim`; fails when it
  * is outside [-dim, dim). */
 static kn_status norm_index(kn_op_ctx *ctx, const kn_tensor *t, int64_t i,
@@ -123,8 +66,8 @@ static kn_status gather_run(kn_op_ctx *ctx) {
   kn_status st;
   int32_t axis;
   if ((st = kn_axis(ctx, kn_attr_int(ctx, "axis", 0), x->rank, &axis))) return st;
-  int64_t outer = prod(x->dims, 0, axis), n = x->dims[axis];
-  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = kn_dims_prod(x->dims, 0, axis), n = x->dims[axis];
+  int64_t inner = kn_dims_prod(x->dims, axis + 1, x->rank);
   int64_t ni = kn_tensor_numel(ix);
   if (kn_tensor_numel(y) == 0) return KN_OK;
   int64_t *idx = kn_malloc((size_t)(ni ? ni : 1) * sizeof *idx);
@@ -133,7 +76,7 @@ static kn_status gather_run(kn_op_ctx *ctx) {
     if ((st = norm_index(ctx, ix, j, n, "Gather", &idx[j]))) goto done;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < ni; j++)
-      if ((st = copy_elems(ctx, y->data, (o * ni + j) * inner, x->data,
+      if ((st = kn_copy_elems(ctx, y->data, (o * ni + j) * inner, x->data,
                            (o * n + idx[j]) * inner, inner, x->dtype)))
         goto done;
 done:
@@ -190,7 +133,7 @@ static kn_status gather_el_run(kn_op_ctx *ctx) {
   for (int64_t i = 0; i < n; i++) {
     int64_t k = 0;
     if ((st = norm_index(ctx, ix, i, dim, "GatherElements", &k))) return st;
-    if ((st = copy_elems(ctx, y->data, i, x->data, base + k * xs[axis], 1, x->dtype)))
+    if ((st = kn_copy_elems(ctx, y->data, i, x->data, base + k * xs[axis], 1, x->dtype)))
       return st;
     for (int32_t d = r - 1; d >= 0; d--) {
       if (++coord[d] < ix->dims[d]) {
@@ -253,9 +196,9 @@ static kn_status gather_nd_run(kn_op_ctx *ctx) {
   int32_t k = (int32_t)ix->dims[ix->rank - 1];
   int64_t xs[KN_MAX_RANK];
   kn_strides(x->rank, x->dims, xs);
-  int64_t batches = prod(x->dims, 0, b);
-  int64_t per_batch = prod(ix->dims, b, ix->rank - 1); /* index tuples */
-  int64_t slice = prod(x->dims, b + k, x->rank);
+  int64_t batches = kn_dims_prod(x->dims, 0, b);
+  int64_t per_batch = kn_dims_prod(ix->dims, b, ix->rank - 1); /* index tuples */
+  int64_t slice = kn_dims_prod(x->dims, b + k, x->rank);
   int64_t batch_stride = b > 0 ? xs[b - 1] : 0;
   for (int64_t bi = 0; bi < batches; bi++)
     for (int64_t t = 0; t < per_batch; t++) {
@@ -266,7 +209,7 @@ static kn_status gather_nd_run(kn_op_ctx *ctx) {
           return st;
         off += v * xs[b + j];
       }
-      if ((st = copy_elems(ctx, y->data, tup * slice, x->data, off, slice, x->dtype)))
+      if ((st = kn_copy_elems(ctx, y->data, tup * slice, x->data, off, slice, x->dtype)))
         return st;
     }
   return KN_OK;
@@ -393,11 +336,11 @@ static kn_status onehot_run(kn_op_ctx *ctx) {
   int32_t axis;
   if ((st = onehot_depth(ctx, depth, &dep))) return st;
   if ((st = kn_axis(ctx, kn_attr_int(ctx, "axis", -1), ix->rank + 1, &axis))) return st;
-  int64_t outer = prod(ix->dims, 0, axis), inner = prod(ix->dims, axis, ix->rank);
+  int64_t outer = kn_dims_prod(ix->dims, 0, axis), inner = kn_dims_prod(ix->dims, axis, ix->rank);
   int64_t n = kn_tensor_numel(y);
   /* Fill with off, then set on. */
   for (int64_t i = 0; i < n; i++)
-    if ((st = copy_elems(ctx, y->data, i, vals->data, 0, 1, vals->dtype))) return st;
+    if ((st = kn_copy_elems(ctx, y->data, i, vals->data, 0, 1, vals->dtype))) return st;
   bool fl = kn_dtype_is_float(ix->dtype);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++) {
@@ -411,7 +354,7 @@ static kn_status onehot_run(kn_op_ctx *ctx) {
       }
       if (v < -dep || v >= dep) continue;
       if (v < 0) v += dep;
-      if ((st = copy_elems(ctx, y->data, (o * dep + v) * inner + i, vals->data, 1,
+      if ((st = kn_copy_elems(ctx, y->data, (o * dep + v) * inner + i, vals->data, 1,
                            1, vals->dtype)))
         return st;
     }
@@ -478,9 +421,9 @@ static kn_status compress_run(kn_op_ctx *ctx) {
   int32_t axis = 0;
   if (kn_attr_get(ctx, "axis")) {
     if ((st = kn_axis(ctx, kn_attr_int(ctx, "axis", 0), x->rank, &axis))) return st;
-    outer = prod(x->dims, 0, axis);
+    outer = kn_dims_prod(x->dims, 0, axis);
     dim = x->dims[axis];
-    inner = prod(x->dims, axis + 1, x->rank);
+    inner = kn_dims_prod(x->dims, axis + 1, x->rank);
   } else {
     dim = kn_tensor_numel(x);
   }
@@ -492,7 +435,7 @@ static kn_status compress_run(kn_op_ctx *ctx) {
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < nc; i++)
       if (kn_load_i64(c->data, c->dtype, i)) {
-        if ((st = copy_elems(ctx, y->data, j * inner, x->data, (o * dim + i) * inner,
+        if ((st = kn_copy_elems(ctx, y->data, j * inner, x->data, (o * dim + i) * inner,
                              inner, x->dtype)))
           return st;
         j++;
@@ -596,9 +539,9 @@ static kn_status unique_run(kn_op_ctx *ctx) {
   const kn_attr *ax = kn_attr_get(ctx, "axis");
   if (ax) {
     if ((st = kn_axis(ctx, ax->i, x->rank, &axis))) return st;
-    u.outer = prod(x->dims, 0, axis);
+    u.outer = kn_dims_prod(x->dims, 0, axis);
     u.n = x->dims[axis];
-    u.inner = prod(x->dims, axis + 1, x->rank);
+    u.inner = kn_dims_prod(x->dims, axis + 1, x->rank);
   }
   bool sorted = kn_attr_int(ctx, "sorted", 1) != 0;
   int64_t n = u.n, m = n ? n : 1;
@@ -640,7 +583,7 @@ static kn_status unique_run(kn_op_ctx *ctx) {
   kn_tensor *y = kn_out(ctx, 0);
   for (int64_t g = 0; g < ng; g++)
     for (int64_t o = 0; o < u.outer; o++)
-      if ((st = copy_elems(ctx, y->data, (o * ng + rank_of[g]) * u.inner, x->data,
+      if ((st = kn_copy_elems(ctx, y->data, (o * ng + rank_of[g]) * u.inner, x->data,
                            (o * n + first[g]) * u.inner, u.inner, x->dtype)))
         goto done;
   if (ctx->n_out > 1) {

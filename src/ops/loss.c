@@ -18,10 +18,6 @@ static const kn_dtype loss_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                       KN_DTYPE_BF16, 0};
 static const kn_dtype index_types[] = {KN_DTYPE_I32, KN_DTYPE_I64, 0};
 
-static bool out_wanted(const kn_op_ctx *ctx, int32_t i) {
-  return i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
-}
-
 static kn_status loss_reduction(kn_op_ctx *ctx, loss_red *r) {
   const char *s = kn_attr_str(ctx, "reduction", "mean");
   if (strcmp(s, "none") == 0) *r = RED_NONE;
@@ -171,7 +167,7 @@ static kn_status sce_run(kn_op_ctx *ctx) {
       for (int64_t c = 0; c < C; c++) v[c * D] -= sh;
     }
   kn_status st = loss_compute(ctx, lp, N, C, D);
-  if (!st && out_wanted(ctx, 1)) {
+  if (!st && kn_out_wanted(ctx, 1)) {
     kn_tensor *o = kn_out(ctx, 1);
     for (int64_t i = 0; i < n; i++) kn_store_f64(o->data, o->dtype, i, lp[i]);
   }

@@ -211,35 +211,6 @@ static void u64_gemm(int64_t m, int64_t n, int64_t k, uint64_t alpha,
 
 static bool is_half(kn_dtype t) { return t == KN_DTYPE_F16 || t == KN_DTYPE_BF16; }
 
-/* Converts n elements of a half-precision buffer to float32. */
-static void half_to_f32(const void *src, kn_dtype t, int64_t n, float *dst) {
-  const uint16_t *s = src;
-  if (t == KN_DTYPE_F16)
-    for (int64_t i = 0; i < n; i++) dst[i] = kn_f16_to_f32(s[i]);
-  else
-    for (int64_t i = 0; i < n; i++) dst[i] = kn_bf16_to_f32(s[i]);
-}
-
-static void f32_to_half(const float *src, kn_dtype t, int64_t n, void *dst) {
-  uint16_t *d = dst;
-  if (t == KN_DTYPE_F16)
-    for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_f16(src[i]);
-  else
-    for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_bf16(src[i]);
-}
-
-/* Whole tensor as float32 / uint64 copies (caller frees). */
-static float *tensor_to_f32(const kn_tensor *t) {
-  int64_t n = kn_tensor_numel(t);
-  float *d = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  if (!d) return NULL;
-  if (t->dtype == KN_DTYPE_F32) memcpy(d, t->data, (size_t)n * sizeof(float));
-  else if (is_half(t->dtype)) half_to_f32(t->data, t->dtype, n, d);
-  else
-    for (int64_t i = 0; i < n; i++) d[i] = (float)kn_load_f64(t->data, t->dtype, i);
-  return d;
-}
-
 static uint64_t *tensor_to_u64(const kn_tensor *t) {
   int64_t n = kn_tensor_numel(t);
   uint64_t *d = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t));
@@ -393,7 +364,7 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
     return KN_OK;
   }
   if (is_half(t)) {
-    float *fa = tensor_to_f32(a), *fb = tensor_to_f32(b);
+    float *fa = kn_tensor_f32(a), *fb = kn_tensor_f32(b);
     float *fy = kn_calloc((size_t)sy, sizeof(float));
     kn_status st = KN_OK;
     if (!fa || !fb || !fy) st = oom(ctx);
@@ -405,7 +376,7 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
                        false, fy, n))
         st = oom(ctx);
       else
-        f32_to_half(fy, t, sy, (uint16_t *)y->data + bi * sy);
+        kn_convert(fy, KN_DTYPE_F32, (uint16_t *)y->data + bi * sy, t, sy);
     }
     free(fa);
     free(fb);
@@ -590,13 +561,13 @@ static kn_status gemm_run(kn_op_ctx *ctx) {
       for (int64_t i = 0; i < m * n; i++)
         kn_store_i64(y->data, t, i, (int64_t)((uint64_t *)w)[i]);
   } else {
-    float *fa = tensor_to_f32(a), *fb = tensor_to_f32(b);
+    float *fa = kn_tensor_f32(a), *fb = kn_tensor_f32(b);
     if (!fa || !fb) st = oom(ctx);
     else if (!kn_f32_gemm(m, n, k, alpha, fa, lda, ta, fb, ldb, tb, w, n))
       st = oom(ctx);
     free(fa);
     free(fb);
-    if (!st) f32_to_half(w, t, m * n, y->data);
+    if (!st) kn_convert(w, KN_DTYPE_F32, y->data, t, m * n);
   }
   if (own_w) free(w);
   return st;

@@ -14,26 +14,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static kn_status need_in(kn_op_ctx *ctx, int32_t i, const kn_tensor **t) {
-  *t = kn_in(ctx, i);
-  if (*t) return KN_OK;
-  if (ctx->static_infer && i < ctx->n_in && ctx->in[i] &&
-      ctx->in[i]->kind == KN_KIND_NONE)
-    return KN_OK;
-  return kn_in_req(ctx, i, t);
-}
-
-/* Output i as allocated by the executor from infer's shape; NULL (with the
- * error set) when infer could not size it, which would be a bug here. */
-static kn_tensor *ready_out(kn_op_ctx *ctx, int32_t i) {
-  kn_tensor *t = kn_out(ctx, i);
-  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
-    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
-    return NULL;
-  }
-  return t;
-}
-
 static double no_flops(const kn_op_ctx *ctx) {
   (void)ctx;
   return 0;
@@ -41,26 +21,6 @@ static double no_flops(const kn_op_ctx *ctx) {
 
 static kn_status oom(kn_op_ctx *ctx) {
   return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
-}
-
-/* Copy n contiguous elements src[si..] -> dst[di..]. */
-static kn_status copy_block(kn_op_ctx *ctx, kn_dtype dt, void *dst, int64_t di,
-                            const void *src, int64_t si, int64_t n) {
-  if (n <= 0) return KN_OK;
-  if (dt == KN_DTYPE_STRING) {
-    char **d = (char **)dst + di;
-    char *const *s = (char *const *)src + si;
-    for (int64_t i = 0; i < n; i++) {
-      free(d[i]);
-      d[i] = kn_strdup(s[i] ? s[i] : "");
-      if (!d[i]) return oom(ctx);
-    }
-    return KN_OK;
-  }
-  size_t es = kn_dtype_size(dt);
-  memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es,
-         (size_t)n * es);
-  return KN_OK;
 }
 
 #define STRIDED_LOOP(T)                                                      \
@@ -194,7 +154,7 @@ static kn_status transpose_perm(kn_op_ctx *ctx, int32_t r, int32_t *perm) {
 
 static kn_status transpose_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (!x || x->rank < 0) {
     const int64_t *p;
@@ -216,7 +176,7 @@ static kn_status transpose_infer(kn_op_ctx *ctx) {
 
 static kn_status transpose_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int32_t perm[KN_MAX_RANK];
   kn_status st = transpose_perm(ctx, x->rank, perm);
@@ -237,7 +197,7 @@ static kn_status concat_infer(kn_op_ctx *ctx) {
   int32_t r = -1;
   for (int32_t i = 0; i < ctx->n_in; i++) {
     const kn_tensor *t;
-    kn_status st = need_in(ctx, i, &t);
+    kn_status st = kn_in_need(ctx, i, &t);
     if (st) return st;
     if (!t) continue;
     if (t->dtype && dt && t->dtype != dt)
@@ -291,7 +251,7 @@ static kn_status concat_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status concat_run(kn_op_ctx *ctx) {
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int32_t axis;
   kn_status st = kn_axis(ctx, kn_attr_int(ctx, "axis", 1), o->rank, &axis);
@@ -304,7 +264,7 @@ static kn_status concat_run(kn_op_ctx *ctx) {
     if (!t) continue;
     int64_t row = t->dims[axis] * inner;
     for (int64_t q = 0; q < outer && row > 0; q++) {
-      st = copy_block(ctx, o->dtype, o->data, q * orow + at, t->data, q * row, row);
+      st = kn_copy_elems(ctx, o->data, q * orow + at, t->data, q * row, row, o->dtype);
       if (st) return st;
     }
     at += row;
@@ -395,7 +355,7 @@ static kn_status split_sizes(kn_op_ctx *ctx, int64_t dim, int64_t *sizes) {
 
 static kn_status split_common(kn_op_ctx *ctx, bool run) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (ctx->n_out > 1024)
     return kn_op_fail(ctx, KN_ERR_LIMIT, "too many outputs (%d)", (int)ctx->n_out);
@@ -424,7 +384,7 @@ static kn_status split_common(kn_op_ctx *ctx, bool run) {
   int64_t xs[KN_MAX_RANK], start = 0;
   kn_strides(x->rank, x->dims, xs);
   for (int32_t i = 0; i < ctx->n_out; i++) {
-    kn_tensor *o = ready_out(ctx, i);
+    kn_tensor *o = kn_out_ready(ctx, i);
     if (!o) {
       st = KN_ERR_INTERNAL;
       goto done;
@@ -549,7 +509,7 @@ too_many:
 
 static kn_status slice_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (!x || x->rank < 0) {
     kn_out_set(ctx, 0, x ? x->dtype : KN_DTYPE_UNDEFINED, -1, NULL);
@@ -565,7 +525,7 @@ static kn_status slice_infer(kn_op_ctx *ctx) {
 
 static kn_status slice_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   slice_plan pl;
   int64_t d[KN_MAX_RANK], xs[KN_MAX_RANK], s[KN_MAX_RANK], off = 0;
@@ -583,7 +543,7 @@ static kn_status slice_run(kn_op_ctx *ctx) {
 
 static kn_status expand_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   kn_dtype dt = x ? x->dtype : KN_DTYPE_UNDEFINED;
   int64_t shp[KN_MAX_RANK], n;
@@ -616,7 +576,7 @@ static kn_status expand_infer(kn_op_ctx *ctx) {
 
 static kn_status expand_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int64_t s[KN_MAX_RANK];
   kn_broadcast_strides(x->rank, x->dims, o->rank, o->dims, s);
@@ -661,7 +621,7 @@ static kn_status tile_repeats(kn_op_ctx *ctx, const kn_tensor *x, int64_t *rep, 
 
 static kn_status tile_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (!x || x->rank < 0) {
     kn_out_set(ctx, 0, x ? x->dtype : KN_DTYPE_UNDEFINED, -1, NULL);
@@ -686,7 +646,7 @@ static kn_status tile_infer(kn_op_ctx *ctx) {
 
 static kn_status tile_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int64_t rep[KN_MAX_RANK], xs[KN_MAX_RANK];
   bool known;
@@ -778,7 +738,7 @@ static kn_status pad_amounts(kn_op_ctx *ctx, int32_t r, int64_t *pads, bool *kno
 
 static kn_status pad_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int mode;
   st = pad_mode(ctx, &mode);
@@ -821,7 +781,7 @@ static kn_status pad_infer(kn_op_ctx *ctx) {
 
 static kn_status pad_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int mode;
   int32_t r = x->rank;
@@ -848,7 +808,7 @@ static kn_status pad_run(kn_op_ctx *ctx) {
       else memcpy(fill, cv->data, es);
     }
   }
-  if (r == 0) return copy_block(ctx, dt, o->data, 0, x->data, 0, 1);
+  if (r == 0) return kn_copy_elems(ctx, o->data, 0, x->data, 0, 1, dt);
   /* per-axis map from output index to input index (-1: padding value);
    * negative pads crop first, then the mode pads the cropped window */
   int64_t sum = 0;
@@ -934,7 +894,7 @@ static kn_status pad_run(kn_op_ctx *ctx) {
 
 static kn_status trilu_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (x && x->rank >= 0 && x->rank < 2)
     return kn_op_fail(ctx, KN_ERR_SHAPE, "input must have rank >= 2, got %d", (int)x->rank);
@@ -949,7 +909,7 @@ static kn_status trilu_infer(kn_op_ctx *ctx) {
 
 static kn_status trilu_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *kt = kn_in(ctx, 1);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   bool upper = kn_attr_int(ctx, "upper", 1) != 0;
   int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
@@ -971,12 +931,13 @@ static kn_status trilu_run(kn_op_ctx *ctx) {
         hi = i + k + 1 < 0 ? 0 : (i + k + 1 > cols ? cols : i + k + 1);
       }
       int64_t row = (m * rows + i) * cols;
-      kn_status st = copy_block(ctx, x->dtype, o->data, row + lo, x->data, row + lo, hi - lo);
+      kn_status st =
+          kn_copy_elems(ctx, o->data, row + lo, x->data, row + lo, hi - lo, x->dtype);
       if (st) return st;
       if (x->dtype == KN_DTYPE_STRING) {
         for (int64_t j = 0; j < cols; j++) {
           if (j >= lo && j < hi) continue;
-          st = copy_block(ctx, x->dtype, o->data, row + j, &empty_row, 0, 1);
+          st = kn_copy_elems(ctx, o->data, row + j, &empty_row, 0, 1, x->dtype);
           if (st) return st;
         }
       }
@@ -998,7 +959,7 @@ static kn_status blocksize(kn_op_ctx *ctx, int64_t *b) {
 
 static kn_status d2s_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int64_t b;
   st = blocksize(ctx, &b);
@@ -1027,7 +988,7 @@ static kn_status d2s_infer(kn_op_ctx *ctx) {
 
 static kn_status d2s_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int64_t b;
   kn_status st = blocksize(ctx, &b);
@@ -1055,7 +1016,7 @@ static kn_status d2s_run(kn_op_ctx *ctx) {
 
 static kn_status s2d_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int64_t b;
   st = blocksize(ctx, &b);
@@ -1084,7 +1045,7 @@ static kn_status s2d_infer(kn_op_ctx *ctx) {
 
 static kn_status s2d_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int64_t b;
   kn_status st = blocksize(ctx, &b);
@@ -1111,8 +1072,8 @@ static kn_status revseq_axes(kn_op_ctx *ctx, int32_t *ta, int32_t *ba) {
 
 static kn_status revseq_infer(kn_op_ctx *ctx) {
   const kn_tensor *x, *l;
-  kn_status st = need_in(ctx, 0, &x);
-  if (!st) st = need_in(ctx, 1, &l);
+  kn_status st = kn_in_need(ctx, 0, &x);
+  if (!st) st = kn_in_need(ctx, 1, &l);
   if (st) return st;
   int32_t ta = 0, ba = 1;
   st = revseq_axes(ctx, &ta, &ba);
@@ -1134,7 +1095,7 @@ static kn_status revseq_infer(kn_op_ctx *ctx) {
 
 static kn_status revseq_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *l = kn_in(ctx, 1);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int32_t ta = 0, ba = 1;
   kn_status st = revseq_axes(ctx, &ta, &ba);
@@ -1151,8 +1112,8 @@ static kn_status revseq_run(kn_op_ctx *ctx) {
       int64_t b = ba == 0 ? i0 : i1, t = ta == 0 ? i0 : i1, len = lens[b];
       int64_t src_t = t < len ? len - 1 - t : t;
       int64_t s0 = ta == 0 ? src_t : i0, s1 = ta == 1 ? src_t : i1;
-      st = copy_block(ctx, x->dtype, o->data, (i0 * d1 + i1) * inner, x->data,
-                      (s0 * d1 + s1) * inner, inner);
+      st = kn_copy_elems(ctx, o->data, (i0 * d1 + i1) * inner, x->data,
+                         (s0 * d1 + s1) * inner, inner, x->dtype);
       if (st) return st;
     }
   }

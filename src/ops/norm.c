@@ -15,10 +15,6 @@
 static const kn_dtype norm_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                       KN_DTYPE_BF16, 0};
 
-static bool out_wanted(const kn_op_ctx *ctx, int32_t i) {
-  return i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
-}
-
 /* ---- working buffers ---------------------------------------------------- */
 
 /* The compute view of an input/output pair: float (f32 in place, or a
@@ -51,11 +47,7 @@ static kn_status nbuf_begin(kn_op_ctx *ctx, const kn_tensor *x, kn_tensor *y, nb
   if (!f)
     return kn_op_fail(ctx, KN_ERR_OOM, "out of memory converting %lld elements",
                       (long long)b->n);
-  const uint16_t *h = x->data;
-  if (x->dtype == KN_DTYPE_F16)
-    for (int64_t i = 0; i < b->n; i++) f[i] = kn_f16_to_f32(h[i]);
-  else
-    for (int64_t i = 0; i < b->n; i++) f[i] = kn_bf16_to_f32(h[i]);
+  kn_convert(x->data, x->dtype, f, KN_DTYPE_F32, b->n);
   b->own = f;
   b->xf = f;
   b->yf = f;
@@ -65,11 +57,7 @@ static kn_status nbuf_begin(kn_op_ctx *ctx, const kn_tensor *x, kn_tensor *y, nb
 /* Writes a converted result back into y and frees the buffer. */
 static void nbuf_end(nbuf *b, kn_tensor *y) {
   if (!b->own) return;
-  uint16_t *h = y->data;
-  if (y->dtype == KN_DTYPE_F16)
-    for (int64_t i = 0; i < b->n; i++) h[i] = kn_f32_to_f16(b->own[i]);
-  else
-    for (int64_t i = 0; i < b->n; i++) h[i] = kn_f32_to_bf16(b->own[i]);
+  kn_convert(b->own, KN_DTYPE_F32, y->data, y->dtype, b->n);
   free(b->own);
   b->own = NULL;
 }
@@ -230,7 +218,7 @@ static kn_status bn_config(kn_op_ctx *ctx, const kn_tensor *x, bn_cfg *c) {
      * is_test is ignored, like onnxruntime, so inference models that left it
      * at its default 0 still run as inference. */
     for (int32_t i = 1; i < ctx->n_out; i++)
-      if (out_wanted(ctx, i)) c->training = true;
+      if (kn_out_wanted(ctx, i)) c->training = true;
   }
   if (x->rank >= 0 && x->rank < 2)
     return kn_op_fail(ctx, KN_ERR_SHAPE, "X has rank %d, expected N x C x ...", (int)x->rank);
@@ -347,7 +335,7 @@ static kn_status bn_run(kn_op_ctx *ctx) {
    * 4 saved var (the batch statistics).  Outside training they pass the
    * given mean / var through. */
   for (int32_t o = 1; o < ctx->n_out && o <= 4; o++) {
-    if (!out_wanted(ctx, o)) continue;
+    if (!kn_out_wanted(ctx, o)) continue;
     kn_tensor *t = kn_out(ctx, o);
     for (int64_t p = 0; p < P; p++) {
       double v;
@@ -508,7 +496,7 @@ static kn_status ln_run(kn_op_ctx *ctx) {
   int32_t nr = x->rank - axis;
   void *sc = ln_params(kn_in(ctx, 1), nr, x->dims + axis, len, dbl, 1);
   void *bi = ln_params(kn_in(ctx, 2), nr, x->dims + axis, len, dbl, 0);
-  bool want_m = out_wanted(ctx, 1), want_i = out_wanted(ctx, 2);
+  bool want_m = kn_out_wanted(ctx, 1), want_i = kn_out_wanted(ctx, 2);
   double *mo = want_m ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
   double *io = want_i ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
   st = KN_ERR_OOM;
@@ -828,7 +816,7 @@ static kn_status dropout_run(kn_op_ctx *ctx) {
     if (training && !(ratio >= 0 && ratio < 1))
       return kn_op_fail(ctx, KN_ERR_SHAPE, "ratio is %g, expected [0, 1)", ratio);
   }
-  bool want_mask = out_wanted(ctx, 1);
+  bool want_mask = kn_out_wanted(ctx, 1);
   kn_tensor *mask = want_mask ? kn_out(ctx, 1) : NULL;
   if (!training || ratio == 0) {
     if (n > 0) memcpy(y->data, x->data, (size_t)n * kn_dtype_size(x->dtype));

@@ -112,6 +112,10 @@ const kn_tensor *kn_in(const kn_op_ctx *ctx, int32_t i);
  * not a tensor (required inputs are checked by the executor, so this is
  * mostly for optional-but-needed inputs). */
 kn_status kn_in_req(kn_op_ctx *ctx, int32_t i, const kn_tensor **out) KN_WUR;
+/* Input tensor i of an op that needs it: like kn_in_req, except that during
+ * static inference an input whose value is not known yet gives *t = NULL
+ * and KN_OK (infer then leaves what depends on it unknown). */
+kn_status kn_in_need(kn_op_ctx *ctx, int32_t i, const kn_tensor **t) KN_WUR;
 /* Output i as a tensor slot (sets its kind to TENSOR). */
 kn_tensor *kn_out(kn_op_ctx *ctx, int32_t i);
 /* In infer: declare output i as a tensor with dtype and shape (rank -1 or
@@ -123,6 +127,12 @@ void kn_out_like(kn_op_ctx *ctx, int32_t out, int32_t in, kn_dtype dtype);
 /* In run: allocate output i (for outputs infer could not size). */
 kn_status kn_out_alloc(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
                        const int64_t *dims) KN_WUR;
+/* In run: output i, which infer must have sized (the executor allocated
+ * it); NULL after failing with KN_ERR_INTERNAL when it was not. */
+kn_tensor *kn_out_ready(kn_op_ctx *ctx, int32_t i);
+/* True when output i is present on the node (given and not an empty name),
+ * i.e. someone reads it; ops skip optional outputs nobody wants. */
+bool kn_out_wanted(const kn_op_ctx *ctx, int32_t i);
 
 /* True when every dim of t is known (rank >= 0, dims >= 0). */
 bool kn_shape_known(const kn_tensor *t);
@@ -166,8 +176,20 @@ kn_status kn_broadcast(kn_op_ctx *ctx, int32_t ra, const int64_t *da,
  * (rout, dout): 0 along broadcast dims.  out_strides has rout entries. */
 void kn_broadcast_strides(int32_t r, const int64_t *d, int32_t rout,
                           const int64_t *dout, int64_t *out_strides);
+/* Product of dims[from..to) (no overflow check: for known, allocated
+ * shapes; kn_shape_numel checks). */
+int64_t kn_dims_prod(const int64_t *dims, int32_t from, int32_t to);
 /* Contiguous strides of a shape. */
 void kn_strides(int32_t rank, const int64_t *dims, int64_t *strides);
+
+/* Copy n elements of dtype dt from src[si..] to dst[di..] (element
+ * indices).  Strings are duplicated (NULL reads as "") and what dst held
+ * is freed; fails with KN_ERR_OOM when a copy cannot be made. */
+kn_status kn_copy_elems(kn_op_ctx *ctx, void *dst, int64_t di, const void *src,
+                        int64_t si, int64_t n, kn_dtype dt) KN_WUR;
+/* The whole of numeric tensor t as a new float32 buffer (kn_convert; the
+ * caller frees it).  NULL when out of memory. */
+float *kn_tensor_f32(const kn_tensor *t);
 
 /* dtype check: fails unless t->dtype is in the zero-terminated list. */
 kn_status kn_check_dtype(kn_op_ctx *ctx, int32_t input, const kn_tensor *t,

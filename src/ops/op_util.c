@@ -29,6 +29,15 @@ kn_status kn_in_req(kn_op_ctx *ctx, int32_t i, const kn_tensor **out) {
   return kn_op_fail(ctx, KN_ERR_MISSING, "input %d is required but was not given", i);
 }
 
+kn_status kn_in_need(kn_op_ctx *ctx, int32_t i, const kn_tensor **t) {
+  *t = kn_in(ctx, i);
+  if (*t) return KN_OK;
+  if (ctx->static_infer && i < ctx->n_in && ctx->in[i] &&
+      ctx->in[i]->kind == KN_KIND_NONE)
+    return KN_OK;
+  return kn_in_req(ctx, i, t);
+}
+
 kn_tensor *kn_out(kn_op_ctx *ctx, int32_t i) {
   KN_ASSERT(i >= 0 && i < ctx->n_out);
   ctx->out[i]->kind = KN_KIND_TENSOR;
@@ -62,6 +71,55 @@ kn_status kn_out_alloc(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
   if (st) kn_error_prefix(ctx->err, "node '%s' (%s): output %d", ctx->node->name,
                           ctx->node->op_type, i);
   return st;
+}
+
+kn_tensor *kn_out_ready(kn_op_ctx *ctx, int32_t i) {
+  kn_tensor *t = kn_out(ctx, i);
+  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
+    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
+    return NULL;
+  }
+  return t;
+}
+
+bool kn_out_wanted(const kn_op_ctx *ctx, int32_t i) {
+  return i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
+}
+
+kn_status kn_copy_elems(kn_op_ctx *ctx, void *dst, int64_t di, const void *src,
+                        int64_t si, int64_t n, kn_dtype dt) {
+  if (n <= 0) return KN_OK;
+  if (dt == KN_DTYPE_STRING) {
+    char **d = (char **)dst + di;
+    char *const *s = (char *const *)src + si;
+    for (int64_t i = 0; i < n; i++) {
+      char *c = kn_strdup(s[i] ? s[i] : "");
+      if (!c) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory copying strings");
+      free(d[i]);
+      d[i] = c;
+    }
+    return KN_OK;
+  }
+  size_t es = kn_dtype_size(dt);
+  if (n == 1) { /* single elements (Gather*, Scatter*): skip the memcpy call */
+    switch (es) {
+    case 1: ((uint8_t *)dst)[di] = ((const uint8_t *)src)[si]; return KN_OK;
+    case 2: ((uint16_t *)dst)[di] = ((const uint16_t *)src)[si]; return KN_OK;
+    case 4: ((uint32_t *)dst)[di] = ((const uint32_t *)src)[si]; return KN_OK;
+    case 8: ((uint64_t *)dst)[di] = ((const uint64_t *)src)[si]; return KN_OK;
+    default: break;
+    }
+  }
+  memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es,
+         (size_t)n * es);
+  return KN_OK;
+}
+
+float *kn_tensor_f32(const kn_tensor *t) {
+  int64_t n = kn_tensor_numel(t);
+  float *d = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (d) kn_convert(t->data, t->dtype, d, KN_DTYPE_F32, n);
+  return d;
 }
 
 bool kn_shape_known(const kn_tensor *t) {
@@ -188,6 +246,12 @@ kn_status kn_broadcast(kn_op_ctx *ctx, int32_t ra, const int64_t *da,
   }
   *rout = r;
   return KN_OK;
+}
+
+int64_t kn_dims_prod(const int64_t *dims, int32_t from, int32_t to) {
+  int64_t p = 1;
+  for (int32_t i = from; i < to; i++) p *= dims[i];
+  return p;
 }
 
 void kn_strides(int32_t rank, const int64_t *dims, int64_t *strides) {

@@ -44,10 +44,6 @@ static const kn_dtype pool_float_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE
 static const kn_dtype pool_max_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                           KN_DTYPE_BF16, KN_DTYPE_I8, KN_DTYPE_U8, 0};
 
-static bool out_wanted(const kn_op_ctx *ctx, int32_t i) {
-  return i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
-}
-
 /* Reads a per-spatial-dim attribute list: absent -> dflt, else exactly
  * `want` values each in [lo, POOL_ATTR_MAX]. */
 static kn_status pool_attr_list(kn_op_ctx *ctx, const char *name, int32_t want,
@@ -257,38 +253,15 @@ POOL_KERNEL(pool_f64, double, pow, sqrt, -INFINITY)
 /* ---- dtype plumbing ------------------------------------------------------ */
 
 /* x converted to float (NULL on OOM); f32 input is returned as is. */
-static float *to_f32(const kn_tensor *t, int64_t n, bool *owned) {
-  *owned = false;
-  if (t->dtype == KN_DTYPE_F32) return t->data;
-  float *b = kn_malloc((size_t)n * sizeof(float));
-  if (!b) return NULL;
-  *owned = true;
-  const uint16_t *h = t->data;
-  switch (t->dtype) {
-  case KN_DTYPE_F16:
-    for (int64_t i = 0; i < n; i++) b[i] = kn_f16_to_f32(h[i]);
-    break;
-  case KN_DTYPE_BF16:
-    for (int64_t i = 0; i < n; i++) b[i] = kn_bf16_to_f32(h[i]);
-    break;
-  default:
-    for (int64_t i = 0; i < n; i++) b[i] = (float)kn_load_f64(t->data, t->dtype, i);
-    break;
-  }
-  return b;
+static float *to_f32(const kn_tensor *t, bool *owned) {
+  *owned = t->dtype != KN_DTYPE_F32;
+  return *owned ? kn_tensor_f32(t) : t->data;
 }
 
 /* Stores b into t; integer types saturate (an all-padding max window is
  * -inf and becomes the type's lowest value). */
 static void from_f32(kn_tensor *t, const float *b, int64_t n) {
-  uint16_t *h = t->data;
   switch (t->dtype) {
-  case KN_DTYPE_F16:
-    for (int64_t i = 0; i < n; i++) h[i] = kn_f32_to_f16(b[i]);
-    break;
-  case KN_DTYPE_BF16:
-    for (int64_t i = 0; i < n; i++) h[i] = kn_f32_to_bf16(b[i]);
-    break;
   case KN_DTYPE_I8:
     for (int64_t i = 0; i < n; i++)
       ((int8_t *)t->data)[i] = (int8_t)(b[i] < -128 ? -128 : b[i] > 127 ? 127 : b[i]);
@@ -298,7 +271,7 @@ static void from_f32(kn_tensor *t, const float *b, int64_t n) {
       ((uint8_t *)t->data)[i] = (uint8_t)(b[i] < 0 ? 0 : b[i] > 255 ? 255 : b[i]);
     break;
   default:
-    for (int64_t i = 0; i < n; i++) kn_store_f64(t->data, t->dtype, i, b[i]);
+    kn_convert(b, KN_DTYPE_F32, t->data, t->dtype, n);
     break;
   }
 }
@@ -314,7 +287,7 @@ static kn_status pool_apply(kn_op_ctx *ctx, const pool_geo *g, const pool_opts *
     return KN_OK;
   }
   bool own_x;
-  float *bx = to_f32(x, nx, &own_x);
+  float *bx = to_f32(x, &own_x);
   float *by = y->dtype == KN_DTYPE_F32 ? y->data : kn_malloc((size_t)ny * sizeof(float));
   if (!bx || !by) {
     if (own_x) free(bx);
@@ -399,7 +372,7 @@ static kn_status pool_run(kn_op_ctx *ctx) {
   if (!st) st = pool_geometry(ctx, x, &g, pool_has_dilations(ctx, m));
   if (st) return st;
   int64_t *ind = NULL;
-  if (m == POOL_MAX && out_wanted(ctx, 1)) ind = kn_out(ctx, 1)->data;
+  if (m == POOL_MAX && kn_out_wanted(ctx, 1)) ind = kn_out(ctx, 1)->data;
   return pool_apply(ctx, &g, &o, x, kn_out(ctx, 0), ind);
 }
 
@@ -453,7 +426,7 @@ static kn_status gpool_run(kn_op_ctx *ctx) {
   bool own;
   const float *xf = NULL;
   if (x->dtype != KN_DTYPE_F64) {
-    xf = to_f32(x, n, &own);
+    xf = to_f32(x, &own);
     if (!xf) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory converting %lld elements",
                                (long long)n);
   }

@@ -15,28 +15,8 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static kn_status need_in(kn_op_ctx *ctx, int32_t i, const kn_tensor **t) {
-  *t = kn_in(ctx, i);
-  if (*t) return KN_OK;
-  if (ctx->static_infer && i < ctx->n_in && ctx->in[i] &&
-      ctx->in[i]->kind == KN_KIND_NONE)
-    return KN_OK;
-  return kn_in_req(ctx, i, t);
-}
-
 static kn_status oom(kn_op_ctx *ctx) {
   return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
-}
-
-/* Output i as allocated by the executor from infer's shape; NULL (with the
- * error set) when infer could not size it, which would be a bug here. */
-static kn_tensor *ready_out(kn_op_ctx *ctx, int32_t i) {
-  kn_tensor *t = kn_out(ctx, i);
-  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
-    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
-    return NULL;
-  }
-  return t;
 }
 
 static inline double ld_f64(const void *p, kn_dtype dt, int64_t i) {
@@ -164,7 +144,7 @@ static kn_status reduce_dtype_ok(kn_op_ctx *ctx, rop op, kn_dtype dt) {
 
 static kn_status reduce_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   rop op = reduce_op(ctx);
   kn_dtype dt = x ? x->dtype : KN_DTYPE_UNDEFINED;
@@ -344,7 +324,7 @@ static void accumulate_i64(const rplan *p, const kn_tensor *x, rop op, int64_t *
 
 static kn_status reduce_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   rop op = reduce_op(ctx);
   rspec sp;
@@ -434,7 +414,7 @@ static double reduce_flops(const kn_op_ctx *ctx) {
 
 static kn_status arg_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (x && x->dtype && !kn_dtype_is_float(x->dtype) && !kn_dtype_is_int(x->dtype))
     return kn_op_fail(ctx, KN_ERR_DTYPE, "input 0 has dtype %s, expected a numeric type",
@@ -462,7 +442,7 @@ static kn_status arg_infer(kn_op_ctx *ctx) {
 
 static kn_status arg_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *ot = ready_out(ctx, 0);
+  kn_tensor *ot = kn_out_ready(ctx, 0);
   if (!ot) return KN_ERR_INTERNAL;
   int64_t *out = ot->data;
   int32_t axis;
@@ -563,7 +543,7 @@ static kn_status topk_k(kn_op_ctx *ctx, int64_t *k) {
 
 static kn_status topk_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   kn_dtype dt = x ? x->dtype : KN_DTYPE_UNDEFINED;
   if (dt && !kn_dtype_is_float(dt) && !kn_dtype_is_int(dt))
@@ -599,9 +579,9 @@ static kn_status topk_run(kn_op_ctx *ctx) {
   kn_status st = topk_k(ctx, &k);
   if (!st) st = kn_axis(ctx, kn_attr_int(ctx, "axis", -1), x->rank, &axis);
   if (st) return st;
-  kn_tensor *ov = ready_out(ctx, 0);
+  kn_tensor *ov = kn_out_ready(ctx, 0);
   if (!ov) return KN_ERR_INTERNAL;
-  kn_tensor *oit = ready_out(ctx, 1);
+  kn_tensor *oit = kn_out_ready(ctx, 1);
   if (!oit) return KN_ERR_INTERNAL;
   int64_t *oi = oit->data;
   bool largest = ctx->opset < 11 || kn_attr_int(ctx, "largest", 1) != 0;
@@ -659,7 +639,7 @@ static kn_status cumsum_axis(kn_op_ctx *ctx, const kn_tensor *x, int32_t *axis, 
 
 static kn_status cumsum_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (x && x->dtype && !kn_dtype_is_float(x->dtype) && !kn_dtype_is_int(x->dtype))
     return kn_op_fail(ctx, KN_ERR_DTYPE, "input 0 has dtype %s, expected a numeric type",
@@ -677,7 +657,7 @@ static kn_status cumsum_infer(kn_op_ctx *ctx) {
 
 static kn_status cumsum_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int32_t axis;
   bool known;

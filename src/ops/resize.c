@@ -341,25 +341,7 @@ static int64_t nearest_idx(const rs_params *p, int32_t d, double x) {
 /* Copy element si of src to di of dst (any dtype; strings duplicated). */
 static kn_status put_elem(kn_op_ctx *ctx, kn_tensor *y, int64_t di, const kn_tensor *x,
                           int64_t si) {
-  switch (x->dtype) {
-  case KN_DTYPE_STRING: {
-    const char *s = ((char *const *)x->data)[si];
-    char *c = kn_strdup(s ? s : "");
-    if (!c) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory copying strings");
-    free(((char **)y->data)[di]);
-    ((char **)y->data)[di] = c;
-    return KN_OK;
-  }
-  default:
-    break;
-  }
-  switch (kn_dtype_size(x->dtype)) {
-  case 1: ((uint8_t *)y->data)[di] = ((const uint8_t *)x->data)[si]; break;
-  case 2: ((uint16_t *)y->data)[di] = ((const uint16_t *)x->data)[si]; break;
-  case 4: ((uint32_t *)y->data)[di] = ((const uint32_t *)x->data)[si]; break;
-  default: ((uint64_t *)y->data)[di] = ((const uint64_t *)x->data)[si]; break;
-  }
-  return KN_OK;
+  return kn_copy_elems(ctx, y->data, di, x->data, si, 1, x->dtype);
 }
 
 static kn_status run_nearest(kn_op_ctx *ctx, const rs_params *p, const kn_tensor *x,

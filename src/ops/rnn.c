@@ -360,41 +360,13 @@ static void rec_gemm(const float *hs, const int64_t *rows, int64_t n_rows, int64
 
 /* Any float tensor -> float32 buffer (n elements from element `off`). */
 static void load_f32(const kn_tensor *t, int64_t off, int64_t n, float *dst) {
-  switch (t->dtype) {
-  case KN_DTYPE_F32:
-    memcpy(dst, (const float *)t->data + off, (size_t)n * sizeof(float));
-    break;
-  case KN_DTYPE_F16:
-    for (int64_t i = 0; i < n; i++)
-      dst[i] = kn_f16_to_f32(((const uint16_t *)t->data)[off + i]);
-    break;
-  case KN_DTYPE_BF16:
-    for (int64_t i = 0; i < n; i++)
-      dst[i] = kn_bf16_to_f32(((const uint16_t *)t->data)[off + i]);
-    break;
-  default:
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)kn_load_f64(t->data, t->dtype, off + i);
-    break;
-  }
+  size_t es = kn_dtype_size(t->dtype);
+  kn_convert((const char *)t->data + (size_t)off * es, t->dtype, dst, KN_DTYPE_F32, n);
 }
 
 static void store_f32(kn_tensor *t, int64_t off, int64_t n, const float *src) {
-  switch (t->dtype) {
-  case KN_DTYPE_F32:
-    memcpy((float *)t->data + off, src, (size_t)n * sizeof(float));
-    break;
-  case KN_DTYPE_F16:
-    for (int64_t i = 0; i < n; i++)
-      ((uint16_t *)t->data)[off + i] = kn_f32_to_f16(src[i]);
-    break;
-  case KN_DTYPE_BF16:
-    for (int64_t i = 0; i < n; i++)
-      ((uint16_t *)t->data)[off + i] = kn_f32_to_bf16(src[i]);
-    break;
-  default:
-    for (int64_t i = 0; i < n; i++) kn_store_f64(t->data, t->dtype, off + i, src[i]);
-    break;
-  }
+  size_t es = kn_dtype_size(t->dtype);
+  kn_convert(src, KN_DTYPE_F32, (char *)t->data + (size_t)off * es, t->dtype, n);
 }
 
 /* Offset (in elements) of row (seq s, dir d, batch b) of Y. */
@@ -409,10 +381,6 @@ static int64_t y_off(const rnn_params *p, const rnn_dims *dm, int64_t s, int64_t
 static int64_t h_off(const rnn_params *p, const rnn_dims *dm, int64_t d, int64_t b) {
   if (p->layout) return (b * p->dirs + d) * dm->hidden;
   return (d * dm->batch + b) * dm->hidden;
-}
-
-static bool output_used(const kn_op_ctx *ctx, int32_t i) {
-  return i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
 }
 
 /* Work buffers for one direction. */
@@ -493,9 +461,9 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
       load_f32(x, src, I, xf + (s * B + bb) * I);
     }
 
-  kn_tensor *y = output_used(ctx, 0) ? kn_out(ctx, 0) : NULL;
-  kn_tensor *yh = output_used(ctx, 1) ? kn_out(ctx, 1) : NULL;
-  kn_tensor *yc = kind == RNN_KIND_LSTM && output_used(ctx, 2) ? kn_out(ctx, 2) : NULL;
+  kn_tensor *y = kn_out_wanted(ctx, 0) ? kn_out(ctx, 0) : NULL;
+  kn_tensor *yh = kn_out_wanted(ctx, 1) ? kn_out(ctx, 1) : NULL;
+  kn_tensor *yc = kind == RNN_KIND_LSTM && kn_out_wanted(ctx, 2) ? kn_out(ctx, 2) : NULL;
   if (y && (!y->data && S * B * D * H != 0)) y = NULL;
   if (yh && !yh->data && B * D * H != 0) yh = NULL;
   if (yc && !yc->data && B * D * H != 0) yc = NULL;

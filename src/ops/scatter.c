@@ -28,23 +28,8 @@ static kn_status parse_reduction(kn_op_ctx *ctx, red_kind *out) {
 /* dst[di..di+n) = red(dst, src[si..si+n)). */
 static kn_status apply(kn_op_ctx *ctx, red_kind red, kn_dtype dt, void *dst,
                        int64_t di, const void *src, int64_t si, int64_t n) {
-  if (red == RED_NONE || dt == KN_DTYPE_STRING) {
-    if (dt == KN_DTYPE_STRING) {
-      char **d = (char **)dst + di;
-      char *const *s = (char *const *)src + si;
-      for (int64_t i = 0; i < n; i++) {
-        char *c = kn_strdup(s[i] ? s[i] : "");
-        if (!c) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory copying strings");
-        free(d[i]);
-        d[i] = c;
-      }
-      return KN_OK;
-    }
-    size_t es = kn_dtype_size(dt);
-    memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es,
-           (size_t)n * es);
-    return KN_OK;
-  }
+  if (red == RED_NONE || dt == KN_DTYPE_STRING)
+    return kn_copy_elems(ctx, dst, di, src, si, n, dt);
   if (dt == KN_DTYPE_F32) {
     float *d = (float *)dst + di;
     const float *s = (const float *)src + si;
@@ -86,12 +71,6 @@ static kn_status apply(kn_op_ctx *ctx, red_kind red, kn_dtype dt, void *dst,
 
 static kn_status copy_data(kn_op_ctx *ctx, kn_tensor *y, const kn_tensor *x) {
   return apply(ctx, RED_NONE, x->dtype, y->data, 0, x->data, 0, kn_tensor_numel(x));
-}
-
-static int64_t prod(const int64_t *d, int32_t from, int32_t to) {
-  int64_t p = 1;
-  for (int32_t i = from; i < to; i++) p *= d[i];
-  return p;
 }
 
 static kn_status check_updates_dtype(kn_op_ctx *ctx, const kn_tensor *x,
@@ -155,7 +134,7 @@ static kn_status scatter_nd_run(kn_op_ctx *ctx) {
   int32_t k = (int32_t)ix->dims[ix->rank - 1];
   int64_t xs[KN_MAX_RANK];
   kn_strides(x->rank, x->dims, xs);
-  int64_t nt = prod(ix->dims, 0, ix->rank - 1), slice = prod(x->dims, k, x->rank);
+  int64_t nt = kn_dims_prod(ix->dims, 0, ix->rank - 1), slice = kn_dims_prod(x->dims, k, x->rank);
   int64_t *off = kn_malloc((size_t)(nt ? nt : 1) * sizeof *off);
   if (!off) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
   for (int64_t t = 0; t < nt; t++) {

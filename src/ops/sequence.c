@@ -288,24 +288,12 @@ static kn_status copy_slab(kn_op_ctx *ctx, kn_tensor *dst, const kn_tensor *src,
                            int64_t outer, int64_t inner, int64_t src_axis,
                            int64_t src_off, int64_t dst_axis, int64_t dst_off,
                            int64_t len) {
-  size_t es = kn_dtype_size(src->dtype);
   int64_t chunk = len * inner;
   for (int64_t o = 0; o < outer; o++) {
     int64_t si = (o * src_axis + src_off) * inner;
     int64_t di = (o * dst_axis + dst_off) * inner;
-    if (src->dtype == KN_DTYPE_STRING) {
-      char *const *s = src->data;
-      char **d = dst->data;
-      for (int64_t k = 0; k < chunk; k++) {
-        free(d[di + k]);
-        d[di + k] = kn_strdup(s[si + k] ? s[si + k] : "");
-        if (!d[di + k])
-          return kn_op_fail(ctx, KN_ERR_OOM, "out of memory copying strings");
-      }
-    } else if (chunk) {
-      memcpy((char *)dst->data + (size_t)di * es, (const char *)src->data + (size_t)si * es,
-             (size_t)chunk * es);
-    }
+    kn_status st = kn_copy_elems(ctx, dst->data, di, src->data, si, chunk, src->dtype);
+    if (st) return st;
   }
   return KN_OK;
 }

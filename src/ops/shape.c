@@ -9,31 +9,8 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* Required tensor input i.  During static inference an input whose kind is
- * not known yet gives *t == NULL and KN_OK: the caller then leaves its
- * outputs unknown. */
-static kn_status need_in(kn_op_ctx *ctx, int32_t i, const kn_tensor **t) {
-  *t = kn_in(ctx, i);
-  if (*t) return KN_OK;
-  if (ctx->static_infer && i < ctx->n_in && ctx->in[i] &&
-      ctx->in[i]->kind == KN_KIND_NONE)
-    return KN_OK;
-  return kn_in_req(ctx, i, t);
-}
-
 static void out_unknown(kn_op_ctx *ctx, int32_t i, kn_dtype dtype) {
   kn_out_set(ctx, i, dtype, -1, NULL);
-}
-
-/* Output i as allocated by the executor from infer's shape; NULL (with the
- * error set) when infer could not size it, which would be a bug here. */
-static kn_tensor *ready_out(kn_op_ctx *ctx, int32_t i) {
-  kn_tensor *t = kn_out(ctx, i);
-  if (t->rank < 0 || !kn_shape_known(t) || !t->data) {
-    kn_op_fail(ctx, KN_ERR_INTERNAL, "output %d was not sized before running", (int)i);
-    return NULL;
-  }
-  return t;
 }
 
 /* Copy every element of src into dst (same element count, same dtype);
@@ -42,25 +19,14 @@ static kn_status copy_all(kn_op_ctx *ctx, kn_tensor *dst, const kn_tensor *src) 
   int64_t n = kn_tensor_numel(src);
   if (n != kn_tensor_numel(dst) || dst->dtype != src->dtype)
     return kn_op_fail(ctx, KN_ERR_INTERNAL, "output buffer does not match input");
-  if (src->dtype == KN_DTYPE_STRING) {
-    char *const *s = src->data;
-    char **d = dst->data;
-    for (int64_t i = 0; i < n; i++) {
-      free(d[i]);
-      d[i] = kn_strdup(s[i] ? s[i] : "");
-      if (!d[i]) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory copying strings");
-    }
-    return KN_OK;
-  }
-  if (n > 0) memcpy(dst->data, src->data, (size_t)n * kn_dtype_size(src->dtype));
-  return KN_OK;
+  return kn_copy_elems(ctx, dst->data, 0, src->data, 0, n, src->dtype);
 }
 
 static kn_status copy_run(kn_op_ctx *ctx) {
   const kn_tensor *x;
   kn_status st = kn_in_req(ctx, 0, &x);
   if (st) return st;
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   return copy_all(ctx, o, x);
 }
@@ -101,7 +67,7 @@ static kn_status small_ints_input(kn_op_ctx *ctx, int32_t i, const char *what,
 
 static kn_status reshape_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   kn_dtype dt = x ? x->dtype : KN_DTYPE_UNDEFINED;
   int64_t shp[KN_MAX_RANK];
@@ -186,7 +152,7 @@ static kn_status reshape_infer(kn_op_ctx *ctx) {
 
 static kn_status flatten_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   if (!x || x->rank < 0) {
     int64_t d[2] = {-1, -1};
@@ -262,7 +228,7 @@ static kn_status axes_mask(kn_op_ctx *ctx, const int64_t *axes, int64_t n, int32
 
 static kn_status squeeze_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int64_t axes[KN_MAX_RANK], n;
   bool present;
@@ -305,7 +271,7 @@ static kn_status squeeze_infer(kn_op_ctx *ctx) {
 
 static kn_status unsqueeze_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int64_t axes[KN_MAX_RANK], n;
   bool present;
@@ -353,7 +319,7 @@ static void shape_range(const kn_op_ctx *ctx, int32_t r, int64_t *start, int64_t
 
 static kn_status shape_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int64_t d = -1;
   if (x && x->rank >= 0) {
@@ -371,7 +337,7 @@ static kn_status shape_run(kn_op_ctx *ctx) {
   if (st) return st;
   int64_t s, e;
   shape_range(ctx, x->rank, &s, &e);
-  kn_tensor *ot = ready_out(ctx, 0);
+  kn_tensor *ot = kn_out_ready(ctx, 0);
   if (!ot) return KN_ERR_INTERNAL;
   int64_t *o = ot->data;
   for (int64_t i = s; i < e; i++) o[i - s] = x->dims[i];
@@ -387,7 +353,7 @@ static kn_status size_run(kn_op_ctx *ctx) {
   const kn_tensor *x;
   kn_status st = kn_in_req(ctx, 0, &x);
   if (st) return st;
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   *(int64_t *)o->data = kn_tensor_numel(x);
   return KN_OK;
@@ -416,7 +382,7 @@ static kn_status cos_infer(kn_op_ctx *ctx) {
   kn_status st = cos_value(ctx, &v);
   if (st) return st;
   kn_dtype dt = v ? v->dtype : KN_DTYPE_F32;
-  st = need_in(ctx, 0, &s);
+  st = kn_in_need(ctx, 0, &s);
   if (st) return st;
   if (!s) {
     out_unknown(ctx, 0, dt);
@@ -447,7 +413,7 @@ static kn_status cos_run(kn_op_ctx *ctx) {
   const kn_tensor *v;
   kn_status st = cos_value(ctx, &v);
   if (st) return st;
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   if (!v) return KN_OK; /* float zeros: already zero-filled */
   size_t es = kn_dtype_size(o->dtype);
@@ -493,7 +459,7 @@ static kn_status range_count(kn_op_ctx *ctx, const kn_tensor *s, const kn_tensor
 static kn_status range_infer(kn_op_ctx *ctx) {
   const kn_tensor *t[3];
   for (int32_t i = 0; i < 3; i++) {
-    kn_status st = need_in(ctx, i, &t[i]);
+    kn_status st = kn_in_need(ctx, i, &t[i]);
     if (st) return st;
   }
   kn_dtype dt = KN_DTYPE_UNDEFINED;
@@ -522,7 +488,7 @@ static kn_status range_infer(kn_op_ctx *ctx) {
 
 static kn_status range_run(kn_op_ctx *ctx) {
   const kn_tensor *s = kn_in(ctx, 0), *d = kn_in(ctx, 2);
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int64_t n = o->dims[0];
   switch (o->dtype) {
@@ -597,7 +563,7 @@ static kn_status identity_run(kn_op_ctx *ctx) {
 
 static kn_status eyelike_infer(kn_op_ctx *ctx) {
   const kn_tensor *x;
-  kn_status st = need_in(ctx, 0, &x);
+  kn_status st = kn_in_need(ctx, 0, &x);
   if (st) return st;
   int64_t dta = kn_attr_int(ctx, "dtype", 0);
   kn_dtype dt = x ? x->dtype : KN_DTYPE_UNDEFINED;
@@ -621,7 +587,7 @@ static kn_status eyelike_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status eyelike_run(kn_op_ctx *ctx) {
-  kn_tensor *o = ready_out(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
   int64_t k = kn_attr_int(ctx, "k", 0);
   int64_t rows = o->dims[0], cols = o->dims[1];

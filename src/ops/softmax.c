@@ -180,22 +180,14 @@ static kn_status sm_run_kind(kn_op_ctx *ctx, sm_kind kind) {
     }
     if (dbl) {
       double *b = buf;
-      for (int64_t i = 0; i < n; i++) b[i] = kn_load_f64(x->data, x->dtype, i);
+      kn_convert(x->data, x->dtype, b, KN_DTYPE_F64, n);
       sm_f64(b, b, outer, len, inner, kind, acc);
-      for (int64_t i = 0; i < n; i++) kn_store_f64(y->data, y->dtype, i, b[i]);
+      kn_convert(b, KN_DTYPE_F64, y->data, y->dtype, n);
     } else {
       float *b = buf;
-      const uint16_t *h = x->data;
-      uint16_t *o = y->data;
-      if (x->dtype == KN_DTYPE_F16)
-        for (int64_t i = 0; i < n; i++) b[i] = kn_f16_to_f32(h[i]);
-      else
-        for (int64_t i = 0; i < n; i++) b[i] = kn_bf16_to_f32(h[i]);
+      kn_convert(x->data, x->dtype, b, KN_DTYPE_F32, n);
       sm_f32(b, b, outer, len, inner, kind, acc);
-      if (x->dtype == KN_DTYPE_F16)
-        for (int64_t i = 0; i < n; i++) o[i] = kn_f32_to_f16(b[i]);
-      else
-        for (int64_t i = 0; i < n; i++) o[i] = kn_f32_to_bf16(b[i]);
+      kn_convert(b, KN_DTYPE_F32, y->data, x->dtype, n);
     }
     free(buf);
   }

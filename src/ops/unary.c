@@ -211,15 +211,9 @@ static void run_half(un_f32 f, const uparams *p, kn_dtype dt, int64_t n,
   float a[CHUNK], b[CHUNK];
   for (int64_t s = 0; s < n; s += CHUNK) {
     int64_t m = n - s < CHUNK ? n - s : CHUNK;
-    if (dt == KN_DTYPE_F16)
-      for (int64_t i = 0; i < m; i++) a[i] = kn_f16_to_f32(x[s + i]);
-    else
-      for (int64_t i = 0; i < m; i++) a[i] = kn_bf16_to_f32(x[s + i]);
+    kn_convert(x + s, dt, a, KN_DTYPE_F32, m);
     f(m, a, b, p);
-    if (dt == KN_DTYPE_F16)
-      for (int64_t i = 0; i < m; i++) y[s + i] = kn_f32_to_f16(b[i]);
-    else
-      for (int64_t i = 0; i < m; i++) y[s + i] = kn_f32_to_bf16(b[i]);
+    kn_convert(b, KN_DTYPE_F32, y + s, dt, m);
   }
 }
 
