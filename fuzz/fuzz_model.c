@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int32_t n = kn_model_input_count(m);
   kn_tensor *ins = calloc((size_t)n + 1, sizeof *ins);
   bool ok = ins && kn_context_create(m, &c, &err) == KN_OK;
+  if (ok) kn_context_set_memory_limit(c, (uint64_t)256 << 20);
   for (int32_t i = 0; ok && i < n; i++) {
     kn_value_info vi;
     if (kn_model_input_info(m, i, &vi) != KN_OK || vi.rank < 0 || !vi.dtype) {

@@ -179,6 +179,11 @@ kn_status kn_context_set_input_by_name(kn_context *ctx, const char *name,
                                        const kn_tensor *t, kn_error *err)
     __attribute__((warn_unused_result));
 
+/* Cap the bytes of intermediate tensors live at once during a run; a run
+ * that would exceed it fails with KN_ERR_LIMIT naming the node.  The
+ * default is the machine's physical memory. */
+void kn_context_set_memory_limit(kn_context *ctx, uint64_t bytes);
+
 /* Run the model on the bound inputs. */
 kn_status kn_context_run(kn_context *ctx, kn_error *err)
     __attribute__((warn_unused_result));

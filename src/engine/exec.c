@@ -4,8 +4,26 @@ typedef struct frame {
   const kn_ir_model *m;
   const kn_graph *g;
   kn_slot *env; /* one slot per value of g */
+  kn_mem_budget *mem;
   kn_error *err;
 } frame;
+
+/* Bytes a slot owns. */
+static uint64_t slot_bytes(const kn_slot *s) {
+  uint64_t n = 0;
+  if (s->kind == KN_KIND_TENSOR && s->t.owned) n += s->t.nbytes;
+  if (s->kind == KN_KIND_SEQUENCE)
+    for (int32_t i = 0; i < s->seq.count; i++)
+      if (s->seq.items[i].owned) n += s->seq.items[i].nbytes;
+  return n;
+}
+
+/* Release an env slot, returning its bytes to the budget. */
+static void env_release(kn_mem_budget *mem, kn_slot *s) {
+  uint64_t b = slot_bytes(s);
+  mem->live = mem->live > b ? mem->live - b : 0;
+  kn_slot_release(s);
+}
 
 static kn_status run_subgraph(kn_op_ctx *ctx, const kn_graph *g, int32_t n_in,
                               const kn_slot *const *in, int32_t n_out, kn_slot *out) {
@@ -17,7 +35,7 @@ static kn_status run_subgraph(kn_op_ctx *ctx, const kn_graph *g, int32_t n_in,
     return kn_op_fail(ctx, KN_ERR_SHAPE, "subgraph '%s' has %d outputs, expected %d",
                       g->name ? g->name : "", g->n_outputs, n_out);
   for (int32_t i = 0; i < n_out; i++) kn_slot_release(&out[i]);
-  return kn_exec_graph(f->m, g, f->env, in, out, ctx->err);
+  return kn_exec_graph(f->m, g, f->env, in, out, f->mem, ctx->err);
 }
 
 static void mark_last_use(int32_t v, int32_t node, void *arg) {
@@ -66,7 +84,7 @@ static kn_status check_output(kn_op_ctx *ctx, int32_t o, kn_slot *s) {
 
 kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
                         const kn_slot *parent_env, const kn_slot *const *inputs,
-                        kn_slot *outs, kn_error *err) {
+                        kn_slot *outs, kn_mem_budget *mem, kn_error *err) {
   kn_status st = KN_OK;
   int32_t nv = g->n_values;
   kn_slot *env = kn_calloc((size_t)nv + 1, sizeof *env);
@@ -103,7 +121,7 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
     st = kn_fail(err, KN_ERR_OOM, "out of memory starting a run");
     goto done;
   }
-  frame fr = {.m = m, .g = g, .env = env, .err = err};
+  frame fr = {.m = m, .g = g, .env = env, .mem = mem, .err = err};
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     const kn_node *n = &g->nodes[i];
     for (int32_t k = 0; k < n->n_inputs; k++) pin[k] = n->inputs[k] >= 0 ? &env[n->inputs[k]] : NULL;
@@ -129,6 +147,22 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
       kn_slot *s = pout[o];
       if (s->kind == KN_KIND_TENSOR && kn_shape_known(&s->t) && !s->t.data) {
         kn_tensor shape = s->t;
+        int64_t cnt = kn_tensor_numel(&shape);
+        uint64_t need = cnt > 0 && kn_dtype_is_valid(shape.dtype)
+                            ? (uint64_t)cnt * kn_dtype_size(shape.dtype)
+                            : 0;
+        if (need > mem->limit || mem->live > mem->limit - need) {
+          char sb[128];
+          st = kn_op_fail(&ctx, KN_ERR_LIMIT,
+                          "output %d (%s %s, %.1f MiB) would bring live tensors to "
+                          "%.1f MiB, above the run's memory limit of %.1f MiB",
+                          o, kn_dtype_name(shape.dtype),
+                          kn_shape_str(shape.rank, shape.dims, sb, sizeof sb),
+                          (double)need / 1048576.0,
+                          ((double)mem->live + (double)need) / 1048576.0,
+                          (double)mem->limit / 1048576.0);
+          break;
+        }
         st = kn_tensor_alloc(&s->t, shape.dtype, shape.rank, shape.dims, err);
         if (st) kn_error_prefix(err, "%s: node '%s' (%s): output %d", m->label, n->name,
                                 n->op_type, o);
@@ -136,16 +170,18 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
     }
     if (!st) st = n->op->run(&ctx);
     for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
-    for (int32_t o = 0; o < n->n_outputs; o++)
+    for (int32_t o = 0; o < n->n_outputs; o++) {
       if (n->outputs[o] < 0) kn_slot_release(&scratch[o]);
+      else mem->live += slot_bytes(pout[o]);
+    }
     /* free what this node was the last to read */
     for (int32_t k = 0; k < n->n_inputs; k++) {
       int32_t v = n->inputs[k];
-      if (v >= 0 && last[v] == i) kn_slot_release(&env[v]);
+      if (v >= 0 && last[v] == i) env_release(mem, &env[v]);
     }
     for (int32_t o = 0; o < n->n_outputs; o++) {
       int32_t v = n->outputs[o];
-      if (v >= 0 && last[v] < 0) kn_slot_release(&env[v]); /* never read */
+      if (v >= 0 && last[v] < 0) env_release(mem, &env[v]); /* never read */
     }
   }
   for (int32_t i = 0; i < g->n_outputs && !st; i++) {
@@ -154,13 +190,15 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
     if (slot_is_borrowed(s) || (s->kind == KN_KIND_TENSOR && !s->t.owned)) {
       st = kn_slot_copy(&outs[i], s, err);
     } else {
+      uint64_t b = slot_bytes(s); /* leaves this graph's accounting */
+      mem->live = mem->live > b ? mem->live - b : 0;
       outs[i] = *s;
       memset(s, 0, sizeof *s);
     }
   }
 done:
   if (env)
-    for (int32_t v = 0; v < nv; v++) kn_slot_release(&env[v]);
+    for (int32_t v = 0; v < nv; v++) env_release(mem, &env[v]);
   free(env);
   free(last);
   free(scratch);

@@ -3,6 +3,7 @@
 #include "onnx/onnx.h"
 
 #include <libgen.h>
+#include <unistd.h>
 
 struct kn_context {
   const kn_model *model;
@@ -10,6 +11,7 @@ struct kn_context {
   bool *bound;
   kn_slot *outputs; /* owned, one per graph output */
   bool ran;
+  uint64_t mem_limit;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
@@ -101,6 +103,8 @@ kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) 
   kn_context *c = kn_calloc(1, sizeof *c);
   if (!c) return kn_fail(err, KN_ERR_OOM, "out of memory");
   c->model = m;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  c->mem_limit = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
   c->inputs = kn_calloc((size_t)m->n_inputs + 1, sizeof *c->inputs);
   c->bound = kn_calloc((size_t)m->n_inputs + 1, sizeof *c->bound);
   c->outputs = kn_calloc((size_t)m->ir->graph->n_outputs + 1, sizeof *c->outputs);
@@ -229,11 +233,14 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
     in[m->inputs[i]] = &c->inputs[i];
   }
   c->ran = false;
-  kn_status st = kn_exec_graph(m->ir, g, NULL, in, c->outputs, err);
+  kn_mem_budget mem = {.limit = c->mem_limit, .live = 0};
+  kn_status st = kn_exec_graph(m->ir, g, NULL, in, c->outputs, &mem, err);
   free(in);
   if (!st) c->ran = true;
   return st;
 }
+
+void kn_context_set_memory_limit(kn_context *c, uint64_t bytes) { c->mem_limit = bytes; }
 
 const kn_slot *kn_context_output_slot(const kn_context *c, int32_t i) {
   if (!c->ran || i < 0 || i >= c->model->ir->graph->n_outputs) return NULL;

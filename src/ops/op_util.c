@@ -137,7 +137,12 @@ int64_t kn_attr_int(const kn_op_ctx *ctx, const char *name, int64_t dflt) {
   const kn_attr *a = kn_attr_get(ctx, name);
   if (!a) return dflt;
   if (a->type == KN_ATTR_INT) return a->i;
-  if (a->type == KN_ATTR_FLOAT) return (int64_t)a->f;
+  if (a->type == KN_ATTR_FLOAT) { /* saturate: a hostile float is no UB */
+    if (!(a->f == a->f)) return dflt;
+    if (a->f >= 9.2233720368547758e18f) return INT64_MAX;
+    if (a->f <= -9.2233720368547758e18f) return INT64_MIN;
+    return (int64_t)a->f;
+  }
   return dflt;
 }
 
