@@ -46,21 +46,25 @@ kn_status kn_npy_decode(const void *buf, size_t size, const char *label,
   }
   if (hl > size - off)
     return kn_fail(err, KN_ERR_PARSE, "%s: truncated .npy header", label);
-  const char *h = (const char *)b + off;
+  /* The header is not NUL-terminated: every read below stays before `end`. */
+  const char *h = (const char *)b + off, *end = h + hl;
   const char *d = dict_value(h, hl, "descr");
   const char *fo = dict_value(h, hl, "fortran_order");
   const char *sh = dict_value(h, hl, "shape");
-  if (!d || !fo || !sh || (*d != '\'' && *d != '"'))
+  if (!d || !fo || !sh || d >= end || fo >= end || sh >= end ||
+      (*d != '\'' && *d != '"'))
     return kn_fail(err, KN_ERR_PARSE, "%s: .npy header lacks descr/fortran_order/shape",
                    label);
-  if (strncmp(fo, "True", 4) == 0)
+  if (end - fo >= 4 && memcmp(fo, "True", 4) == 0)
     return kn_fail(err, KN_ERR_UNSUPPORTED,
                    "%s: Fortran-ordered .npy arrays are not supported (save with C order)",
                    label);
+  if (end - fo < 5 || memcmp(fo, "False", 5) != 0)
+    return kn_fail(err, KN_ERR_PARSE, "%s: .npy fortran_order is neither True nor False",
+                   label);
   kn_dtype dt = KN_DTYPE_UNDEFINED;
   for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
-    if ((size_t)(h + hl - (d + 1)) >= 3 && strncmp(d + 1, npy_types[i].descr, 3) == 0 &&
-        d[4] == d[0])
+    if (end - d >= 5 && strncmp(d + 1, npy_types[i].descr, 3) == 0 && d[4] == d[0])
       dt = npy_types[i].dtype;
   if (!dt) {
     char descr[16] = {0};
@@ -72,7 +76,7 @@ kn_status kn_npy_decode(const void *buf, size_t size, const char *label,
     return kn_fail(err, KN_ERR_PARSE, "%s: bad .npy shape", label);
   int64_t dims[KN_MAX_RANK];
   int32_t rank = 0;
-  const char *p = sh + 1, *end = h + hl;
+  const char *p = sh + 1;
   while (p < end && *p != ')') {
     while (p < end && (*p == ' ' || *p == ',')) p++;
     if (p < end && *p == ')') break;
@@ -90,16 +94,17 @@ kn_status kn_npy_decode(const void *buf, size_t size, const char *label,
     dims[rank++] = v;
   }
   if (p >= end) return kn_fail(err, KN_ERR_PARSE, "%s: bad .npy shape", label);
+  /* the data must be there before anything is allocated for it */
+  int64_t n = kn_shape_numel(rank, dims);
+  size_t es = kn_dtype_size(dt);
+  if (n >= 0 && (uint64_t)n <= KN_MAX_TENSOR_BYTES / es &&
+      size - off - hl < (size_t)n * es)
+    return kn_fail(err, KN_ERR_PARSE, "%s: .npy data is truncated: %zu of %zu bytes",
+                   label, size - off - hl, (size_t)n * es);
   kn_status st = kn_tensor_alloc(out, dt, rank, dims, err);
   if (st) {
     kn_error_prefix(err, "%s", label);
     return st;
-  }
-  if (size - off - hl < out->nbytes) {
-    size_t need = out->nbytes;
-    kn_tensor_release(out);
-    return kn_fail(err, KN_ERR_PARSE, "%s: .npy data is truncated: %zu of %zu bytes",
-                   label, size - off - hl, need);
   }
   if (out->nbytes) memcpy(out->data, b + off + hl, out->nbytes);
   return KN_OK;

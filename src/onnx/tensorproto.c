@@ -99,8 +99,12 @@ static kn_status open_external(const char *base_dir, const char *location,
   return KN_OK;
 }
 
-static kn_status read_external(const KnOnnx__TensorProto *tp, const char *base_dir,
-                               const char *what, kn_tensor *t, kn_error *err) {
+/* Resolve, open and size-check a tensor's external data before anything is
+ * allocated for it.  On success *fd_out is open at a range of `nbytes`
+ * bytes starting at *offset_out. */
+static kn_status open_external_data(const KnOnnx__TensorProto *tp, const char *base_dir,
+                                    const char *what, kn_dtype dtype, size_t nbytes,
+                                    int *fd_out, int64_t *offset_out, kn_error *err) {
   const char *location = NULL;
   int64_t offset = 0, length = -1;
   for (size_t i = 0; i < tp->n_external_data; i++) {
@@ -127,52 +131,62 @@ static kn_status read_external(const KnOnnx__TensorProto *tp, const char *base_d
   }
   if (!location)
     return kn_fail(err, KN_ERR_PARSE, "%s: external data has no 'location'", what);
-  if (t->dtype == KN_DTYPE_STRING)
+  if (dtype == KN_DTYPE_STRING)
     return kn_fail(err, KN_ERR_PARSE, "%s: string tensors cannot use external data",
                    what);
-  if (length >= 0 && (uint64_t)length != t->nbytes)
+  if (length >= 0 && (uint64_t)length != nbytes)
     return kn_fail(err, KN_ERR_PARSE,
                    "%s: external data length %lld does not match the %zu bytes "
                    "its shape needs",
-                   what, (long long)length, t->nbytes);
+                   what, (long long)length, nbytes);
   int fd;
   kn_status st = open_external(base_dir, location, what, &fd, err);
   if (st) return st;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return kn_fail(err, KN_ERR_IO, "%s: external data '%s' is not a regular file", what,
-                   location);
-  }
-  if ((uint64_t)offset > (uint64_t)sb.st_size ||
-      (uint64_t)sb.st_size - (uint64_t)offset < t->nbytes) {
+  if (fstat(fd, &sb) != 0 || (uint64_t)offset > (uint64_t)sb.st_size ||
+      (uint64_t)sb.st_size - (uint64_t)offset < nbytes) {
     close(fd);
     return kn_fail(err, KN_ERR_PARSE,
                    "%s: external data file '%s' is too short: needs %zu bytes at "
                    "offset %lld",
-                   what, location, t->nbytes, (long long)offset);
+                   what, location, nbytes, (long long)offset);
   }
+  *fd_out = fd;
+  *offset_out = offset;
+  return KN_OK;
+}
+
+static kn_status read_external(int fd, int64_t offset, const char *what, kn_tensor *t,
+                               kn_error *err) {
   size_t got = 0;
   while (got < t->nbytes) {
     ssize_t r = pread(fd, (char *)t->data + got, t->nbytes - got,
                       (off_t)offset + (off_t)got);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      close(fd);
-      return kn_fail(err, KN_ERR_IO, "%s: reading external data '%s' failed", what,
-                     location);
-    }
+    if (r <= 0) return kn_fail(err, KN_ERR_IO, "%s: reading external data failed", what);
     got += (size_t)r;
   }
-  close(fd);
   return KN_OK;
 }
 
-static kn_status count_mismatch(const char *what, const char *field, size_t got,
-                                int64_t want, kn_error *err) {
-  return kn_fail(err, KN_ERR_PARSE,
-                 "%s: %s holds %zu values but the shape needs %lld", what, field,
-                 got, (long long)want);
+/* Number of values the proto's inline payload holds for dtype t (raw_data
+ * in elements; -1 when raw_data's byte count is not a whole number). */
+static int64_t inline_count(const KnOnnx__TensorProto *tp, kn_dtype t, const char **field) {
+  size_t es = kn_dtype_size(t);
+  if (tp->has_raw_data) {
+    *field = "raw_data";
+    if (t == KN_DTYPE_STRING || tp->raw_data.len % es) return -1;
+    return (int64_t)(tp->raw_data.len / es);
+  }
+  switch (t) {
+  case KN_DTYPE_F32: *field = "float_data"; return (int64_t)tp->n_float_data;
+  case KN_DTYPE_F64: *field = "double_data"; return (int64_t)tp->n_double_data;
+  case KN_DTYPE_I64: *field = "int64_data"; return (int64_t)tp->n_int64_data;
+  case KN_DTYPE_U32:
+  case KN_DTYPE_U64: *field = "uint64_data"; return (int64_t)tp->n_uint64_data;
+  case KN_DTYPE_STRING: *field = "string_data"; return (int64_t)tp->n_string_data;
+  default: *field = "int32_data"; return (int64_t)tp->n_int32_data;
+  }
 }
 
 kn_status kn_onnx_tensor_from_proto(const KnOnnx__TensorProto *tp,
@@ -199,26 +213,57 @@ kn_status kn_onnx_tensor_from_proto(const KnOnnx__TensorProto *tp,
                      (long long)tp->dims[i]);
     dims[i] = tp->dims[i];
   }
-  kn_status st = kn_tensor_alloc(out, (kn_dtype)dt, (int32_t)tp->n_dims, dims, err);
+  /* Check the payload against the shape before allocating anything, so a
+   * small file cannot make kiln allocate what its dims claim. */
+  kn_dtype t = (kn_dtype)dt;
+  int64_t n = kn_shape_numel((int32_t)tp->n_dims, dims);
+  size_t es = kn_dtype_size(t);
+  char shape[128];
+  if (n < 0 || (uint64_t)n > KN_MAX_TENSOR_BYTES / es)
+    return kn_fail(err, KN_ERR_LIMIT, "%s: tensor of shape %s and dtype %s exceeds "
+                   "kiln's %zu GiB per-tensor limit", what,
+                   kn_shape_str((int32_t)tp->n_dims, dims, shape, sizeof shape),
+                   kn_dtype_name(t), KN_MAX_TENSOR_BYTES >> 30);
+  bool external = tp->has_data_location &&
+                  tp->data_location == KN_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  int fd = -1;
+  int64_t ext_offset = 0;
+  if (external) {
+    kn_status est = open_external_data(tp, base_dir, what, t, (size_t)n * es, &fd,
+                                       &ext_offset, err);
+    if (est) return est;
+  } else {
+    const char *field;
+    int64_t have = inline_count(tp, t, &field);
+    if (have != n) {
+      if (have < 0 && t == KN_DTYPE_STRING)
+        return kn_fail(err, KN_ERR_PARSE, "%s: string tensors cannot use raw_data", what);
+      if (have < 0)
+        return kn_fail(err, KN_ERR_PARSE,
+                       "%s: raw_data has %zu bytes, not a whole number of %s values "
+                       "(shape %s needs %lld)", what, tp->raw_data.len, kn_dtype_name(t),
+                       kn_shape_str((int32_t)tp->n_dims, dims, shape, sizeof shape),
+                       (long long)n);
+      return kn_fail(err, KN_ERR_PARSE, "%s: %s holds %lld values but shape %s needs %lld",
+                     what, field, (long long)have,
+                     kn_shape_str((int32_t)tp->n_dims, dims, shape, sizeof shape),
+                     (long long)n);
+    }
+  }
+  kn_status st = kn_tensor_alloc(out, t, (int32_t)tp->n_dims, dims, err);
   if (st) {
+    if (fd >= 0) close(fd);
     kn_error_prefix(err, "%s", what);
     return st;
   }
-  int64_t n = kn_tensor_numel(out);
-  kn_dtype t = (kn_dtype)dt;
-  if (tp->has_data_location && tp->data_location == KN_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    st = read_external(tp, base_dir, what, out, err);
+  if (external) {
+    st = read_external(fd, ext_offset, what, out, err);
+    close(fd);
     goto done;
   }
   if (tp->has_raw_data) {
     if (t == KN_DTYPE_STRING) {
       st = kn_fail(err, KN_ERR_PARSE, "%s: string tensors cannot use raw_data", what);
-      goto done;
-    }
-    if (tp->raw_data.len != out->nbytes) {
-      st = kn_fail(err, KN_ERR_PARSE,
-                   "%s: raw_data has %zu bytes but shape and dtype need %zu", what,
-                   tp->raw_data.len, out->nbytes);
       goto done;
     }
     if (out->nbytes) memcpy(out->data, tp->raw_data.data, out->nbytes);
@@ -228,40 +273,20 @@ kn_status kn_onnx_tensor_from_proto(const KnOnnx__TensorProto *tp,
   }
   switch (t) {
   case KN_DTYPE_F32:
-    if ((int64_t)tp->n_float_data != n) {
-      st = count_mismatch(what, "float_data", tp->n_float_data, n, err);
-      break;
-    }
     if (n) memcpy(out->data, tp->float_data, (size_t)n * 4);
     break;
   case KN_DTYPE_F64:
-    if ((int64_t)tp->n_double_data != n) {
-      st = count_mismatch(what, "double_data", tp->n_double_data, n, err);
-      break;
-    }
     if (n) memcpy(out->data, tp->double_data, (size_t)n * 8);
     break;
   case KN_DTYPE_I64:
-    if ((int64_t)tp->n_int64_data != n) {
-      st = count_mismatch(what, "int64_data", tp->n_int64_data, n, err);
-      break;
-    }
     if (n) memcpy(out->data, tp->int64_data, (size_t)n * 8);
     break;
   case KN_DTYPE_U32:
   case KN_DTYPE_U64:
-    if ((int64_t)tp->n_uint64_data != n) {
-      st = count_mismatch(what, "uint64_data", tp->n_uint64_data, n, err);
-      break;
-    }
     for (int64_t i = 0; i < n; i++)
       kn_store_i64(out->data, t, i, (int64_t)tp->uint64_data[i]);
     break;
   case KN_DTYPE_STRING:
-    if ((int64_t)tp->n_string_data != n) {
-      st = count_mismatch(what, "string_data", tp->n_string_data, n, err);
-      break;
-    }
     for (int64_t i = 0; i < n; i++) {
       char *s = kn_strndup((const char *)tp->string_data[i].data, tp->string_data[i].len);
       if (!s) {
@@ -272,10 +297,6 @@ kn_status kn_onnx_tensor_from_proto(const KnOnnx__TensorProto *tp,
     }
     break;
   default: /* int32, int16, int8, uint16, uint8, bool, float16, bfloat16 */
-    if ((int64_t)tp->n_int32_data != n) {
-      st = count_mismatch(what, "int32_data", tp->n_int32_data, n, err);
-      break;
-    }
     for (int64_t i = 0; i < n; i++) {
       int32_t v = tp->int32_data[i];
       if (t == KN_DTYPE_F16 || t == KN_DTYPE_BF16)
