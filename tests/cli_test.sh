@@ -231,6 +231,7 @@ hostile bad_unknown_domain "com.example.kiln"
 hostile bad_unimported_domain "com.example.kiln"
 hostile bad_opset99 "99"
 hostile bad_dangling "ghost"
+hostile bad_name_newline 'gh\x0aost\x1b[2J'
 hostile bad_cycle "cycle"
 hostile bad_dup_output "'Y'"
 hostile bad_dup_input "'X'"

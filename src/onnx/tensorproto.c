@@ -143,7 +143,12 @@ static kn_status open_external_data(const KnOnnx__TensorProto *tp, const char *b
   kn_status st = open_external(base_dir, location, what, &fd, err);
   if (st) return st;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || (uint64_t)offset > (uint64_t)sb.st_size ||
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return kn_fail(err, KN_ERR_IO, "%s: external data '%s' is not a regular file", what,
+                   location);
+  }
+  if ((uint64_t)offset > (uint64_t)sb.st_size ||
       (uint64_t)sb.st_size - (uint64_t)offset < nbytes) {
     close(fd);
     return kn_fail(err, KN_ERR_PARSE,

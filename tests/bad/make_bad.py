@@ -11,8 +11,13 @@ Layout
   good_data/           input_0.pb (X), output_0.pb (expected Y, numpy),
                        output_0.npy (expected Y as .npy), x.npy (X as .npy)
   dyn.onnx, dyn_data/  same with X float [N,4]; data for N=3
+  ext.onnx, weights.bin
                        B read from external data weights.bin (offset 16)
-  bad_*.onnx           hostile models (see the table at the bottom)
+  sparse.onnx          B as a sparse initializer (good_data/sparse_output_0.pb)
+  nested_if2/10.onnx   valid If nested 2 and 10 deep, Y = 1.5
+  bad_*.onnx           hostile models: must fail with one clear line
+  bad_op_NAME.onnx     one op named NAME with impossible attributes or data
+  edge_op_*.onnx       integer corners kiln defines (x/0 = 0): must run
   in_*.pb, in_*.npy    hostile inputs for good.onnx
 """
 import gzip
@@ -426,6 +431,9 @@ def main():
     save("bad_opset99.onnx", add_relu(opset=99))
     save("bad_dangling.onnx",
          model([helper.make_node("Add", ["X", "ghost"], ["Y"], name="add")], [X], [Y]))
+    save("bad_name_newline.onnx",  # the message must stay one line
+         model([helper.make_node("Add", ["X", "gh\nost\x1b[2J"], ["Y"], name="add")],
+               [X], [Y]))
     save("bad_cycle.onnx",
          model([helper.make_node("Add", ["X", "R"], ["S"], name="add"),
                 helper.make_node("Relu", ["S"], ["R"], name="relu"),
