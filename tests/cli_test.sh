@@ -271,13 +271,8 @@ hostile bad_if_outputs "'if'"
 hostile bad_if_missing_else "else_branch"
 hostile bad_if_outer_ghost "ghost"
 hostile bad_loop_body_arity "'loop'"
-# Invalid, but kiln runs them today (branch dtypes differ; float cond):
-# exit 0 or a clean exit 1.
-for name in bad_if_branch_shapes bad_if_cond_float; do
-  kiln run "$B/$name.onnx"
-  if [ "$rc" -eq 0 ]; then why=$(verdict 0 ""); else why=$(verdict 1 "'if'"); fi
-  if [ -z "$why" ]; then pass "run_$name"; else fail "run_$name" "$why"; fi
-done
+hostile bad_if_branch_shapes "else_branch"
+hostile bad_if_cond_float "bool"
 
 hostile bad_ext_missing "no_such_weights.bin"
 hostile bad_ext_dotdot "../../etc/passwd"

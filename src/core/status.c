@@ -4,10 +4,26 @@
 
 kn_status kn_fail(kn_error *err, kn_status status, const char *fmt, ...) {
   if (err) {
+    char raw[sizeof err->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* Names come from model files and may hold any bytes: control
+     * characters become \xNN so a message stays one line and cannot drive
+     * a terminal. */
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)raw; *c; c++) {
+      if (*c < 0x20 || *c == 0x7f) {
+        if (o + 5 >= sizeof err->msg) break;
+        snprintf(err->msg + o, 5, "\\x%02x", *c);
+        o += 4;
+      } else {
+        if (o + 1 >= sizeof err->msg) break;
+        err->msg[o++] = (char)*c;
+      }
+    }
+    err->msg[o] = 0;
     err->status = status;
   }
   return status;

@@ -62,9 +62,22 @@ static kn_status if_infer(kn_op_ctx *ctx) {
     return kn_op_fail(ctx, KN_ERR_SHAPE,
                       "branches have %d and %d outputs, the node has %d", tg->n_outputs,
                       eg->n_outputs, ctx->n_out);
+  const kn_tensor *c = kn_in(ctx, 0);
+  if (c && c->dtype && c->dtype != KN_DTYPE_BOOL)
+    return kn_op_fail(ctx, KN_ERR_DTYPE, "cond has dtype %s, expected bool",
+                      kn_dtype_name(c->dtype));
   for (int32_t o = 0; o < ctx->n_out; o++) {
     const kn_value *a = &tg->values[tg->outputs[o]];
     const kn_value *b = &eg->values[eg->outputs[o]];
+    if (a->type.kind && b->type.kind && a->type.kind != b->type.kind)
+      return kn_op_fail(ctx, KN_ERR_DTYPE,
+                        "output %d is a %s in then_branch but a %s in else_branch", o,
+                        a->type.kind == KN_KIND_SEQUENCE ? "sequence" : "tensor",
+                        b->type.kind == KN_KIND_SEQUENCE ? "sequence" : "tensor");
+    if (a->type.dtype && b->type.dtype && a->type.dtype != b->type.dtype)
+      return kn_op_fail(ctx, KN_ERR_DTYPE,
+                        "output %d is %s in then_branch but %s in else_branch", o,
+                        kn_dtype_name(a->type.dtype), kn_dtype_name(b->type.dtype));
     out_from_value(ctx, o, a, false);
     if (ctx->static_infer && ctx->out[o]->kind == KN_KIND_TENSOR) {
       kn_tensor *t = &ctx->out[o]->t;

@@ -150,8 +150,24 @@ kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g, kn_error *err) {
                      .n_out = n->n_outputs, .out = pout, .static_infer = true,
                      .err = err, .label = m->label};
     st = n->op->infer(&ctx);
-    for (int32_t o = 0; o < n->n_outputs && !st; o++)
+    for (int32_t o = 0; o < n->n_outputs && !st; o++) {
+      /* a shape known at load that no run could allocate is refused now */
+      const kn_tensor *t = &out[o].t;
+      if (out[o].kind == KN_KIND_TENSOR && kn_shape_known(t) && kn_dtype_is_valid(t->dtype)) {
+        int64_t cnt = kn_tensor_numel(t);
+        if (cnt < 0 || (uint64_t)cnt > KN_MAX_TENSOR_BYTES / kn_dtype_size(t->dtype)) {
+          char sb[128];
+          st = kn_op_fail(&ctx, KN_ERR_LIMIT,
+                          "output %d would be a %s tensor of shape %s, above kiln's %zu "
+                          "GiB per-tensor limit",
+                          o, kn_dtype_name(t->dtype),
+                          kn_shape_str(t->rank, t->dims, sb, sizeof sb),
+                          KN_MAX_TENSOR_BYTES >> 30);
+          break;
+        }
+      }
       if (n->outputs[o] >= 0) value_from_slot(&g->values[n->outputs[o]], &out[o]);
+    }
     for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
   }
   free(in);
