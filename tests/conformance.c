@@ -279,6 +279,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kiln_conformance: cannot read %s\n", expect);
     return 2;
   }
+  bool *seen = kn_calloc((size_t)nexp + 1, sizeof *seen);
   FILE *wp = write_pass ? fopen(write_pass, "w") : NULL;
   int passed = 0, failed = 0, regressions = 0;
   const char *const *suites = default_suites;
@@ -325,7 +326,7 @@ int main(int argc, char **argv) {
       int rc = run_isolated(dir, timeout, fork_it, why, sizeof why);
       bool listed = false;
       for (int k = 0; k < nexp; k++)
-        if (!strcmp(expected[k], id)) listed = true;
+        if (!strcmp(expected[k], id)) listed = seen[k] = true;
       if (rc == 0) {
         passed++;
         printf("PASS %s\n", id);
@@ -341,6 +342,13 @@ int main(int argc, char **argv) {
     free(names);
   }
   if (wp) fclose(wp);
+  /* a listed case that did not run at all (data missing) is a regression */
+  for (int k = 0; k < nexp && nfilters == 0; k++)
+    if (!seen[k]) {
+      printf("MISSING %s: listed in %s but not found  [REGRESSION]\n", expected[k], expect);
+      regressions++;
+    }
+  free(seen);
   printf("%d passed, %d failed\n", passed, failed);
   if (expect) printf("%d regressions against %s\n", regressions, expect);
   for (int k = 0; k < nexp; k++) free(expected[k]);
