@@ -6,7 +6,7 @@
  *
  *   kiln_conformance [--data DIR | --cases DIR] [--filter SUBSTR]...
  *                    [--expect FILE] [--write-pass FILE] [--timeout SEC]
- *                    [--rtol R] [--atol A] [--no-fork]
+ *                    [--rtol R] [--atol A] [--optimize] [--no-fork]
  *
  * --data names the test-data root (suites node/, pytorch-converted/, ...);
  * --cases names one folder whose subfolders are cases in the same layout
@@ -17,6 +17,7 @@
  */
 #include "engine/engine.h"
 #include "onnx/onnx.h"
+#include "passes/pass.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -26,6 +27,9 @@
 #include <unistd.h>
 
 static double RTOL = 1e-3, ATOL = 1e-5;
+/* --optimize: run the optimization passes on each model first, so every
+ * case checks that the passes keep the results. */
+static bool OPTIMIZE = false;
 
 static const char *const default_suites[] = {"node", "pytorch-converted",
                                              "pytorch-operator", "simple"};
@@ -126,6 +130,10 @@ static int run_case(const char *dir, char *why, size_t wl) {
   if (kn_model_load(path, &m, &err)) {
     snprintf(why, wl, "load: %s", err.msg);
     return 1;
+  }
+  if (OPTIMIZE && kn_optimize((kn_ir_model *)kn_model_ir(m), NULL, &err)) {
+    snprintf(why, wl, "optimize: %s", err.msg);
+    goto out;
   }
   if (kn_context_create(m, &c, &err)) {
     snprintf(why, wl, "%s", err.msg);
@@ -266,10 +274,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--write-pass") && i + 1 < argc) write_pass = argv[++i];
     else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-fork")) fork_it = false;
+    else if (!strcmp(argv[i], "--optimize")) OPTIMIZE = true;
     else {
       fprintf(stderr, "usage: %s [--data DIR | --cases DIR] [--filter S]... "
                       "[--expect FILE] [--write-pass FILE] [--timeout SEC] "
-                      "[--rtol R] [--atol A] [--no-fork]\n", argv[0]);
+                      "[--rtol R] [--atol A] [--optimize] [--no-fork]\n", argv[0]);
       return 2;
     }
   }

@@ -28,4 +28,6 @@ elif [ "$have" = 0 ]; then
   echo "real_models: no prepared models in $cache; skipped (scripts/make_reference.sh prepares them)"
   exit 77
 fi
-exec "$runner" --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600
+"$runner" --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600 || exit 1
+echo "== optimized"
+exec "$runner" --optimize --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600

@@ -100,6 +100,16 @@ static bool map_insert(kn_graph *g, int32_t idx) {
   return true;
 }
 
+void kn_graph_reindex(kn_graph *g) {
+  for (int32_t i = 0; i < g->map_cap; i++) g->map[i] = -1;
+  uint32_t mask = (uint32_t)g->map_cap - 1;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    uint32_t h = (uint32_t)hash_str(g->values[v].name) & mask;
+    while (g->map[h] >= 0) h = (h + 1) & mask;
+    g->map[h] = v;
+  }
+}
+
 int32_t kn_graph_add_value(kn_graph *g, const char *name) {
   KN_ASSERT(kn_graph_find(g, name) < 0);
   if (!KN_GROW(g->values, g->cap_values, (int64_t)g->n_values + 1)) return -1;

@@ -77,6 +77,7 @@ typedef struct kn_node {
   kn_attr *attrs;
   const struct kn_op_def *op; /* resolved at import */
   int32_t opset;              /* version of the node's domain in the model */
+  bool dead;                  /* removed by a pass; dropped by kn_graph_compact */
 } kn_node;
 
 struct kn_graph {
@@ -117,6 +118,8 @@ int32_t kn_graph_add_value(kn_graph *g, const char *name);
 /* Find `name` in g, else in an enclosing graph (adding an outer reference
  * value to g and any graph in between); -1 when no scope has it. */
 int32_t kn_graph_resolve(kn_graph *g, const char *name);
+/* Rebuild the name lookup after values were renamed. */
+void kn_graph_reindex(kn_graph *g);
 /* Append a node; returns its pointer (zeroed) or NULL on OOM. */
 kn_node *kn_graph_add_node(kn_graph *g);
 
@@ -129,6 +132,48 @@ kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) KN_WUR;
 void kn_node_foreach_read(const kn_graph *g, const kn_node *n,
                           void (*fn)(int32_t v, int32_t node, void *arg),
                           int32_t node, void *arg);
+
+/* ---- editing (src/ir/edit.c), for the optimization passes -------------
+ * Passes edit a graph in place: add values and nodes, point uses at other
+ * values, mark nodes dead, then kn_graph_compact() drops dead nodes and
+ * unused values' producers and re-sorts.  Node pointers are invalidated
+ * by kn_graph_add_node and kn_graph_compact; keep indices. */
+
+/* A value name not yet used in g or any graph it encloses' scope chain,
+ * made from `hint`. Returns a malloc'd string. */
+char *kn_graph_unique_name(const kn_graph *g, const char *hint);
+/* Add a constant value (takes ownership of *t's data: *t is cleared).
+ * Returns its index, or -1 on OOM. */
+int32_t kn_graph_add_constant(kn_graph *g, const char *hint, kn_tensor *t);
+/* Add a value with a fresh name made from hint; -1 on OOM. */
+int32_t kn_graph_add_fresh_value(kn_graph *g, const char *hint);
+/* Append a node (op resolution happens in kn_ops_prepare); returns its
+ * index or -1 on OOM.  inputs/outputs are copied. */
+int32_t kn_graph_new_node(kn_graph *g, const char *op_type, const char *domain,
+                          const char *name, int32_t n_in, const int32_t *inputs,
+                          int32_t n_out, const int32_t *outputs);
+/* Attributes on a node (replacing one of the same name). */
+bool kn_node_set_int(kn_node *n, const char *name, int64_t v) KN_WUR;
+bool kn_node_set_float(kn_node *n, const char *name, float v) KN_WUR;
+bool kn_node_set_string(kn_node *n, const char *name, const char *v) KN_WUR;
+bool kn_node_set_ints(kn_node *n, const char *name, const int64_t *v,
+                      int32_t count) KN_WUR;
+/* Copy every attribute of src onto dst (deep copy, subgraphs excluded). */
+bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) KN_WUR;
+
+/* Make every reader of value `from` (node inputs, subgraph outer refs)
+ * read `to` instead.  When `from` is a graph output, `to` takes its place
+ * and its name (the graph's interface does not change). */
+void kn_graph_replace_value(kn_graph *g, int32_t from, int32_t to);
+/* Whether kn_graph_replace_value(g, from, to) keeps the graph's interface:
+ * false when `from` is a graph output and `to` cannot take its name (a
+ * graph input, a constant, an outer value or another output). */
+bool kn_graph_can_replace(const kn_graph *g, int32_t from, int32_t to);
+/* Readers of each value: counts[v] = node inputs + subgraph outer refs +
+ * graph outputs (counts has g->n_values entries). */
+void kn_graph_use_counts(const kn_graph *g, int32_t *counts);
+/* Drop dead nodes, then re-sort and refresh producers. */
+kn_status kn_graph_compact(kn_graph *g, const char *label, kn_error *err) KN_WUR;
 
 /* Opset version of `domain` ("" or "ai.onnx" = default) in the model, 0 if absent. */
 int64_t kn_ir_model_opset(const kn_ir_model *m, const char *domain);
