@@ -83,6 +83,9 @@ const kn_op_def *kn_op_find(const char *domain, const char *name);
 /* Calls fn for every registered op. */
 void kn_op_foreach(void (*fn)(const kn_op_def *op, void *arg), void *arg);
 
+/* Domain of kiln's own ops (fused steps made by the optimizer). */
+#define KN_DOMAIN "kiln"
+
 /* Newest default-domain opset kiln loads. */
 #define KN_MAX_OPSET 21
 

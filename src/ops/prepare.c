@@ -7,7 +7,8 @@ static kn_status resolve_graph(const kn_ir_model *m, kn_graph *g, kn_error *err)
 static kn_status resolve_node(const kn_ir_model *m, kn_node *n, kn_error *err) {
   const char *label = m->label ? m->label : "model";
   bool deflt = !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
-  int64_t version = kn_ir_model_opset(m, n->domain);
+  /* kiln's own fused ops (made by the optimizer) need no opset import */
+  int64_t version = strcmp(n->domain, KN_DOMAIN) == 0 ? 1 : kn_ir_model_opset(m, n->domain);
   if (version <= 0)
     return kn_fail(err, KN_ERR_PARSE,
                    "%s: node '%s' (%s) uses domain '%s', which the model does not "
