@@ -119,6 +119,20 @@ bool kn_node_set_ints(kn_node *n, const char *name, const int64_t *v, int32_t co
   return true;
 }
 
+bool kn_node_add_covers(kn_node *dst, const kn_node *src) {
+  const char *a = dst->covers ? dst->covers : dst->name;
+  const char *b = src->covers ? src->covers : src->name;
+  size_t la = strlen(a), lb = strlen(b);
+  char *c = kn_malloc(la + lb + 2);
+  if (!c) return false;
+  memcpy(c, a, la);
+  c[la] = ',';
+  memcpy(c + la + 1, b, lb + 1);
+  free(dst->covers);
+  dst->covers = c;
+  return true;
+}
+
 bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) {
   for (int32_t i = 0; i < src->n_attrs; i++) {
     const kn_attr *a = &src->attrs[i];
@@ -214,6 +228,7 @@ kn_status kn_graph_compact(kn_graph *g, const char *label, kn_error *err) {
     kn_node *n = &g->nodes[i];
     if (n->dead) {
       free(n->name);
+      free(n->covers);
       free(n->op_type);
       free(n->domain);
       free(n->inputs);

@@ -45,6 +45,7 @@ void kn_graph_free(kn_graph *g) {
   for (int32_t i = 0; i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];
     free(n->name);
+    free(n->covers);
     free(n->op_type);
     free(n->domain);
     free(n->inputs);

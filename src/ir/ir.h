@@ -78,6 +78,8 @@ typedef struct kn_node {
   const struct kn_op_def *op; /* resolved at import */
   int32_t opset;              /* version of the node's domain in the model */
   bool dead;                  /* removed by a pass; dropped by kn_graph_compact */
+  char *covers;               /* fused nodes: the original ONNX node names they
+                                 replace, comma-separated; NULL: just `name` */
 } kn_node;
 
 struct kn_graph {
@@ -158,6 +160,9 @@ bool kn_node_set_float(kn_node *n, const char *name, float v) KN_WUR;
 bool kn_node_set_string(kn_node *n, const char *name, const char *v) KN_WUR;
 bool kn_node_set_ints(kn_node *n, const char *name, const int64_t *v,
                       int32_t count) KN_WUR;
+/* Record that node `dst` now also computes what `src` did (for fused
+ * steps: inspect lists the ONNX nodes each step covers). */
+bool kn_node_add_covers(kn_node *dst, const kn_node *src) KN_WUR;
 /* Copy every attribute of src onto dst (deep copy, subgraphs excluded). */
 bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) KN_WUR;
 
