@@ -160,6 +160,34 @@ void kn_model_op_histogram(const kn_model *model,
                            void (*fn)(const char *op, int64_t count, void *arg),
                            void *arg);
 
+/* ---- building ---------------------------------------------------------- */
+
+/* How `kn_model_build` turns a loaded model into an optimized engine. */
+typedef struct kn_build_options {
+  /* Fixed sizes for dynamic inputs, each "NAME=1x3x224x224". */
+  const char *const *shapes;
+  int32_t n_shapes;
+  /* Optimization passes not to run, by name (`kiln build --help` lists them). */
+  const char *const *disabled_passes;
+  int32_t n_disabled_passes;
+  /* Largest constant (bytes) that constant folding may create; 0: 16 MiB. */
+  uint64_t fold_max_bytes;
+  /* Cap on the activation arena in bytes; 0: none. */
+  uint64_t workspace;
+  /* Skip the optimization passes (the reference graph, as imported). */
+  int32_t no_optimize;
+} kn_build_options;
+
+/* Zero/default options. */
+void kn_build_options_init(kn_build_options *o);
+
+/* Optimize the model in place: fix the given input shapes, run the graph
+ * passes and plan memory.  Contexts created afterwards run the optimized
+ * graph.  Fails on a malformed or unknown --shape, a pass error, or a
+ * workspace too small for the plan. */
+kn_status kn_model_build(kn_model *model, const kn_build_options *options,
+                         kn_error *err) __attribute__((warn_unused_result));
+
 /* ---- running ----------------------------------------------------------- */
 
 typedef struct kn_context kn_context;

@@ -1,6 +1,7 @@
 /* Public model and context API (kiln.h) over the reference executor. */
 #include "engine.h"
 #include "onnx/onnx.h"
+#include "passes/pass.h"
 
 #include <libgen.h>
 #include <unistd.h>
@@ -95,6 +96,75 @@ kn_status kn_model_output_info(const kn_model *m, int32_t i, kn_value_info *out)
   const kn_graph *g = m->ir->graph;
   if (i < 0 || i >= g->n_outputs) return KN_ERR_INVALID_ARG;
   fill_info(&g->values[g->outputs[i]], out);
+  return KN_OK;
+}
+
+void kn_build_options_init(kn_build_options *o) { memset(o, 0, sizeof *o); }
+
+/* Parse "NAME=1x3x224x224" and fix that input's dims. */
+static kn_status apply_shape(kn_model *m, const char *spec, kn_error *err) {
+  const char *label = m->ir->label;
+  const char *eq = strrchr(spec, '=');
+  if (!eq || eq == spec)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "--shape '%s': expected NAME=DxDx...", spec);
+  kn_graph *g = m->ir->graph;
+  kn_value *v = NULL;
+  for (int32_t i = 0; i < m->n_inputs; i++) {
+    kn_value *c = &g->values[g->inputs[m->inputs[i]]];
+    if (strlen(c->name) == (size_t)(eq - spec) && !strncmp(c->name, spec, (size_t)(eq - spec)))
+      v = c;
+  }
+  if (!v)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: --shape '%s': the model has no input named '%.*s'",
+                   label, spec, (int)(eq - spec), spec);
+  int64_t dims[KN_MAX_RANK];
+  int32_t rank = 0;
+  const char *p = eq + 1;
+  while (*p) {
+    char *end;
+    long long d = strtoll(p, &end, 10);
+    if (end == p || d < 0 || rank == KN_MAX_RANK || (*end && *end != 'x'))
+      return kn_fail(err, KN_ERR_INVALID_ARG,
+                     "%s: --shape '%s': dims must be non-negative integers joined by 'x'",
+                     label, spec);
+    dims[rank++] = d;
+    p = *end ? end + 1 : end;
+  }
+  if (v->type.kind != KN_KIND_TENSOR)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: --shape: input '%s' is not a tensor", label,
+                   v->name);
+  char want[128], got[128];
+  bool ok = v->type.rank < 0 || v->type.rank == rank;
+  for (int32_t d = 0; ok && v->type.rank >= 0 && d < rank; d++)
+    ok = v->type.dims[d] < 0 || v->type.dims[d] == dims[d];
+  if (!ok)
+    return kn_fail(err, KN_ERR_SHAPE, "%s: --shape %s: input '%s' is declared %s", label, spec,
+                   v->name, kn_shape_str(v->type.rank, v->type.dims, want, sizeof want));
+  (void)got;
+  v->type.rank = rank;
+  memcpy(v->type.dims, dims, (size_t)rank * sizeof *dims);
+  return KN_OK;
+}
+
+kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) {
+  kn_build_options dflt;
+  if (!o) {
+    kn_build_options_init(&dflt);
+    o = &dflt;
+  }
+  for (int32_t i = 0; i < o->n_shapes; i++) {
+    kn_status st = apply_shape(m, o->shapes[i], err);
+    if (st) return st;
+  }
+  kn_status st = o->n_shapes ? kn_ops_prepare(m->ir, err) : KN_OK;
+  if (st) return st;
+  if (!o->no_optimize) {
+    kn_optimize_options oo = {.disabled = o->disabled_passes,
+                              .n_disabled = o->n_disabled_passes,
+                              .fold_max_bytes = (int64_t)o->fold_max_bytes};
+    st = kn_optimize(m->ir, &oo, err);
+    if (st) return st;
+  }
   return KN_OK;
 }
 

@@ -28,6 +28,8 @@ int kn_cmd_run(int argc, char **argv);
 void kn_cmd_run_usage(FILE *f);
 int kn_cmd_inspect(int argc, char **argv);
 void kn_cmd_inspect_usage(FILE *f);
+int kn_cmd_compare(int argc, char **argv);
+void kn_cmd_compare_usage(FILE *f);
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
 

@@ -8,6 +8,8 @@ static const kn_cli_cmd commands[] = {
     {"run", "run a model on inputs and write its outputs", kn_cmd_run, kn_cmd_run_usage},
     {"inspect", "describe a model: inputs, outputs, ops, parameters, FLOPs",
      kn_cmd_inspect, kn_cmd_inspect_usage},
+    {"compare", "compare the optimized engine with the reference path", kn_cmd_compare,
+     kn_cmd_compare_usage},
     {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
 };
 

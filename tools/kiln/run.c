@@ -14,13 +14,15 @@
 void kn_cmd_run_usage(FILE *f) {
   fprintf(f,
           "usage: kiln run MODEL [--input-dir D] [--input NAME=FILE]... [--output-dir O]\n"
-          "                [--output-format pb|npy]\n\n"
+          "                [--output-format pb|npy] [--no-optimize]\n\n"
           "Runs MODEL (.onnx) once.  Inputs come from D/input_<i>.pb (TensorProto, the\n"
           "i-th graph input that is not an initializer: the ONNX test-data layout; .npy\n"
           "is read too) and/or --input NAME=FILE (.pb or .npy).  Outputs are written to\n"
           "O/output_<i>.pb (or .npy with --output-format npy); without --output-dir a\n"
           "summary of each output is printed.  Dynamic dimensions take their sizes\n"
-          "from the inputs given.\n");
+          "from the inputs given.  The model is optimized in memory with the default\n"
+          "build options first; --no-optimize runs the graph as imported (the\n"
+          "reference path).\n");
 }
 
 static bool exists(const char *p) {
@@ -58,6 +60,7 @@ int kn_cmd_run(int argc, char **argv) {
   const char *named[MAX_NAMED];
   int n_named = 0;
   bool npy = false;
+  int no_optimize = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool has_val = i + 1 < argc;
@@ -72,6 +75,8 @@ int kn_cmd_run(int argc, char **argv) {
       const char *f = argv[++i];
       if (!strcmp(f, "npy")) npy = true;
       else if (strcmp(f, "pb")) return kn_cli_usage(cmd, "--output-format is pb or npy, got '%s'", f);
+    } else if (!strcmp(a, "--no-optimize")) {
+      no_optimize = 1;
     } else if (a[0] == '-') {
       return kn_cli_usage(cmd, "unknown or incomplete option '%s'", a);
     } else if (!model_path) {
@@ -89,6 +94,13 @@ int kn_cmd_run(int argc, char **argv) {
   int32_t nin = 0;
   kn_tensor *inputs = NULL;
   if (kn_model_load(model_path, &model, &err)) return kn_cli_error(&err);
+  kn_build_options bo;
+  kn_build_options_init(&bo);
+  bo.no_optimize = no_optimize;
+  if (kn_model_build(model, &bo, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
   nin = kn_model_input_count(model);
   inputs = calloc((size_t)nin + 1, sizeof *inputs);
   if (!inputs || kn_context_create(model, &ctx, &err)) {

@@ -1,0 +1,246 @@
+/* kiln compare MODEL [ENGINE]: the reference path against the optimized
+ * engine on the same inputs (what polygraphy does for TensorRT). */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OPTS 256
+
+void kn_cmd_compare_usage(FILE *f) {
+  fprintf(f,
+          "usage: kiln compare MODEL [ENGINE] [--input NAME=FILE]... [--shape NAME=DIMS]...\n"
+          "                    [--atol A] [--rtol R] [--seed N] [--disable-pass NAME]...\n\n"
+          "Runs MODEL (.onnx) with the reference path (no optimization) and with the\n"
+          "optimized engine (ENGINE, or MODEL built in memory with the default options)\n"
+          "on the same inputs, and prints per output the max absolute error, max\n"
+          "relative error (|a-b| / max(|b|, atol)) and cosine similarity.  Exits 1 when\n"
+          "any element differs by more than atol + rtol * |reference| (defaults: atol\n"
+          "1e-4, rtol 1e-3).  Inputs not given are random (seeded): floats in [-1, 1),\n"
+          "integers in {0, 1} (valid for ids, masks and token types alike), bools;\n"
+          "dynamic dimensions take their --shape sizes, else 1.\n");
+}
+
+typedef struct rng {
+  uint64_t s;
+} rng;
+
+static uint64_t next(rng *r) { /* xorshift64* */
+  r->s ^= r->s >> 12;
+  r->s ^= r->s << 25;
+  r->s ^= r->s >> 27;
+  return r->s * 2685821657736338717ull;
+}
+
+static kn_status random_input(const kn_value_info *vi, const char *const *shapes, int n_shapes,
+                              rng *r, kn_tensor *t, kn_error *err) {
+  int64_t dims[KN_MAX_RANK];
+  int32_t rank = vi->rank < 0 ? 0 : vi->rank;
+  for (int32_t d = 0; d < rank; d++) dims[d] = vi->dims[d] < 0 ? 1 : vi->dims[d];
+  for (int k = 0; k < n_shapes; k++) {
+    const char *eq = strrchr(shapes[k], '=');
+    if (!eq || strlen(vi->name) != (size_t)(eq - shapes[k]) ||
+        strncmp(vi->name, shapes[k], (size_t)(eq - shapes[k])))
+      continue;
+    rank = 0;
+    for (const char *p = eq + 1; *p && rank < KN_MAX_RANK;) {
+      char *end;
+      dims[rank++] = strtoll(p, &end, 10);
+      p = *end ? end + 1 : end;
+    }
+  }
+  kn_dtype dt = vi->dtype ? vi->dtype : KN_DTYPE_F32;
+  kn_status st = kn_tensor_alloc(t, dt, rank, dims, err);
+  if (st) return st;
+  int64_t n = kn_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t x = next(r);
+    double u = (double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    switch (dt) {
+    case KN_DTYPE_F32: ((float *)t->data)[i] = (float)u; break;
+    case KN_DTYPE_F64: ((double *)t->data)[i] = u; break;
+    case KN_DTYPE_I64: ((int64_t *)t->data)[i] = (int64_t)(x >> 63); break;
+    case KN_DTYPE_I32: ((int32_t *)t->data)[i] = (int32_t)(x >> 63); break;
+    case KN_DTYPE_BOOL:
+    case KN_DTYPE_U8:
+    case KN_DTYPE_I8: ((uint8_t *)t->data)[i] = (uint8_t)(x >> 63); break;
+    default:
+      kn_tensor_release(t);
+      snprintf(err->msg, sizeof err->msg,
+               "input '%s' has dtype %s: give it with --input NAME=FILE", vi->name,
+               kn_dtype_name(dt));
+      err->status = KN_ERR_UNSUPPORTED;
+      return KN_ERR_UNSUPPORTED;
+    }
+  }
+  return KN_OK;
+}
+
+static double as_f64(const kn_tensor *t, int64_t i) {
+  switch (t->dtype) {
+  case KN_DTYPE_F32: return ((const float *)t->data)[i];
+  case KN_DTYPE_F64: return ((const double *)t->data)[i];
+  case KN_DTYPE_I64: return (double)((const int64_t *)t->data)[i];
+  case KN_DTYPE_I32: return ((const int32_t *)t->data)[i];
+  case KN_DTYPE_BOOL:
+  case KN_DTYPE_U8: return ((const uint8_t *)t->data)[i];
+  case KN_DTYPE_I8: return ((const int8_t *)t->data)[i];
+  default: return NAN;
+  }
+}
+
+/* Prints one line for an output pair; returns false when out of tolerance. */
+static bool compare_one(const char *name, const kn_tensor *ref, const kn_tensor *opt,
+                        double atol, double rtol) {
+  bool same_shape = ref->dtype == opt->dtype && ref->rank == opt->rank;
+  for (int32_t d = 0; same_shape && d < ref->rank; d++) same_shape = ref->dims[d] == opt->dims[d];
+  if (!same_shape) {
+    printf("FAIL %s: dtype/shape differ (%s rank %d vs %s rank %d)\n", name,
+           kn_dtype_name(ref->dtype), ref->rank, kn_dtype_name(opt->dtype), opt->rank);
+    return false;
+  }
+  int64_t n = kn_tensor_numel(ref), bad = 0, worst = -1;
+  double max_abs = 0, max_rel = 0, dot = 0, na = 0, nb = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double b = as_f64(ref, i), a = as_f64(opt, i);
+    if (isnan(a) && isnan(b)) continue;
+    double d = fabs(a - b);
+    if (!(d <= atol + rtol * fabs(b))) {
+      bad++;
+      if (worst < 0 || d > fabs(as_f64(opt, worst) - as_f64(ref, worst))) worst = i;
+    }
+    if (d > max_abs || isnan(d)) max_abs = isnan(d) ? INFINITY : d;
+    double rel = d / fmax(fabs(b), atol);
+    if (rel > max_rel || isnan(rel)) max_rel = isnan(rel) ? INFINITY : rel;
+    dot += a * b;
+    na += a * a;
+    nb += b * b;
+  }
+  double cosine = na > 0 && nb > 0 ? dot / sqrt(na * nb) : (na == nb ? 1.0 : 0.0);
+  printf("%s %-24s %s [%lld elems] max_abs %.3g max_rel %.3g cosine %.9f", bad ? "FAIL" : "ok  ",
+         name, kn_dtype_name(ref->dtype), (long long)n, max_abs, max_rel, cosine);
+  if (bad)
+    printf("  (%lld out of tolerance; worst at %lld: %.9g vs reference %.9g)", (long long)bad,
+           (long long)worst, as_f64(opt, worst), as_f64(ref, worst));
+  printf("\n");
+  return bad == 0;
+}
+
+int kn_cmd_compare(int argc, char **argv) {
+  const kn_cli_cmd *cmd = kn_cli_find("compare");
+  const char *paths[2] = {NULL, NULL};
+  const char *named[MAX_OPTS], *shapes[MAX_OPTS], *disabled[MAX_OPTS];
+  int n_named = 0, n_shapes = 0, n_disabled = 0, n_paths = 0;
+  double atol = 1e-4, rtol = 1e-3;
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool v = i + 1 < argc;
+    char *end = NULL;
+    if (!strcmp(a, "--input") && v && n_named < MAX_OPTS) named[n_named++] = argv[++i];
+    else if (!strcmp(a, "--shape") && v && n_shapes < MAX_OPTS) shapes[n_shapes++] = argv[++i];
+    else if (!strcmp(a, "--disable-pass") && v && n_disabled < MAX_OPTS)
+      disabled[n_disabled++] = argv[++i];
+    else if ((!strcmp(a, "--atol") || !strcmp(a, "--rtol")) && v) {
+      double x = strtod(argv[++i], &end);
+      if (*end || x < 0) return kn_cli_usage(cmd, "%s takes a non-negative number", a);
+      *(a[2] == 'a' ? &atol : &rtol) = x;
+    } else if (!strcmp(a, "--seed") && v) {
+      seed = strtoull(argv[++i], &end, 10);
+      if (*end) return kn_cli_usage(cmd, "--seed takes an integer");
+    } else if (a[0] == '-') {
+      return kn_cli_usage(cmd, "unknown or incomplete option '%s'", a);
+    } else if (n_paths < 2) {
+      paths[n_paths++] = a;
+    } else {
+      return kn_cli_usage(cmd, "unexpected argument '%s'", a);
+    }
+  }
+  if (!paths[0]) return kn_cli_usage(cmd, "MODEL is required");
+  for (int k = 0; k < n_named; k++)
+    if (!strchr(named[k], '=')) return kn_cli_usage(cmd, "--input takes NAME=FILE");
+
+  kn_error err = {0};
+  kn_model *ref = NULL, *opt = NULL;
+  kn_context *cref = NULL, *copt = NULL;
+  kn_tensor *ins = NULL;
+  int32_t nin = 0;
+  int rc = KN_EXIT_ERROR;
+  if (kn_model_load(paths[0], &ref, &err) ||
+      kn_model_load(paths[1] ? paths[1] : paths[0], &opt, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  kn_build_options bo;
+  kn_build_options_init(&bo);
+  bo.shapes = shapes;
+  bo.n_shapes = n_shapes;
+  bo.disabled_passes = disabled;
+  bo.n_disabled_passes = n_disabled;
+  bo.no_optimize = 1;
+  if (kn_model_build(ref, &bo, &err)) { /* fixes shapes only */
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  bo.no_optimize = 0;
+  if (!paths[1] && kn_model_build(opt, &bo, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  nin = kn_model_input_count(ref);
+  if (kn_model_input_count(opt) != nin || kn_model_output_count(opt) != kn_model_output_count(ref)) {
+    rc = kn_cli_fail("%s and %s have different inputs or outputs", paths[0], paths[1]);
+    goto done;
+  }
+  ins = calloc((size_t)nin + 1, sizeof *ins);
+  if (!ins || kn_context_create(ref, &cref, &err) || kn_context_create(opt, &copt, &err)) {
+    rc = ins ? kn_cli_error(&err) : kn_cli_fail("out of memory");
+    goto done;
+  }
+  rng r = {seed * 0x9E3779B97F4A7C15ull + 1};
+  for (int32_t i = 0; i < nin; i++) {
+    kn_value_info vi;
+    if (kn_model_input_info(ref, i, &vi)) goto done;
+    const char *file = NULL;
+    for (int k = 0; k < n_named; k++) {
+      const char *eq = strchr(named[k], '=');
+      if (strlen(vi.name) == (size_t)(eq - named[k]) && !strncmp(vi.name, named[k], strlen(vi.name)))
+        file = eq + 1;
+    }
+    kn_status st = file ? kn_tensor_read_file(file, &ins[i], NULL, &err)
+                        : random_input(&vi, shapes, n_shapes, &r, &ins[i], &err);
+    if (!st) st = kn_context_set_input(cref, i, &ins[i], &err);
+    if (!st) st = kn_context_set_input(copt, i, &ins[i], &err);
+    if (st) {
+      rc = kn_cli_error(&err);
+      goto done;
+    }
+  }
+  if (kn_context_run(cref, &err) || kn_context_run(copt, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  bool all_ok = true;
+  for (int32_t o = 0; o < kn_model_output_count(ref); o++) {
+    kn_value_info vi;
+    if (kn_model_output_info(ref, o, &vi)) goto done;
+    const kn_tensor *a = kn_context_output(cref, o), *b = kn_context_output(copt, o);
+    if (!a || !b) {
+      printf("skip %s: not a tensor\n", vi.name);
+      continue;
+    }
+    all_ok &= compare_one(vi.name, a, b, atol, rtol);
+  }
+  printf("%s (atol %g, rtol %g)\n", all_ok ? "PASS" : "FAIL", atol, rtol);
+  rc = all_ok ? KN_EXIT_OK : KN_EXIT_ERROR;
+done:
+  if (ins)
+    for (int32_t i = 0; i < nin; i++) kn_tensor_release(&ins[i]);
+  free(ins);
+  kn_context_free(cref);
+  kn_context_free(copt);
+  kn_model_free(ref);
+  kn_model_free(opt);
+  return rc;
+}
