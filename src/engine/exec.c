@@ -91,9 +91,27 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
   int32_t *last = kn_malloc(((size_t)nv + 1) * sizeof *last);
   kn_slot *scratch = NULL, **pin = NULL, **pout = NULL;
   int32_t max_in = 1, max_out = 1;
-  if (!env || !last) {
+  /* the memory plan (top-level graph only): plan tensor of each value */
+  const kn_mem_plan *plan = g->parent == NULL && mem->arena ? mem->plan : NULL;
+  int32_t *planned = plan ? kn_malloc(((size_t)nv + 1) * sizeof *planned) : NULL;
+  if (!env || !last || (plan && !planned)) {
     st = kn_fail(err, KN_ERR_OOM, "out of memory starting a run");
     goto done;
+  }
+  if (plan) {
+    for (int32_t v = 0; v < nv; v++) planned[v] = -1;
+    for (int32_t t = 0; t < plan->n_tensors; t++) {
+      const kn_plan_tensor *pt = &plan->tensors[t];
+      if (pt->offset < 0) continue;
+      if (pt->value < 0 || pt->value >= nv || g->values[pt->value].is_output) {
+        st = kn_fail(err, KN_ERR_INVALID_ARG,
+                     "%s: the memory plan was not made for this graph (tensor %d "
+                     "names value %d of %d)",
+                     m->label, t, pt->value, nv);
+        goto done;
+      }
+      planned[pt->value] = t;
+    }
   }
   for (int32_t v = 0; v < nv; v++) {
     last[v] = -1;
@@ -143,6 +161,7 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
       }
     if (st) break;
     st = n->op->infer(&ctx);
+    bool skip_run = false;
     for (int32_t o = 0; o < n->n_outputs && !st; o++) {
       kn_slot *s = pout[o];
       if (s->kind == KN_KIND_TENSOR && kn_shape_known(&s->t) && !s->t.data) {
@@ -151,6 +170,25 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
         uint64_t need = cnt > 0 && kn_dtype_is_valid(shape.dtype)
                             ? (uint64_t)cnt * kn_dtype_size(shape.dtype)
                             : 0;
+        int32_t pt = plan && n->outputs[o] >= 0 ? planned[n->outputs[o]] : -1;
+        if (pt >= 0 && need == plan->tensors[pt].bytes && shape.dtype != KN_DTYPE_STRING) {
+          /* a view into the arena; over its input's bytes when planned in
+             place and that input is there (it may have been allocated) */
+          const kn_plan_tensor *p = &plan->tensors[pt];
+          char *at = (char *)mem->arena + p->offset;
+          bool over = p->inplace_of >= 0 && o == 0 && n->n_inputs > 0 &&
+                      n->inputs[0] == p->inplace_of && pin[0] &&
+                      pin[0]->kind == KN_KIND_TENSOR && pin[0]->t.data == at;
+          if (!over) memset(at, 0, need);
+          s->t = shape;
+          s->t.data = at;
+          s->t.nbytes = need;
+          s->t.owned = 0;
+          /* an aliasing op's run would copy the bytes onto themselves */
+          if (over && n->op->inplace == KN_INPLACE_ALIAS && pin[0]->t.dtype == shape.dtype)
+            skip_run = true;
+          continue;
+        }
         if (need > mem->limit || mem->live > mem->limit - need) {
           char sb[128];
           st = kn_op_fail(&ctx, KN_ERR_LIMIT,
@@ -168,7 +206,7 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
                                 n->op_type, o);
       }
     }
-    if (!st) st = n->op->run(&ctx);
+    if (!st && !skip_run) st = n->op->run(&ctx);
     for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
     for (int32_t o = 0; o < n->n_outputs; o++) {
       if (n->outputs[o] < 0) kn_slot_release(&scratch[o]);
@@ -201,6 +239,7 @@ done:
     for (int32_t v = 0; v < nv; v++) env_release(mem, &env[v]);
   free(env);
   free(last);
+  free(planned);
   free(scratch);
   free(pin);
   free(pout);

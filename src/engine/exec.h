@@ -4,11 +4,22 @@
 #define KN_EXEC_H
 
 #include "ops/op.h"
+#include "plan/plan.h"
 
-/* Bytes of tensors live during a run, against a cap (shared by subgraphs). */
+/* Bytes of tensors live during a run, against a cap (shared by subgraphs),
+ * and optionally a memory plan for the top-level graph. */
 typedef struct kn_mem_budget {
   uint64_t limit;
-  uint64_t live;
+  uint64_t live; /* owned bytes only: tensors in the arena do not count */
+  /* Optional (both or neither): a plan of the top-level graph being run
+   * (kn_plan_memory on this very graph) and an arena of at least
+   * plan->arena_bytes bytes, aligned to plan->alignment.  An output whose
+   * run-time size equals its planned size is then a view into
+   * arena + offset (zeroed first, unless it is a planned in-place output
+   * over its input's bytes); any other output is allocated as without a
+   * plan.  Graph outputs are never in the arena; subgraphs ignore it. */
+  const kn_mem_plan *plan;
+  void *arena;
 } kn_mem_budget;
 
 /* Run graph g.  `inputs` has g->n_inputs entries (borrowed; NULL for an

@@ -1,5 +1,7 @@
 #include "ir.h"
 
+#include <sys/mman.h>
+
 static uint64_t hash_str(const char *s) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -68,6 +70,7 @@ void kn_ir_model_free(kn_ir_model *m) {
   for (int32_t i = 0; i < m->n_opsets; i++) free(m->opsets[i].domain);
   free(m->opsets);
   free(m->label);
+  if (m->mapping) munmap(m->mapping, m->mapping_size);
   free(m);
 }
 

@@ -106,6 +106,11 @@ typedef struct kn_ir_model {
   int32_t n_opsets;
   kn_opset *opsets;
   char *label; /* the file name used in messages */
+  /* A model read from an engine file: its constants' data point into this
+   * read-only mapping of the file (kn_engine_read), unmapped by
+   * kn_ir_model_free after the graph.  NULL otherwise. */
+  void *mapping;
+  size_t mapping_size;
 } kn_ir_model;
 
 kn_graph *kn_graph_new(kn_graph *parent);

@@ -17,6 +17,7 @@
 
 #include <math.h>
 
+#include "conv_ref.h"
 #include "ref_gemm.h"
 
 
@@ -33,15 +34,7 @@ static size_t ek_size(ekind ek) {
   return ek == EK_F64 ? sizeof(double) : ek == EK_F32 ? sizeof(float) : sizeof(int32_t);
 }
 
-typedef struct conv_geom {
-  int32_t nd;                 /* spatial dims */
-  int64_t n, c, m, group;     /* batch, input channels, output channels */
-  int64_t x_sp[KN_MAX_RANK];  /* input spatial dims */
-  int64_t y_sp[KN_MAX_RANK];  /* output spatial dims */
-  int64_t k[KN_MAX_RANK], s[KN_MAX_RANK], d[KN_MAX_RANK];
-  int64_t pb[KN_MAX_RANK], pe[KN_MAX_RANK]; /* pads, begin and end */
-  int64_t ksz, x_size, y_size; /* products of k, x_sp, y_sp */
-} conv_geom;
+typedef kn_conv_geom conv_geom;
 
 static int64_t floor_div2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
 
@@ -239,6 +232,12 @@ static kn_status conv_geometry(kn_op_ctx *ctx, const kn_tensor *x,
   return KN_OK;
 }
 
+kn_status kn_conv_geometry(kn_op_ctx *ctx, const kn_tensor *x,
+                           const kn_tensor *w, bool transpose, kn_conv_geom *g,
+                           int32_t *rout, int64_t *dout, bool *complete) {
+  return conv_geometry(ctx, x, w, transpose, g, rout, dout, complete);
+}
+
 /* One run of positions along the last spatial dim: element j (0 <= j < cnt)
  * of the patch row maps to image index start + j*step when that lies in
  * [0, limit).  Gather copies image -> col (zero outside), scatter adds
@@ -397,9 +396,11 @@ static void depthwise2d_f32(const conv_geom *g, const float *x, const float *w,
     }
 }
 
-/* y (zeroed, [n, m, y_sp]) += conv(x, w). */
-static bool conv_forward(const conv_geom *g, ekind ek, const void *xv,
-                         const void *wv, void *yv) {
+/* y (zeroed, [n, m, y_sp]) += conv(x, w); epi as kn_conv_forward_f32 (float32
+ * only). */
+static bool conv_forward_epi(const conv_geom *g, ekind ek, const void *xv,
+                             const void *wv, void *yv, kn_conv_epilogue_fn epi,
+                             void *arg) {
   size_t es = ek_size(ek);
   const char *x = xv, *w = wv;
   char *y = yv;
@@ -423,23 +424,37 @@ static bool conv_forward(const conv_geom *g, ekind ek, const void *xv,
       const char *wg = w + (size_t)(gi * mg * kdim) * es;
       char *yg = y + (size_t)((b * g->m + gi * mg) * g->y_size) * es;
       if (depthwise) {
-        for (int64_t j = 0; j < mg; j++)
+        for (int64_t j = 0; j < mg; j++) {
           depthwise2d_f32(g, (const float *)xg, (const float *)wg + j * g->ksz,
                           (float *)yg + j * g->y_size);
+          if (epi) epi(arg, (float *)y, b, gi * mg + j, 1, 0, g->y_size);
+        }
       } else if (pointwise) {
         ok = ek_gemm(ek, mg, g->y_size, cg, wg, kdim, false, xg, g->x_size, yg,
                      g->y_size);
+        if (ok && epi) epi(arg, (float *)y, b, gi * mg, mg, 0, g->y_size);
       } else {
         for (int64_t n0 = 0; n0 < g->y_size && ok; n0 += nb) {
           int64_t cnt = g->y_size - n0 < nb ? g->y_size - n0 : nb;
           patches(g, false, ek, false, (char *)xg, col, cg, n0, cnt);
           ok = ek_gemm(ek, mg, cnt, kdim, wg, kdim, false, col, cnt,
                        yg + (size_t)n0 * es, g->y_size);
+          if (ok && epi) epi(arg, (float *)y, b, gi * mg, mg, n0, cnt);
         }
       }
     }
   free(col);
   return ok;
+}
+
+static bool conv_forward(const conv_geom *g, ekind ek, const void *xv,
+                         const void *wv, void *yv) {
+  return conv_forward_epi(g, ek, xv, wv, yv, NULL, NULL);
+}
+
+bool kn_conv_forward_f32(const kn_conv_geom *g, const float *x, const float *w,
+                         float *y, kn_conv_epilogue_fn epi, void *arg) {
+  return conv_forward_epi(g, EK_F32, x, w, y, epi, arg);
 }
 
 /* y (zeroed, [n, m, y_sp]) += conv_transpose(x, w). */

@@ -76,7 +76,25 @@ typedef struct kn_op_def {
   kn_op_fn run;
   /* Estimated FLOPs of one run after infer (NULL: one per output element). */
   double (*flops)(const kn_op_ctx *ctx);
+  /* Output 0 may share input 0's buffer when their sizes are equal (the
+   * memory planner's in-place reuse): one of KN_INPLACE_* below. */
+  uint8_t inplace;
 } kn_op_def;
+
+/* Op tables list kn_op_def fields in order and leave trailing ones they do
+ * not need (flops, inplace, fields added later) out, which reads them as
+ * zero: -Wextra's missing-field-initializers would flag every such row. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+/* kn_op_def.inplace */
+#define KN_INPLACE_NONE 0
+/* Elementwise: run reads element i of input 0 before writing element i of
+ * output 0, so both may be one buffer. */
+#define KN_INPLACE_ELEMWISE 1
+/* Pure aliasing: output 0 holds input 0's bytes unchanged (Reshape and the
+ * like); run only copies them, so the executor skips it when the two
+ * buffers are the same. */
+#define KN_INPLACE_ALIAS 2
 
 /* Registry (src/ops/registry.c) */
 const kn_op_def *kn_op_find(const char *domain, const char *name);

@@ -602,15 +602,15 @@ static kn_status eyelike_run(kn_op_ctx *ctx) {
 /* ---- table -------------------------------------------------------------- */
 
 const kn_op_def kn_ops_shape[] = {
-    {"Reshape", NULL, 1, 2, 1, 1, 1, 21, reshape_infer, copy_run, no_flops},
-    {"Flatten", NULL, 1, 1, 1, 1, 1, 21, flatten_infer, copy_run, no_flops},
-    {"Squeeze", NULL, 1, 2, 1, 1, 1, 21, squeeze_infer, copy_run, no_flops},
-    {"Unsqueeze", NULL, 1, 2, 1, 1, 1, 21, unsqueeze_infer, copy_run, no_flops},
+    {"Reshape", NULL, 1, 2, 1, 1, 1, 21, reshape_infer, copy_run, no_flops, KN_INPLACE_ALIAS},
+    {"Flatten", NULL, 1, 1, 1, 1, 1, 21, flatten_infer, copy_run, no_flops, KN_INPLACE_ALIAS},
+    {"Squeeze", NULL, 1, 2, 1, 1, 1, 21, squeeze_infer, copy_run, no_flops, KN_INPLACE_ALIAS},
+    {"Unsqueeze", NULL, 1, 2, 1, 1, 1, 21, unsqueeze_infer, copy_run, no_flops, KN_INPLACE_ALIAS},
     {"Shape", NULL, 1, 1, 1, 1, 1, 21, shape_infer, shape_run, no_flops},
     {"Size", NULL, 1, 1, 1, 1, 1, 21, size_infer, size_run, no_flops},
     {"ConstantOfShape", NULL, 1, 1, 1, 1, 9, 21, cos_infer, cos_run, no_flops},
     {"Range", NULL, 3, 3, 1, 1, 11, 21, range_infer, range_run, NULL},
-    {"Identity", NULL, 1, 1, 1, 1, 1, 21, identity_infer, identity_run, no_flops},
+    {"Identity", NULL, 1, 1, 1, 1, 1, 21, identity_infer, identity_run, no_flops, KN_INPLACE_ALIAS},
     {"EyeLike", NULL, 1, 1, 1, 1, 9, 21, eyelike_infer, eyelike_run, no_flops},
     KN_OP_END,
 };

@@ -412,9 +412,10 @@ static kn_status clip_run(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-#define UN(NAME, SINCE) {NAME, NULL, 1, 1, 1, 1, SINCE, 22, un_infer, un_run, NULL}
+#define UN(NAME, SINCE)                                                        \
+  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, un_infer, un_run, NULL, KN_INPLACE_ELEMWISE}
 #define PRED(NAME, SINCE)                                                      \
-  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, pred_infer, pred_run, NULL}
+  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, pred_infer, pred_run, NULL, KN_INPLACE_ELEMWISE}
 
 const kn_op_def kn_ops_unary[] = {
     UN("Abs", 1),
@@ -457,6 +458,6 @@ const kn_op_def kn_ops_unary[] = {
     PRED("IsInf", 10),
     PRED("Not", 1),
     PRED("BitwiseNot", 18),
-    {"Clip", NULL, 1, 3, 1, 1, 1, 22, clip_infer, clip_run, NULL},
+    {"Clip", NULL, 1, 3, 1, 1, 1, 22, clip_infer, clip_run, NULL, KN_INPLACE_ELEMWISE},
     KN_OP_END,
 };

@@ -31,4 +31,28 @@ typedef struct kn_mem_plan {
   uint32_t alignment;         /* every offset is a multiple of it (64) */
 } kn_mem_plan;
 
+/* Plan the top-level graph g (steps: its nodes in order).  Tensors are
+ * the values its nodes produce, except graph outputs; those whose static
+ * type is fully known (a tensor, not a string, every dim >= 0, non-empty)
+ * get an offset, the rest -1.  A tensor's lifetime runs from the step that
+ * makes it to the last that reads it (subgraph reads included).  An op with
+ * kn_op_def.inplace set writes output 0 over input 0 when input 0 is a
+ * planned intermediate read last by that step, read by no other input
+ * slot of it, and of equal size.  lower_bound_bytes counts such a pair
+ * once.  workspace_cap 0: no cap; otherwise an arena above it fails with
+ * KN_ERR_LIMIT saying by how much.  On success *out is owned by the caller
+ * (kn_mem_plan_free); on failure it is left empty. */
+kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan *out,
+                         kn_error *err) KN_WUR;
+void kn_mem_plan_free(kn_mem_plan *p);
+
+/* True when the plan is sound: every planned tensor is aligned and inside
+ * the arena, and no two tensors live at one step share a byte, except a
+ * declared in-place pair (same offset and size, meeting at one step).
+ * Otherwise false, with the first problem written to why. */
+bool kn_plan_check(const kn_mem_plan *p, char *why, size_t wl);
+
+/* One line per tensor (name, bytes, lifetime, offset), after a summary. */
+void kn_plan_print(const kn_mem_plan *p, const kn_graph *g, FILE *f);
+
 #endif
