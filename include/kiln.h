@@ -114,8 +114,9 @@ kn_status kn_tensor_write_npy(const char *path, const kn_tensor *t,
 
 typedef struct kn_model kn_model;
 
-/* Load an ONNX model; external data is resolved relative to the model's
- * folder and refused when it points outside it. */
+/* Load an ONNX model or a kiln engine file (told apart by their first
+ * bytes).  ONNX external data is resolved relative to the model's folder
+ * and refused when it points outside it. */
 kn_status kn_model_load(const char *path, kn_model **out, kn_error *err)
     __attribute__((warn_unused_result));
 /* Same from memory.  `base_dir` (may be NULL) resolves external data;
@@ -145,7 +146,11 @@ kn_status kn_model_output_info(const kn_model *model, int32_t index,
 
 /* Summary used by `kiln inspect`.  Dynamic dimensions count as 1. */
 typedef struct kn_model_stats {
-  int64_t nodes;          /* top-level nodes (subgraphs not counted) */
+  int64_t nodes;          /* top-level nodes, i.e. steps once built */
+  int64_t onnx_nodes;     /* top-level nodes as imported (-1: an engine) */
+  uint64_t arena_bytes;   /* activation arena of the memory plan (0: not built) */
+  uint64_t lower_bound_bytes; /* most bytes live at any one step */
+  uint64_t naive_activation_bytes; /* sum of all planned intermediates */
   int64_t params;         /* elements in initializers and Constant nodes */
   int64_t param_bytes;
   double flops;           /* estimated for one run, 1 multiply-add = 2 */
@@ -187,6 +192,11 @@ void kn_build_options_init(kn_build_options *o);
  * workspace too small for the plan. */
 kn_status kn_model_build(kn_model *model, const kn_build_options *options,
                          kn_error *err) __attribute__((warn_unused_result));
+
+/* Write a built model as an engine file (docs/ENGINE_FORMAT.md):
+ * kn_model_load reads it back in milliseconds, weights mapped, not copied. */
+kn_status kn_model_save(const kn_model *model, const char *path, kn_error *err)
+    __attribute__((warn_unused_result));
 
 /* ---- running ----------------------------------------------------------- */
 

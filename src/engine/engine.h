@@ -4,11 +4,21 @@
 #define KN_ENGINE_H
 
 #include "exec.h"
+#include "format.h"
 
 struct kn_model {
   kn_ir_model *ir;
   int32_t n_inputs;  /* graph inputs not backed by an initializer */
   int32_t *inputs;   /* indices into ir->graph->inputs */
+  kn_mem_plan plan;  /* of the top-level graph; n_tensors 0 until built */
+  bool built;        /* optimized and planned (kn_model_build or an engine) */
+  bool from_engine;  /* loaded from an engine file */
+  int64_t onnx_nodes; /* top-level nodes as imported */
+  kn_engine_info info;  /* engines: what the header said */
+  /* the build configuration, recorded in engine files */
+  int32_t n_shapes, n_disabled;
+  char **shapes, **disabled;
+  uint64_t workspace;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);

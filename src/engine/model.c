@@ -13,9 +13,49 @@ struct kn_context {
   kn_slot *outputs; /* owned, one per graph output */
   bool ran;
   uint64_t mem_limit;
+  void *arena; /* model->plan.arena_bytes, 64-byte aligned */
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
+
+static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err);
+
+static void free_strings(char **v, int32_t n) {
+  for (int32_t i = 0; v && i < n; i++) free(v[i]);
+  free(v);
+}
+
+static char **dup_strings(const char *const *v, int32_t n) {
+  char **d = kn_calloc((size_t)n + 1, sizeof *d);
+  for (int32_t i = 0; d && i < n; i++)
+    if (!(d[i] = kn_strdup(v[i]))) {
+      free_strings(d, i);
+      return NULL;
+    }
+  return d;
+}
+
+static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
+  kn_ir_model *ir;
+  kn_mem_plan plan;
+  kn_engine_info info;
+  memset(&plan, 0, sizeof plan);
+  memset(&info, 0, sizeof info);
+  kn_status st = kn_engine_read(path, &ir, &plan, &info, err);
+  if (st) return st;
+  st = finish_model(ir, out, err);
+  if (st) {
+    free(plan.tensors);
+    kn_engine_info_free(&info);
+    return st;
+  }
+  (*out)->plan = plan;
+  (*out)->built = true;
+  (*out)->from_engine = true;
+  (*out)->info = info;
+  (*out)->onnx_nodes = -1;
+  return KN_OK;
+}
 
 static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err) {
   kn_status st = kn_ops_prepare(ir, err);
@@ -32,6 +72,7 @@ static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err) {
     return kn_fail(err, KN_ERR_OOM, "out of memory");
   }
   m->ir = ir;
+  m->onnx_nodes = g->n_nodes;
   for (int32_t i = 0; i < g->n_inputs; i++)
     if (!g->values[g->inputs[i]].constant) m->inputs[m->n_inputs++] = i;
   *out = m;
@@ -49,6 +90,7 @@ kn_status kn_model_load_buffer(const void *data, size_t size, const char *base_d
 
 kn_status kn_model_load(const char *path, kn_model **out, kn_error *err) {
   *out = NULL;
+  if (kn_engine_is_file(path)) return load_engine(path, out, err);
   void *buf;
   size_t size;
   kn_status st = kn_read_whole_file(path, &buf, &size, err);
@@ -68,6 +110,10 @@ void kn_model_free(kn_model *m) {
   if (!m) return;
   kn_ir_model_free(m->ir);
   free(m->inputs);
+  kn_mem_plan_free(&m->plan);
+  kn_engine_info_free(&m->info);
+  free_strings(m->shapes, m->n_shapes);
+  free_strings(m->disabled, m->n_disabled);
   free(m);
 }
 
@@ -152,6 +198,13 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     kn_build_options_init(&dflt);
     o = &dflt;
   }
+  if (m->from_engine) {
+    if (o->n_shapes || o->n_disabled_passes || o->workspace)
+      return kn_fail(err, KN_ERR_INVALID_ARG,
+                     "%s is an engine: it was built already; build options apply to a model",
+                     m->ir->label);
+    return KN_OK;
+  }
   for (int32_t i = 0; i < o->n_shapes; i++) {
     kn_status st = apply_shape(m, o->shapes[i], err);
     if (st) return st;
@@ -165,7 +218,32 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     st = kn_optimize(m->ir, &oo, err);
     if (st) return st;
   }
+  kn_mem_plan_free(&m->plan);
+  st = kn_plan_memory(m->ir->graph, o->workspace, &m->plan, err);
+  if (st) {
+    kn_error_prefix(err, "%s", m->ir->label);
+    return st;
+  }
+  free_strings(m->shapes, m->n_shapes);
+  free_strings(m->disabled, m->n_disabled);
+  m->shapes = dup_strings(o->shapes, o->n_shapes);
+  m->disabled = dup_strings(o->disabled_passes, o->n_disabled_passes);
+  m->n_shapes = m->shapes ? o->n_shapes : 0;
+  m->n_disabled = m->disabled ? o->n_disabled_passes : 0;
+  m->workspace = o->workspace;
+  m->built = true;
   return KN_OK;
+}
+
+kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
+  if (!m->built)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: build the model before saving an engine",
+                   m->ir->label);
+  kn_engine_config cfg = {.n_shapes = m->n_shapes, .shapes = (const char *const *)m->shapes,
+                          .n_disabled_passes = m->n_disabled,
+                          .disabled_passes = (const char *const *)m->disabled,
+                          .workspace_bytes = m->workspace};
+  return kn_engine_write(m->ir, &m->plan, &cfg, path, err);
 }
 
 kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) {
@@ -196,6 +274,7 @@ void kn_context_free(kn_context *c) {
   free(c->inputs);
   free(c->bound);
   free(c->outputs);
+  free(c->arena);
   free(c);
 }
 
@@ -304,6 +383,25 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
   }
   c->ran = false;
   kn_mem_budget mem = {.limit = c->mem_limit, .live = 0};
+  if (m->plan.n_tensors && m->plan.arena_bytes) {
+    if (!c->arena) {
+      if (m->plan.arena_bytes > c->mem_limit) {
+        free(in);
+        return kn_fail(err, KN_ERR_LIMIT,
+                       "%s: the plan's arena of %llu bytes exceeds the run's memory limit",
+                       m->ir->label, (unsigned long long)m->plan.arena_bytes);
+      }
+      size_t bytes = (size_t)((m->plan.arena_bytes + 63) & ~(uint64_t)63);
+      c->arena = aligned_alloc(64, bytes);
+      if (!c->arena) {
+        free(in);
+        return kn_fail(err, KN_ERR_OOM, "%s: out of memory allocating a %zu-byte arena",
+                       m->ir->label, bytes);
+      }
+    }
+    mem.plan = &m->plan;
+    mem.arena = c->arena;
+  }
   kn_status st = kn_exec_graph(m->ir, g, NULL, in, c->outputs, &mem, err);
   free(in);
   if (!st) c->ran = true;

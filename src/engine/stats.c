@@ -6,6 +6,10 @@ kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out, kn_erro
   const kn_graph *g = m->graph;
   memset(out, 0, sizeof *out);
   out->nodes = g->n_nodes;
+  out->onnx_nodes = model->onnx_nodes;
+  out->arena_bytes = model->plan.arena_bytes;
+  out->lower_bound_bytes = model->plan.lower_bound_bytes;
+  out->naive_activation_bytes = model->plan.naive_bytes;
   out->ir_version = m->ir_version;
   out->opset = kn_ir_model_opset(m, "");
   for (int32_t v = 0; v < g->n_values; v++)

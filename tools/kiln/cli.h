@@ -28,6 +28,10 @@ int kn_cmd_run(int argc, char **argv);
 void kn_cmd_run_usage(FILE *f);
 int kn_cmd_inspect(int argc, char **argv);
 void kn_cmd_inspect_usage(FILE *f);
+int kn_cmd_build(int argc, char **argv);
+void kn_cmd_build_usage(FILE *f);
+/* One line per optimization pass (name and summary), in run order. */
+void kn_cli_print_passes(FILE *f);
 int kn_cmd_compare(int argc, char **argv);
 void kn_cmd_compare_usage(FILE *f);
 int kn_cmd_ops(int argc, char **argv);

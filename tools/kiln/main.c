@@ -1,5 +1,6 @@
 /* kiln: the command-line tool.  Subcommands are listed once, here. */
 #include "cli.h"
+#include "passes/pass.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -8,6 +9,8 @@ static const kn_cli_cmd commands[] = {
     {"run", "run a model on inputs and write its outputs", kn_cmd_run, kn_cmd_run_usage},
     {"inspect", "describe a model: inputs, outputs, ops, parameters, FLOPs",
      kn_cmd_inspect, kn_cmd_inspect_usage},
+    {"build", "optimize a model, plan its memory, write an engine file", kn_cmd_build,
+     kn_cmd_build_usage},
     {"compare", "compare the optimized engine with the reference path", kn_cmd_compare,
      kn_cmd_compare_usage},
     {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
@@ -27,6 +30,11 @@ static void put_sanitized(const char *s, FILE *f) {
     if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
     else fputc(*p, f);
   }
+}
+
+void kn_cli_print_passes(FILE *f) {
+  for (int32_t i = 0; i < kn_n_passes; i++)
+    fprintf(f, "  %-14s %s\n", kn_passes[i].name, kn_passes[i].summary);
 }
 
 int kn_cli_error(const kn_error *err) {
