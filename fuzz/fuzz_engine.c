@@ -28,8 +28,9 @@ static void run_loaded(kn_ir_model *ir) {
     int64_t dims[KN_MAX_RANK], total = 1;
     for (int32_t d = 0; d < vi.rank; d++) {
       dims[d] = vi.dims[d] < 0 ? 1 : vi.dims[d];
-      total *= dims[d] > 0 ? dims[d] : 1;
-      if (total > (1 << 16)) ok = false; /* keep runs small */
+      if (dims[d] > (1 << 16)) ok = false; /* keep runs small */
+      total *= ok && dims[d] > 0 ? dims[d] : 1;
+      if (total > (1 << 16)) ok = false;
     }
     if (!ok || kn_tensor_alloc(&ins[i], vi.dtype, vi.rank, dims, &err) != KN_OK) {
       ok = false;

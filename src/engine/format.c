@@ -1243,10 +1243,13 @@ void kn_engine_info_free(kn_engine_info *info) {
 }
 
 bool kn_engine_is_file(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO must not block here; only regular files qualify */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
+  struct stat sb;
   uint8_t magic[8];
-  bool ok = read(fd, magic, 8) == 8 && memcmp(magic, KN_ENGINE_MAGIC, 8) == 0;
+  bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, magic, 8) == 8 &&
+            memcmp(magic, KN_ENGINE_MAGIC, 8) == 0;
   close(fd);
   return ok;
 }

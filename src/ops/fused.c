@@ -365,10 +365,11 @@ static kn_status fgemm_infer(kn_op_ctx *ctx) {
 }
 
 /* Rows of the output finished per block: the epilogue then runs on about
- * 64 KiB of output still in cache. */
+ * 64 KiB of output still in cache, but at least 64 rows, so that packing B
+ * again for each block stays a small part of the work. */
 static int64_t gemm_block_rows(int64_t n) {
   int64_t r = ((int64_t)16 << 10) / (n > 0 ? n : 1);
-  return r < 8 ? 8 : r;
+  return r < 64 ? 64 : r;
 }
 
 static kn_status fgemm_run(kn_op_ctx *ctx) {

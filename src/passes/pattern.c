@@ -170,6 +170,12 @@ int32_t kn_pat_replace(kn_pat *p, const int32_t *nodes, int32_t n, int32_t name_
     kn_fail(err, KN_ERR_OOM, "out of memory adding a %s node", op);
     return -1;
   }
+  /* the new node is named after name_from; it covers the others too */
+  for (int32_t i = 0; i < n; i++)
+    if (nodes[i] != name_from && !kn_node_add_covers(&p->g->nodes[idx], &p->g->nodes[nodes[i]])) {
+      kn_fail(err, KN_ERR_OOM, "out of memory adding a %s node", op);
+      return -1;
+    }
   for (int32_t i = 0; i < n; i++) p->g->nodes[nodes[i]].dead = true;
   if (kn_pat_refresh(p, err)) return -1;
   return idx;

@@ -57,7 +57,8 @@ kn_dtype kn_pat_dtype(const kn_graph *g, int32_t v);
 /* Replace the pattern nodes[0..n) by one new node `op` (domain "" or
  * KN_DOMAIN) reading in[0..n_in) and writing `out` (the value the pattern's
  * last node wrote, so its readers and name stay), named after node
- * `name_from`; marks the pattern dead and recounts readers.  Returns the
+ * `name_from` (one of nodes[]) and covering all of them (kn_node_add_covers);
+ * marks the pattern dead and recounts readers.  Returns the
  * new node's index, or -1 after failing with KN_ERR_OOM in err. */
 int32_t kn_pat_replace(kn_pat *p, const int32_t *nodes, int32_t n, int32_t name_from,
                        const char *op, const char *domain, int32_t n_in, const int32_t *in,
