@@ -198,6 +198,26 @@ kn_status kn_model_build(kn_model *model, const kn_build_options *options,
 kn_status kn_model_save(const kn_model *model, const char *path, kn_error *err)
     __attribute__((warn_unused_result));
 
+/* One step of a model: a node of its (optimized, once built) graph. */
+typedef struct kn_step_info {
+  const char *name;
+  const char *op;       /* op type, e.g. "FusedConv" */
+  const char *domain;   /* "" for ONNX ops, "kiln" for fused ones */
+  const char *covers;   /* the ONNX node names it computes, comma-separated */
+  const char *tactic;   /* the kernel that runs it */
+  int32_t n_outputs;
+  kn_value_info outputs[4]; /* the first (up to) four outputs */
+  double flops;
+  uint64_t bytes_read, bytes_written; /* tensor inputs and outputs */
+} kn_step_info;
+
+int32_t kn_model_step_count(const kn_model *model);
+kn_status kn_model_step_info(const kn_model *model, int32_t index, kn_step_info *out);
+/* Engine format version of a model loaded from an engine (0 otherwise),
+ * and the format version this kiln writes. */
+uint32_t kn_model_format_version(const kn_model *model);
+uint32_t kn_engine_format_version(void);
+
 /* ---- running ----------------------------------------------------------- */
 
 typedef struct kn_context kn_context;

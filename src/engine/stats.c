@@ -56,3 +56,34 @@ void kn_model_op_histogram(const kn_model *model,
   for (int32_t k = 0; k < n; k++) fn(h[k].op, h[k].count, arg);
   free(h);
 }
+
+int32_t kn_model_step_count(const kn_model *model) { return model->ir->graph->n_nodes; }
+
+kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out) {
+  const kn_graph *g = model->ir->graph;
+  if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
+  const kn_node *n = &g->nodes[i];
+  memset(out, 0, sizeof *out);
+  out->name = n->name;
+  out->op = n->op_type;
+  out->domain = n->domain;
+  out->covers = n->covers ? n->covers : n->name;
+  out->tactic = "reference";
+  for (int32_t o = 0; o < n->n_outputs && out->n_outputs < 4; o++) {
+    if (n->outputs[o] < 0) continue;
+    const kn_value *v = &g->values[n->outputs[o]];
+    kn_value_info *vi = &out->outputs[out->n_outputs++];
+    vi->name = v->name;
+    vi->dtype = v->type.dtype;
+    vi->rank = v->type.kind == KN_KIND_TENSOR ? v->type.rank : -1;
+    for (int32_t d = 0; d < vi->rank && d < KN_MAX_RANK; d++) vi->dims[d] = v->type.dims[d];
+  }
+  kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
+  return KN_OK;
+}
+
+uint32_t kn_model_format_version(const kn_model *model) {
+  return model->from_engine ? model->info.format_version : 0;
+}
+
+uint32_t kn_engine_format_version(void) { return KN_ENGINE_FORMAT_VERSION; }

@@ -121,6 +121,12 @@ kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g,
 kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim,
                                 double *flops, kn_error *err) KN_WUR;
 
+/* Static cost of node `i` of the top-level graph from its values' inferred
+ * types: FLOPs (as kn_ops_estimate_flops counts them) and the bytes of its
+ * tensor inputs and outputs (unknown sizes count 0). */
+void kn_ops_node_cost(const kn_ir_model *m, int32_t i, double *flops,
+                      uint64_t *bytes_read, uint64_t *bytes_written);
+
 /* ---- helpers for op implementations (src/ops/op_util.c) ----------------- */
 
 /* Fail with "node 'N' (Op): <message>". */

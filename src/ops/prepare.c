@@ -241,3 +241,52 @@ kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim, double *f
   free(vals);
   return st;
 }
+
+static uint64_t type_bytes(const kn_type *t) {
+  if (t->kind != KN_KIND_TENSOR || t->rank < 0 || !kn_dtype_is_valid(t->dtype)) return 0;
+  int64_t n = kn_shape_numel(t->rank, t->dims);
+  return n < 0 ? 0 : (uint64_t)n * kn_dtype_size(t->dtype);
+}
+
+void kn_ops_node_cost(const kn_ir_model *m, int32_t i, double *flops, uint64_t *bytes_read,
+                      uint64_t *bytes_written) {
+  const kn_graph *g = m->graph;
+  const kn_node *n = &g->nodes[i];
+  *flops = 0;
+  *bytes_read = *bytes_written = 0;
+  kn_slot *in = kn_calloc((size_t)n->n_inputs + 1, sizeof *in);
+  kn_slot **pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *pin);
+  kn_slot *out = kn_calloc((size_t)n->n_outputs + 1, sizeof *out);
+  kn_slot **pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *pout);
+  if (in && pin && out && pout) {
+    for (int32_t k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) {
+        slot_from_value(&g->values[n->inputs[k]], &in[k]);
+        pin[k] = &in[k];
+        *bytes_read += type_bytes(&g->values[n->inputs[k]].type);
+      }
+    for (int32_t o = 0; o < n->n_outputs; o++) {
+      out[o].t.rank = -1;
+      pout[o] = &out[o];
+      if (n->outputs[o] >= 0) *bytes_written += type_bytes(&g->values[n->outputs[o]].type);
+    }
+    kn_error scratch;
+    kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
+                     .n_out = n->n_outputs, .out = pout, .static_infer = true,
+                     .err = &scratch, .label = m->label};
+    if (n->op && n->op->infer(&ctx) == KN_OK) {
+      if (n->op->flops) {
+        *flops = n->op->flops(&ctx);
+      } else {
+        for (int32_t o = 0; o < n->n_outputs; o++)
+          if (out[o].kind == KN_KIND_TENSOR && kn_shape_known(&out[o].t))
+            *flops += (double)kn_tensor_numel(&out[o].t);
+      }
+    }
+    for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
+  }
+  free(in);
+  free(pin);
+  free(out);
+  free(pout);
+}

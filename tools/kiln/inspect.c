@@ -1,30 +1,112 @@
-/* kiln inspect MODEL: inputs, outputs, op histogram, parameters, FLOPs. */
+/* kiln inspect MODEL|ENGINE [--json] [--shape NAME=DIMS]...: inputs,
+ * outputs, the ONNX op histogram, parameters, FLOPs, and the steps of the
+ * optimized engine with their memory plan. */
 #include "cli.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
+#define MAX_OPTS 256
+
 void kn_cmd_inspect_usage(FILE *f) {
-  fprintf(f, "usage: kiln inspect MODEL\n\n"
-             "Prints the model's inputs and outputs (shapes, dtypes, symbolic dims), the\n"
-             "op histogram, parameter count and bytes, and an estimate of the FLOPs of\n"
-             "one run (a multiply-add counts 2; dynamic dimensions count as 1).\n");
+  fprintf(f,
+          "usage: kiln inspect MODEL|ENGINE [--json] [--shape NAME=DIMS]... [--no-optimize]\n\n"
+          "Prints the model's inputs and outputs (shapes, dtypes, symbolic dims), the ONNX\n"
+          "op histogram, parameter count and bytes, an estimate of the FLOPs of one run\n"
+          "(a multiply-add counts 2; dynamic dimensions count as 1 unless --shape fixes\n"
+          "them), and the steps of the optimized engine (an ONNX model is built in\n"
+          "memory with the default options, or --no-optimize) with the ONNX nodes each\n"
+          "covers, its kernel, output shapes, FLOPs and bytes, and the memory plan:\n"
+          "arena, lower bound (most bytes live at one step) and unplanned total.\n"
+          "--json prints one JSON object instead (keys: onnx_nodes, steps, weights_bytes,\n"
+          "arena_bytes, naive_activation_bytes, lower_bound_bytes, format_version,\n"
+          "flops, inputs, outputs, step_list).\n");
+}
+
+/* ---- JSON helpers ------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+    else fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+static void json_value(FILE *f, const kn_value_info *vi) {
+  fprintf(f, "{\"name\": ");
+  json_str(f, vi->name);
+  fprintf(f, ", \"dtype\": ");
+  json_str(f, vi->dtype ? kn_dtype_name(vi->dtype) : "unknown");
+  fprintf(f, ", \"shape\": ");
+  if (vi->rank < 0) {
+    fprintf(f, "null}");
+    return;
+  }
+  fprintf(f, "[");
+  for (int32_t d = 0; d < vi->rank; d++) {
+    if (d) fprintf(f, ", ");
+    if (vi->dims[d] >= 0) fprintf(f, "%lld", (long long)vi->dims[d]);
+    else json_str(f, vi->dim_params[d] ? vi->dim_params[d] : "?");
+  }
+  fprintf(f, "]}");
+}
+
+static void json_covers(FILE *f, const char *covers) {
+  fprintf(f, "[");
+  const char *p = covers;
+  for (bool first = true; p && *p; first = false) {
+    const char *c = strchr(p, ',');
+    size_t n = c ? (size_t)(c - p) : strlen(p);
+    char *one = strndup(p, n);
+    if (!first) fprintf(f, ", ");
+    json_str(f, one);
+    free(one);
+    p = c ? c + 1 : NULL;
+  }
+  fprintf(f, "]");
+}
+
+/* ---- text helpers ------------------------------------------------------- */
+
+static void shape_text(const kn_value_info *vi, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = 0;
+  if (vi->rank < 0) {
+    snprintf(buf, n, "?");
+    return;
+  }
+  for (int32_t d = 0; d < vi->rank && o < n; d++) {
+    int w = vi->dims[d] >= 0
+                ? snprintf(buf + o, n - o, "%s%lld", d ? "x" : "", (long long)vi->dims[d])
+                : snprintf(buf + o, n - o, "%s%s", d ? "x" : "",
+                           vi->dim_params[d] ? vi->dim_params[d] : "?");
+    if (w < 0) break;
+    o += (size_t)w;
+  }
+  if (vi->rank == 0) snprintf(buf, n, "scalar");
 }
 
 static void print_value(const kn_value_info *vi) {
-  printf("  %-24s %-8s [", vi->name, vi->dtype ? kn_dtype_name(vi->dtype) : "?");
-  if (vi->rank < 0) printf("unknown rank");
-  for (int32_t d = 0; d < vi->rank; d++) {
-    if (d) printf(", ");
-    if (vi->dims[d] >= 0) printf("%lld", (long long)vi->dims[d]);
-    else printf("%s", vi->dim_params[d] ? vi->dim_params[d] : "?");
-  }
-  printf("]\n");
+  char s[256];
+  shape_text(vi, s, sizeof s);
+  printf("  %-24s %-8s [%s]\n", vi->name, vi->dtype ? kn_dtype_name(vi->dtype) : "?", s);
 }
 
-static void print_op(const char *op, int64_t count, void *arg) {
-  (void)arg;
-  printf("  %-24s %lld\n", op, (long long)count);
+typedef struct hist {
+  const char *op[512];
+  int64_t count[512];
+  int n;
+} hist;
+
+static void collect_op(const char *op, int64_t count, void *arg) {
+  hist *h = arg;
+  if (h->n == 512) return;
+  h->op[h->n] = strdup(op);
+  h->count[h->n++] = count;
 }
 
 static const char *human(double v, char *buf, size_t n, const char *unit) {
@@ -40,46 +122,140 @@ static const char *human(double v, char *buf, size_t n, const char *unit) {
 
 int kn_cmd_inspect(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("inspect");
-  const char *path = NULL;
+  const char *path = NULL, *shapes[MAX_OPTS];
+  int n_shapes = 0;
+  bool json = false;
+  kn_build_options bo;
+  kn_build_options_init(&bo);
   for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-') return kn_cli_usage(cmd, "unknown option '%s'", argv[i]);
-    if (path) return kn_cli_usage(cmd, "unexpected argument '%s'", argv[i]);
-    path = argv[i];
+    if (!strcmp(argv[i], "--json")) json = true;
+    else if (!strcmp(argv[i], "--no-optimize")) bo.no_optimize = 1;
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+      if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
+      shapes[n_shapes++] = argv[++i];
+    } else if (argv[i][0] == '-') return kn_cli_usage(cmd, "unknown option '%s'", argv[i]);
+    else if (path) return kn_cli_usage(cmd, "unexpected argument '%s'", argv[i]);
+    else path = argv[i];
   }
   if (!path) return kn_cli_usage(cmd, "MODEL is required");
+  bo.shapes = shapes;
+  bo.n_shapes = n_shapes;
   kn_error err = {0};
   kn_model *m = NULL;
   if (kn_model_load(path, &m, &err)) return kn_cli_error(&err);
+  hist h = {.n = 0};
+  bool engine = kn_model_format_version(m) != 0;
+  if (!engine) kn_model_op_histogram(m, collect_op, &h); /* before optimizing */
   kn_model_stats st;
-  if (kn_model_stats_get(m, &st, &err)) {
-    kn_model_free(m);
-    return kn_cli_error(&err);
+  int rc = KN_EXIT_OK;
+  if (kn_model_build(m, &bo, &err) || kn_model_stats_get(m, &st, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  int32_t nin = kn_model_input_count(m), nout = kn_model_output_count(m);
+  int32_t nsteps = kn_model_step_count(m);
+  uint32_t fmt = engine ? kn_model_format_version(m) : kn_engine_format_version();
+  if (json) {
+    printf("{\"model\": ");
+    json_str(stdout, path);
+    printf(", \"format_version\": %u, \"ir_version\": %lld, \"opset\": %lld", fmt,
+           (long long)st.ir_version, (long long)st.opset);
+    if (st.onnx_nodes >= 0) printf(", \"onnx_nodes\": %lld", (long long)st.onnx_nodes);
+    else printf(", \"onnx_nodes\": null");
+    printf(", \"steps\": %d, \"params\": %lld, \"weights_bytes\": %lld, \"flops\": %.0f",
+           nsteps, (long long)st.params, (long long)st.param_bytes, st.flops);
+    printf(", \"arena_bytes\": %llu, \"lower_bound_bytes\": %llu, "
+           "\"naive_activation_bytes\": %llu",
+           (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
+           (unsigned long long)st.naive_activation_bytes);
+    printf(", \"inputs\": [");
+    for (int32_t i = 0; i < nin; i++) {
+      kn_value_info vi;
+      if (kn_model_input_info(m, i, &vi)) continue;
+      printf(i ? ", " : "");
+      json_value(stdout, &vi);
+    }
+    printf("], \"outputs\": [");
+    for (int32_t i = 0; i < nout; i++) {
+      kn_value_info vi;
+      if (kn_model_output_info(m, i, &vi)) continue;
+      printf(i ? ", " : "");
+      json_value(stdout, &vi);
+    }
+    printf("], \"onnx_ops\": {");
+    for (int k = 0; k < h.n; k++) {
+      printf(k ? ", " : "");
+      json_str(stdout, h.op[k]);
+      printf(": %lld", (long long)h.count[k]);
+    }
+    printf("}, \"step_list\": [");
+    for (int32_t i = 0; i < nsteps; i++) {
+      kn_step_info si;
+      if (kn_model_step_info(m, i, &si)) continue;
+      printf("%s\n  {\"name\": ", i ? "," : "");
+      json_str(stdout, si.name);
+      printf(", \"op\": ");
+      json_str(stdout, si.op);
+      printf(", \"domain\": ");
+      json_str(stdout, si.domain);
+      printf(", \"onnx_nodes\": ");
+      json_covers(stdout, si.covers);
+      printf(", \"tactic\": ");
+      json_str(stdout, si.tactic);
+      printf(", \"outputs\": [");
+      for (int32_t o = 0; o < si.n_outputs; o++) {
+        printf(o ? ", " : "");
+        json_value(stdout, &si.outputs[o]);
+      }
+      printf("], \"flops\": %.0f, \"bytes_read\": %llu, \"bytes_written\": %llu}", si.flops,
+             (unsigned long long)si.bytes_read, (unsigned long long)si.bytes_written);
+    }
+    printf("\n]}\n");
+    goto done;
   }
   char b1[32], b2[32], b3[32];
-  printf("model: %s (IR version %lld, opset %lld)\n", path, (long long)st.ir_version,
-         (long long)st.opset);
+  printf("%s: %s (IR version %lld, opset %lld)\n", engine ? "engine" : "model", path,
+         (long long)st.ir_version, (long long)st.opset);
+  if (engine) printf("engine format version %u\n", fmt);
   printf("inputs:\n");
-  for (int32_t i = 0; i < kn_model_input_count(m); i++) {
+  for (int32_t i = 0; i < nin; i++) {
     kn_value_info vi;
     if (kn_model_input_info(m, i, &vi) == KN_OK) print_value(&vi);
   }
   printf("outputs:\n");
-  for (int32_t i = 0; i < kn_model_output_count(m); i++) {
+  for (int32_t i = 0; i < nout; i++) {
     kn_value_info vi;
     if (kn_model_output_info(m, i, &vi) == KN_OK) print_value(&vi);
   }
-  printf("ops (%lld nodes):\n", (long long)st.nodes);
-  kn_model_op_histogram(m, print_op, NULL);
+  if (!engine) {
+    printf("ONNX ops (%lld nodes):\n", (long long)st.onnx_nodes);
+    for (int k = 0; k < h.n; k++) printf("  %-24s %lld\n", h.op[k], (long long)h.count[k]);
+  }
   printf("parameters: %s (%lld), %s\n", human((double)st.params, b1, sizeof b1, ""),
          (long long)st.params, human((double)st.param_bytes, b2, sizeof b2, "B"));
   bool dynamic = false;
-  for (int32_t i = 0; i < kn_model_input_count(m); i++) {
+  for (int32_t i = 0; i < nin; i++) {
     kn_value_info vi;
     if (kn_model_input_info(m, i, &vi) != KN_OK) continue;
     for (int32_t d = 0; d < vi.rank; d++) dynamic |= vi.dims[d] < 0;
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
+  printf("steps (%d):\n  %-4s %-28s %-22s %-22s %10s %10s  %s\n", nsteps, "#", "name", "op",
+         "output", "MFLOP", "KiB r+w", "covers");
+  for (int32_t i = 0; i < nsteps; i++) {
+    kn_step_info si;
+    if (kn_model_step_info(m, i, &si)) continue;
+    char shape[96] = "";
+    if (si.n_outputs) shape_text(&si.outputs[0], shape, sizeof shape);
+    printf("  %-4d %-28.28s %-22.22s %-22.22s %10.3f %10.1f  %.80s\n", i, si.name, si.op, shape,
+           si.flops / 1e6, (double)(si.bytes_read + si.bytes_written) / 1024.0, si.covers);
+  }
+  printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
+         (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,
+         (double)st.naive_activation_bytes / 1048576.0);
+done:
+  for (int k = 0; k < h.n; k++) free((char *)h.op[k]);
   kn_model_free(m);
-  return KN_EXIT_OK;
+  return rc;
 }
