@@ -172,6 +172,11 @@ typedef struct kn_build_options {
   /* Fixed sizes for dynamic inputs, each "NAME=1x3x224x224". */
   const char *const *shapes;
   int32_t n_shapes;
+  /* Dynamic ranges, each "NAME=MIN:OPT:MAX" with three shapes such as
+   * 1x3x32x32:1x3x224x224:8x3x224x224: the input stays dynamic within the
+   * range (memory is planned for MAX); a run outside it is refused. */
+  const char *const *profiles;
+  int32_t n_profiles;
   /* Optimization passes not to run, by name (`kiln build --help` lists them). */
   const char *const *disabled_passes;
   int32_t n_disabled_passes;

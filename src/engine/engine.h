@@ -16,9 +16,11 @@ struct kn_model {
   int64_t onnx_nodes; /* top-level nodes as imported */
   kn_engine_info info;  /* engines: what the header said */
   /* the build configuration, recorded in engine files */
-  int32_t n_shapes, n_disabled;
-  char **shapes, **disabled;
+  int32_t n_shapes, n_disabled, n_profiles;
+  char **shapes, **disabled, **profiles;
   uint64_t workspace;
+  /* per model input: the profile's range (rank -1: no profile) */
+  kn_value_info *prof_min, *prof_max;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);

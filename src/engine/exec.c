@@ -171,7 +171,9 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
                             ? (uint64_t)cnt * kn_dtype_size(shape.dtype)
                             : 0;
         int32_t pt = plan && n->outputs[o] >= 0 ? planned[n->outputs[o]] : -1;
-        if (pt >= 0 && need == plan->tensors[pt].bytes && shape.dtype != KN_DTYPE_STRING) {
+        /* a smaller run (a --profile shape below MAX) fits the planned slot */
+        if (pt >= 0 && need > 0 && need <= plan->tensors[pt].bytes &&
+            shape.dtype != KN_DTYPE_STRING) {
           /* a view into the arena; over its input's bytes when planned in
              place and that input is there (it may have been allocated) */
           const kn_plan_tensor *p = &plan->tensors[pt];

@@ -19,6 +19,8 @@ struct kn_context {
 const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
 
 static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err);
+static int32_t input_named(const kn_model *m, const char *spec, const char *eq);
+static kn_status apply_profile(kn_model *m, const char *spec, kn_error *err);
 
 static void free_strings(char **v, int32_t n) {
   for (int32_t i = 0; v && i < n; i++) free(v[i]);
@@ -49,11 +51,29 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
     kn_engine_info_free(&info);
     return st;
   }
-  (*out)->plan = plan;
-  (*out)->built = true;
-  (*out)->from_engine = true;
-  (*out)->info = info;
-  (*out)->onnx_nodes = -1;
+  kn_model *m = *out;
+  m->plan = plan;
+  m->built = true;
+  m->from_engine = true;
+  m->info = info;
+  m->onnx_nodes = -1;
+  for (int32_t i = 0; i < info.n_config && !st; i++)
+    if (!strcmp(info.config_keys[i], "profile")) {
+      /* the graph keeps its dynamic dims; only the ranges are needed */
+      kn_graph *g = m->ir->graph;
+      int64_t keep[KN_MAX_RANK];
+      const char *spec = info.config_values[i], *eq = strrchr(spec, '=');
+      int32_t idx = eq ? input_named(m, spec, eq) : -1;
+      kn_value *v = idx >= 0 ? &g->values[g->inputs[m->inputs[idx]]] : NULL;
+      if (v) memcpy(keep, v->type.dims, sizeof keep);
+      st = apply_profile(m, spec, err);
+      if (v) memcpy(v->type.dims, keep, sizeof keep);
+    }
+  if (st) {
+    kn_model_free(m);
+    *out = NULL;
+    return st;
+  }
   return KN_OK;
 }
 
@@ -114,6 +134,9 @@ void kn_model_free(kn_model *m) {
   kn_engine_info_free(&m->info);
   free_strings(m->shapes, m->n_shapes);
   free_strings(m->disabled, m->n_disabled);
+  free_strings(m->profiles, m->n_profiles);
+  free(m->prof_min);
+  free(m->prof_max);
   free(m);
 }
 
@@ -146,6 +169,107 @@ kn_status kn_model_output_info(const kn_model *m, int32_t i, kn_value_info *out)
 }
 
 void kn_build_options_init(kn_build_options *o) { memset(o, 0, sizeof *o); }
+
+/* "1x3x224x224" -> dims; false when malformed. */
+static bool parse_dims(const char *p, const char *end, int64_t *dims, int32_t *rank) {
+  *rank = 0;
+  if (p == end) return false;
+  while (p < end) {
+    char *e;
+    long long d = strtoll(p, &e, 10);
+    if (e == p || d < 0 || *rank == KN_MAX_RANK || (e < end && *e != 'x') || e > end)
+      return false;
+    dims[(*rank)++] = d;
+    p = e < end ? e + 1 : e;
+    if (e < end && p == end) return false; /* trailing 'x' */
+  }
+  return true;
+}
+
+/* The model input named by spec's "NAME=" prefix, or -1. */
+static int32_t input_named(const kn_model *m, const char *spec, const char *eq) {
+  const kn_graph *g = m->ir->graph;
+  for (int32_t i = 0; i < m->n_inputs; i++) {
+    const kn_value *c = &g->values[g->inputs[m->inputs[i]]];
+    if (strlen(c->name) == (size_t)(eq - spec) && !strncmp(c->name, spec, (size_t)(eq - spec)))
+      return i;
+  }
+  return -1;
+}
+
+/* Parse "NAME=MIN:OPT:MAX" into the input's range; dims equal across the
+ * range become static. */
+static kn_status apply_profile(kn_model *m, const char *spec, kn_error *err) {
+  const char *label = m->ir->label;
+  const char *eq = strrchr(spec, '=');
+  int32_t idx = eq && eq != spec ? input_named(m, spec, eq) : -1;
+  if (!eq || eq == spec)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "--profile '%s': expected NAME=MIN:OPT:MAX", spec);
+  if (idx < 0)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: --profile '%s': the model has no input named '%.*s'",
+                   label, spec, (int)(eq - spec), spec);
+  const char *c1 = strchr(eq + 1, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+  int64_t lo[KN_MAX_RANK], opt[KN_MAX_RANK], hi[KN_MAX_RANK];
+  int32_t r1, r2, r3;
+  if (!c1 || !c2 || strchr(c2 + 1, ':') || !parse_dims(eq + 1, c1, lo, &r1) ||
+      !parse_dims(c1 + 1, c2, opt, &r2) || !parse_dims(c2 + 1, c2 + strlen(c2), hi, &r3))
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "--profile '%s': expected NAME=MIN:OPT:MAX, each a shape like 1x3x224x224", spec);
+  kn_value *v = &m->ir->graph->values[m->ir->graph->inputs[m->inputs[idx]]];
+  char want[128];
+  if (r1 != r2 || r2 != r3 || (v->type.rank >= 0 && v->type.rank != r1))
+    return kn_fail(err, KN_ERR_SHAPE, "%s: --profile %s: input '%s' is declared %s", label, spec,
+                   v->name, kn_shape_str(v->type.rank, v->type.dims, want, sizeof want));
+  for (int32_t d = 0; d < r1; d++) {
+    if (!(lo[d] <= opt[d] && opt[d] <= hi[d]))
+      return kn_fail(err, KN_ERR_INVALID_ARG,
+                     "--profile %s: dim %d must satisfy MIN <= OPT <= MAX", spec, d);
+    if (v->type.rank >= 0 && v->type.dims[d] >= 0 && (lo[d] != v->type.dims[d] || hi[d] != v->type.dims[d]))
+      return kn_fail(err, KN_ERR_SHAPE, "%s: --profile %s: dim %d of input '%s' is fixed at %lld",
+                     label, spec, d, v->name, (long long)v->type.dims[d]);
+  }
+  if (!m->prof_min) {
+    m->prof_min = kn_calloc((size_t)m->n_inputs + 1, sizeof *m->prof_min);
+    m->prof_max = kn_calloc((size_t)m->n_inputs + 1, sizeof *m->prof_max);
+    if (!m->prof_min || !m->prof_max) return kn_fail(err, KN_ERR_OOM, "out of memory");
+    for (int32_t i = 0; i < m->n_inputs; i++) m->prof_min[i].rank = m->prof_max[i].rank = -1;
+  }
+  m->prof_min[idx].rank = m->prof_max[idx].rank = r1;
+  v->type.rank = r1;
+  for (int32_t d = 0; d < r1; d++) {
+    m->prof_min[idx].dims[d] = lo[d];
+    m->prof_max[idx].dims[d] = hi[d];
+    v->type.dims[d] = lo[d] == hi[d] ? lo[d] : -1;
+  }
+  return KN_OK;
+}
+
+/* Size every value for the profiles' MAX shapes, plan memory, then restore
+ * the dynamic dims. */
+static kn_status plan_for_max(kn_model *m, uint64_t workspace, kn_error *err) {
+  kn_graph *g = m->ir->graph;
+  int64_t saved[64][KN_MAX_RANK];
+  bool any = false;
+  for (int32_t i = 0; m->prof_max && i < m->n_inputs && i < 64; i++) {
+    if (m->prof_max[i].rank < 0) continue;
+    kn_value *v = &g->values[g->inputs[m->inputs[i]]];
+    memcpy(saved[i], v->type.dims, sizeof saved[i]);
+    memcpy(v->type.dims, m->prof_max[i].dims, sizeof v->type.dims);
+    any = true;
+  }
+  kn_status st = any ? kn_ops_prepare(m->ir, err) : KN_OK;
+  if (!st) st = kn_plan_memory(g, workspace, &m->plan, err);
+  if (st) kn_error_prefix(err, "%s", m->ir->label);
+  for (int32_t i = 0; any && m->prof_max && i < m->n_inputs && i < 64; i++) {
+    if (m->prof_max[i].rank < 0) continue;
+    memcpy(g->values[g->inputs[m->inputs[i]]].type.dims, saved[i], sizeof saved[i]);
+  }
+  if (any) {
+    kn_status st2 = kn_ops_prepare(m->ir, err);
+    if (!st) st = st2;
+  }
+  return st;
+}
 
 /* Parse "NAME=1x3x224x224" and fix that input's dims. */
 static kn_status apply_shape(kn_model *m, const char *spec, kn_error *err) {
@@ -209,7 +333,14 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     kn_status st = apply_shape(m, o->shapes[i], err);
     if (st) return st;
   }
-  kn_status st = o->n_shapes ? kn_ops_prepare(m->ir, err) : KN_OK;
+  for (int32_t i = 0; i < o->n_profiles; i++) {
+    kn_status st = apply_profile(m, o->profiles[i], err);
+    if (st) return st;
+  }
+  if (m->n_inputs > 64 && o->n_profiles)
+    return kn_fail(err, KN_ERR_LIMIT, "%s: --profile supports models of up to 64 inputs",
+                   m->ir->label);
+  kn_status st = o->n_shapes || o->n_profiles ? kn_ops_prepare(m->ir, err) : KN_OK;
   if (st) return st;
   if (!o->no_optimize) {
     kn_optimize_options oo = {.disabled = o->disabled_passes,
@@ -219,12 +350,12 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     if (st) return st;
   }
   kn_mem_plan_free(&m->plan);
-  st = kn_plan_memory(m->ir->graph, o->workspace, &m->plan, err);
-  if (st) {
-    kn_error_prefix(err, "%s", m->ir->label);
-    return st;
-  }
+  st = plan_for_max(m, o->workspace, err);
+  if (st) return st;
   free_strings(m->shapes, m->n_shapes);
+  free_strings(m->profiles, m->n_profiles);
+  m->profiles = dup_strings(o->profiles, o->n_profiles);
+  m->n_profiles = m->profiles ? o->n_profiles : 0;
   free_strings(m->disabled, m->n_disabled);
   m->shapes = dup_strings(o->shapes, o->n_shapes);
   m->disabled = dup_strings(o->disabled_passes, o->n_disabled_passes);
@@ -240,6 +371,8 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
     return kn_fail(err, KN_ERR_INVALID_ARG, "%s: build the model before saving an engine",
                    m->ir->label);
   kn_engine_config cfg = {.n_shapes = m->n_shapes, .shapes = (const char *const *)m->shapes,
+                          .n_profiles = m->n_profiles,
+                          .profiles = (const char *const *)m->profiles,
                           .n_disabled_passes = m->n_disabled,
                           .disabled_passes = (const char *const *)m->disabled,
                           .workspace_bytes = m->workspace};
@@ -331,6 +464,14 @@ kn_status kn_context_set_input_slot(kn_context *c, int32_t i, const kn_slot *s,
   if (s->kind == KN_KIND_TENSOR) {
     kn_status st = check_tensor_input(m, v, &s->t, err);
     if (st) return st;
+    if (m->prof_min && m->prof_min[i].rank >= 0)
+      for (int32_t d = 0; d < s->t.rank; d++)
+        if (s->t.dims[d] < m->prof_min[i].dims[d] || s->t.dims[d] > m->prof_max[i].dims[d])
+          return kn_fail(err, KN_ERR_SHAPE,
+                         "%s: input '%s': dim %d is %lld, outside the engine's profile "
+                         "%lld..%lld (rebuild with a wider --profile)",
+                         m->ir->label, v->name, d, (long long)s->t.dims[d],
+                         (long long)m->prof_min[i].dims[d], (long long)m->prof_max[i].dims[d]);
   } else if (s->kind == KN_KIND_SEQUENCE && v->type.kind == KN_KIND_TENSOR) {
     return kn_fail(err, KN_ERR_DTYPE, "%s: input '%s': expected a tensor, got a sequence",
                    m->ir->label, v->name);

@@ -81,11 +81,6 @@ typedef struct kn_op_def {
   uint8_t inplace;
 } kn_op_def;
 
-/* Op tables list kn_op_def fields in order and leave trailing ones they do
- * not need (flops, inplace, fields added later) out, which reads them as
- * zero: -Wextra's missing-field-initializers would flag every such row. */
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 /* kn_op_def.inplace */
 #define KN_INPLACE_NONE 0
 /* Elementwise: run reads element i of input 0 before writing element i of

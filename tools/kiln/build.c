@@ -9,12 +9,15 @@
 
 void kn_cmd_build_usage(FILE *f) {
   fprintf(f,
-          "usage: kiln build MODEL -o ENGINE [--shape NAME=DIMS]... [--disable-pass NAME]...\n"
-          "                  [--workspace BYTES] [--no-optimize]\n\n"
+          "usage: kiln build MODEL -o ENGINE [--shape NAME=DIMS]... [--profile NAME=MIN:OPT:MAX]...\n"
+          "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n\n"
           "Optimizes MODEL (.onnx), plans its memory and writes ENGINE, a single\n"
           "versioned, checksummed file (docs/ENGINE_FORMAT.md) that `kiln run`,\n"
           "`kiln inspect` and `kiln compare` accept wherever they take a model.\n\n"
           "  --shape NAME=1x3x224x224   fix a dynamic input's dims (repeatable)\n"
+          "  --profile NAME=MIN:OPT:MAX keep an input dynamic within a range, each a\n"
+          "                             shape (1x3x32x32:1x3x224x224:8x3x224x224); memory\n"
+          "                             is planned for MAX; runs outside are refused\n"
           "  --disable-pass NAME        skip an optimization pass (repeatable; see below)\n"
           "  --workspace BYTES          cap the activation arena (K, M, G suffixes);\n"
           "                             a plan that needs more fails, saying by how much\n"
@@ -46,8 +49,8 @@ static double now_ms(void) {
 int kn_cmd_build(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("build");
   const char *model_path = NULL, *out_path = NULL;
-  const char *shapes[MAX_OPTS], *disabled[MAX_OPTS];
-  int n_shapes = 0, n_disabled = 0;
+  const char *shapes[MAX_OPTS], *disabled[MAX_OPTS], *profiles[MAX_OPTS];
+  int n_shapes = 0, n_disabled = 0, n_profiles = 0;
   kn_build_options bo;
   kn_build_options_init(&bo);
   for (int i = 1; i < argc; i++) {
@@ -57,6 +60,9 @@ int kn_cmd_build(int argc, char **argv) {
     else if (!strcmp(a, "--shape") && v) {
       if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
       shapes[n_shapes++] = argv[++i];
+    } else if (!strcmp(a, "--profile") && v) {
+      if (n_profiles == MAX_OPTS) return kn_cli_usage(cmd, "too many --profile options");
+      profiles[n_profiles++] = argv[++i];
     } else if (!strcmp(a, "--disable-pass") && v) {
       if (n_disabled == MAX_OPTS) return kn_cli_usage(cmd, "too many --disable-pass options");
       disabled[n_disabled++] = argv[++i];
@@ -77,6 +83,8 @@ int kn_cmd_build(int argc, char **argv) {
   if (!out_path) return kn_cli_usage(cmd, "-o ENGINE is required");
   bo.shapes = shapes;
   bo.n_shapes = n_shapes;
+  bo.profiles = profiles;
+  bo.n_profiles = n_profiles;
   bo.disabled_passes = disabled;
   bo.n_disabled_passes = n_disabled;
 
