@@ -459,7 +459,40 @@ static void test_truncated(void **state) {
            (unsigned long long)off, (unsigned long long)(off + len),
            (unsigned long long)(size - 1));
   expect_refused(b, size - 1, KN_ERR_PARSE, msg);
+
+  /* the same through a file, and files that are not there */
+  fixture *f = *state;
+  char p[128];
+  snprintf(p, sizeof p, "%s/cut.kiln", f->dir);
+  FILE *fp = fopen(p, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(b, 1, size - 1, fp), size - 1);
+  fclose(fp);
+  kn_error err;
+  kn_ir_model *m = NULL;
+  assert_int_equal(kn_engine_read(p, &m, NULL, NULL, &err), KN_ERR_PARSE);
+  assert_non_null(strstr(err.msg, msg));
+  assert_non_null(strstr(err.msg, p));
+  assert_null(m);
+  assert_int_equal(kn_engine_read("/nonexistent/x.kiln", &m, NULL, NULL, &err), KN_ERR_IO);
+  assert_int_equal(kn_engine_read(f->dir, &m, NULL, NULL, &err), KN_ERR_IO);
+  fp = fopen(p, "wb");
+  fclose(fp);
+  assert_int_equal(kn_engine_read(p, &m, NULL, NULL, &err), KN_ERR_PARSE);
+  assert_non_null(strstr(err.msg, "bad magic"));
   free(b);
+}
+
+static void test_write_errors(void **state) {
+  (void)state;
+  kn_error err;
+  kn_ir_model *m = hand_model();
+  assert_int_equal(kn_engine_write(m, NULL, NULL, "/nonexistent/dir/e.kiln", &err), KN_ERR_IO);
+  assert_non_null(strstr(err.msg, "/nonexistent/dir/e.kiln"));
+  m->graph->nodes[0].dead = true;
+  assert_int_equal(kn_engine_write(m, NULL, NULL, "/tmp/never.kiln", &err), KN_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "compact the graph"));
+  kn_ir_model_free(m);
 }
 
 static void test_flipped_bytes(void **state) {
@@ -580,6 +613,7 @@ int main(void) {
       cmocka_unit_test(test_round_trip_models),
       cmocka_unit_test(test_hand_model_and_determinism),
       cmocka_unit_test(test_truncated),
+      cmocka_unit_test(test_write_errors),
       cmocka_unit_test(test_flipped_bytes),
       cmocka_unit_test(test_cpu_features),
       cmocka_unit_test(test_resealed_damage),

@@ -372,7 +372,8 @@ static void test_unknown_sizes(void **state) {
   free_inputs(g, ins);
   kn_mem_plan_free(&p);
 
-  /* a plan for batch 4, run at batch 2: every size differs, nothing uses it */
+  /* a plan for batch 4 (a --profile MAX), run at batch 2: every tensor is
+   * smaller than its slot and still runs in the arena, with equal results */
   kn_error err = {0};
   if (kn_ops_prepare(m, &err)) fail_msg("%s", err.msg);
   plan_ok(g, &p);
@@ -380,7 +381,7 @@ static void test_unknown_sizes(void **state) {
   g->values[x].type.dims[0] = 2;
   g->values[z].type.dims[0] = 1;
   ins = make_inputs(g);
-  same_results(m, &p, ins, false);
+  same_results(m, &p, ins, true);
   free_inputs(g, ins);
   kn_mem_plan_free(&p);
   kn_ir_model_free(m);

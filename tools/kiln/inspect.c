@@ -72,7 +72,8 @@ static void json_covers(FILE *f, const char *covers) {
 
 /* ---- text helpers ------------------------------------------------------- */
 
-static void shape_text(const kn_value_info *vi, char *buf, size_t n) {
+/* "1x3x224x224" (sep "x") or "1, 3, 224, 224" (sep ", "). */
+static void shape_text_sep(const kn_value_info *vi, char *buf, size_t n, const char *sep) {
   size_t o = 0;
   buf[0] = 0;
   if (vi->rank < 0) {
@@ -81,8 +82,8 @@ static void shape_text(const kn_value_info *vi, char *buf, size_t n) {
   }
   for (int32_t d = 0; d < vi->rank && o < n; d++) {
     int w = vi->dims[d] >= 0
-                ? snprintf(buf + o, n - o, "%s%lld", d ? "x" : "", (long long)vi->dims[d])
-                : snprintf(buf + o, n - o, "%s%s", d ? "x" : "",
+                ? snprintf(buf + o, n - o, "%s%lld", d ? sep : "", (long long)vi->dims[d])
+                : snprintf(buf + o, n - o, "%s%s", d ? sep : "",
                            vi->dim_params[d] ? vi->dim_params[d] : "?");
     if (w < 0) break;
     o += (size_t)w;
@@ -90,9 +91,13 @@ static void shape_text(const kn_value_info *vi, char *buf, size_t n) {
   if (vi->rank == 0) snprintf(buf, n, "scalar");
 }
 
+static void shape_text(const kn_value_info *vi, char *buf, size_t n) {
+  shape_text_sep(vi, buf, n, "x");
+}
+
 static void print_value(const kn_value_info *vi) {
   char s[256];
-  shape_text(vi, s, sizeof s);
+  shape_text_sep(vi, s, sizeof s, ", ");
   printf("  %-24s %-8s [%s]\n", vi->name, vi->dtype ? kn_dtype_name(vi->dtype) : "?", s);
 }
 

@@ -1,0 +1,48 @@
+/*
+ * ElementwiseChain (domain "kiln"): a chain of float32 elementwise ops run
+ * as one step (src/ops/ewchain.c), built by the ewchain pass
+ * (src/passes/ewchain.c).  The opcodes are stored in model and engine
+ * files: never renumber them, only append.
+ */
+#ifndef KN_EWCHAIN_H
+#define KN_EWCHAIN_H
+
+#include <stdint.h>
+
+/* Operands a (and b for binary ops) and the instruction's two immediates
+ * c0, c1 (consts[2k], consts[2k + 1]). */
+typedef enum kn_ew_opcode {
+  KN_EW_ADD = 0,         /* a + b */
+  KN_EW_SUB = 1,         /* a - b */
+  KN_EW_MUL = 2,         /* a * b */
+  KN_EW_DIV = 3,         /* a / b */
+  KN_EW_MAX = 4,         /* Max(a, b), NaN propagating as Max does */
+  KN_EW_MIN = 5,         /* Min(a, b) */
+  KN_EW_POW = 6,         /* powf(a, b) */
+  KN_EW_POWC = 7,        /* powf(a, c0) */
+  KN_EW_NEG = 8,
+  KN_EW_ABS = 9,
+  KN_EW_EXP = 10,
+  KN_EW_LOG = 11,
+  KN_EW_SQRT = 12,
+  KN_EW_RECIPROCAL = 13,
+  KN_EW_RELU = 14,
+  KN_EW_LEAKYRELU = 15,  /* alpha c0 */
+  KN_EW_SIGMOID = 16,
+  KN_EW_TANH = 17,
+  KN_EW_ERF = 18,
+  KN_EW_HARDSIGMOID = 19, /* alpha c0, beta c1 */
+  KN_EW_HARDSWISH = 20,
+  KN_EW_CLIP = 21,       /* min c0, max c1 */
+  KN_EW_SOFTPLUS = 22,
+  KN_EW_GELU = 23,       /* kiln Gelu, approximate "none" */
+  KN_EW_GELU_TANH = 24,  /* kiln Gelu, approximate "tanh" */
+  KN_EW_COUNT
+} kn_ew_opcode;
+
+/* Opcodes reading two operands (the others read one; their b is -1). */
+static inline int kn_ew_binary(int64_t op) {
+  return op >= KN_EW_ADD && op <= KN_EW_POW;
+}
+
+#endif
