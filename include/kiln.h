@@ -247,6 +247,13 @@ kn_status kn_context_set_input_by_name(kn_context *ctx, const char *name,
  * default is the machine's physical memory. */
 void kn_context_set_memory_limit(kn_context *ctx, uint64_t bytes);
 
+/* Called during a run after each step with every tensor the step made,
+ * named as in the graph; the tensor is valid only during the call.  For
+ * debugging and per-layer comparison (`kiln compare --per-layer`).  NULL
+ * turns it off. */
+typedef void (*kn_tensor_observer)(const char *name, const kn_tensor *t, void *arg);
+void kn_context_set_observer(kn_context *ctx, kn_tensor_observer fn, void *arg);
+
 /* Run the model on the bound inputs. */
 kn_status kn_context_run(kn_context *ctx, kn_error *err)
     __attribute__((warn_unused_result));

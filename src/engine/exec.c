@@ -210,6 +210,10 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
     }
     if (!st && !skip_run) st = n->op->run(&ctx);
     for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
+    if (!st && mem->observe && !g->parent)
+      for (int32_t o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o] >= 0 && pout[o]->kind == KN_KIND_TENSOR)
+          mem->observe(g->values[n->outputs[o]].name, &pout[o]->t, mem->observe_arg);
     for (int32_t o = 0; o < n->n_outputs; o++) {
       if (n->outputs[o] < 0) kn_slot_release(&scratch[o]);
       else mem->live += slot_bytes(pout[o]);

@@ -14,12 +14,15 @@ typedef struct kn_mem_budget {
   /* Optional (both or neither): a plan of the top-level graph being run
    * (kn_plan_memory on this very graph) and an arena of at least
    * plan->arena_bytes bytes, aligned to plan->alignment.  An output whose
-   * run-time size equals its planned size is then a view into
+   * run-time size fits its planned size is then a view into
    * arena + offset (zeroed first, unless it is a planned in-place output
    * over its input's bytes); any other output is allocated as without a
    * plan.  Graph outputs are never in the arena; subgraphs ignore it. */
   const kn_mem_plan *plan;
   void *arena;
+  /* Optional: called after each top-level step with each tensor it made. */
+  void (*observe)(const char *name, const kn_tensor *t, void *arg);
+  void *observe_arg;
 } kn_mem_budget;
 
 /* Run graph g.  `inputs` has g->n_inputs entries (borrowed; NULL for an

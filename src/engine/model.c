@@ -14,6 +14,8 @@ struct kn_context {
   bool ran;
   uint64_t mem_limit;
   void *arena; /* model->plan.arena_bytes, 64-byte aligned */
+  kn_tensor_observer observe;
+  void *observe_arg;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
@@ -523,7 +525,8 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
     in[m->inputs[i]] = &c->inputs[i];
   }
   c->ran = false;
-  kn_mem_budget mem = {.limit = c->mem_limit, .live = 0};
+  kn_mem_budget mem = {.limit = c->mem_limit, .live = 0, .observe = c->observe,
+                       .observe_arg = c->observe_arg};
   if (m->plan.n_tensors && m->plan.arena_bytes) {
     if (!c->arena) {
       if (m->plan.arena_bytes > c->mem_limit) {
@@ -547,6 +550,11 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
   free(in);
   if (!st) c->ran = true;
   return st;
+}
+
+void kn_context_set_observer(kn_context *c, kn_tensor_observer fn, void *arg) {
+  c->observe = fn;
+  c->observe_arg = arg;
 }
 
 void kn_context_set_memory_limit(kn_context *c, uint64_t bytes) { c->mem_limit = bytes; }

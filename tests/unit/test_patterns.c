@@ -134,7 +134,9 @@ static void check_case(const pat_case *c) {
     for (int32_t i = 0; i < g->n_nodes; i++) /* inspect lists what the step replaced */
       if (!strcmp(g->nodes[i].op_type, c->fused) && !g->nodes[i].covers)
         fail_msg("%s: the %s node does not record the nodes it covers", c->file, c->fused);
-  } else if (count_op(g, c->fused, NULL) != 0 || count_op(g, c->gone, NULL) == 0) {
+  } else if (count_op(g, c->fused, NULL) != 0) {
+    /* (the near miss's own ops may still be fused by other passes, e.g. into
+       an elementwise chain: only the pattern's op must not appear) */
     fail_msg("%s: a near miss was fused into %s", c->file, c->fused);
   }
   int32_t n;

@@ -11,7 +11,8 @@
 void kn_cmd_compare_usage(FILE *f) {
   fprintf(f,
           "usage: kiln compare MODEL [ENGINE] [--input NAME=FILE]... [--shape NAME=DIMS]...\n"
-          "                    [--atol A] [--rtol R] [--seed N] [--disable-pass NAME]...\n\n"
+          "                    [--atol A] [--rtol R] [--seed N] [--disable-pass NAME]...\n"
+          "                    [--per-layer]\n\n"
           "Runs MODEL (.onnx) with the reference path (no optimization) and with the\n"
           "optimized engine (ENGINE, or MODEL built in memory with the default options)\n"
           "on the same inputs, and prints per output the max absolute error, max\n"
@@ -19,7 +20,10 @@ void kn_cmd_compare_usage(FILE *f) {
           "any element differs by more than atol + rtol * |reference| (defaults: atol\n"
           "1e-4, rtol 1e-3).  Inputs not given are random (seeded): floats in [-1, 1),\n"
           "integers in {0, 1} (valid for ids, masks and token types alike), bools;\n"
-          "dynamic dimensions take their --shape sizes, else 1.\n");
+          "dynamic dimensions take their --shape sizes, else 1.\n"
+          "--per-layer also compares every intermediate tensor that survives\n"
+          "optimization (same name in both graphs), in step order, and names the\n"
+          "first step whose result diverges.\n");
 }
 
 typedef struct rng {
@@ -75,6 +79,48 @@ static kn_status random_input(const kn_value_info *vi, const char *const *shapes
     }
   }
   return KN_OK;
+}
+
+/* Intermediate tensors of the reference run, by name, in step order. */
+typedef struct recording {
+  char **names;
+  kn_tensor *tensors;
+  int32_t n, cap;
+  bool oom;
+} recording;
+
+static void record(const char *name, const kn_tensor *t, void *arg) {
+  recording *r = arg;
+  if (r->oom || t->dtype == KN_DTYPE_STRING) return;
+  if (r->n == r->cap) {
+    int32_t cap = r->cap ? r->cap * 2 : 64;
+    char **nn = realloc(r->names, (size_t)cap * sizeof *nn);
+    if (nn) r->names = nn;
+    kn_tensor *nt = nn ? realloc(r->tensors, (size_t)cap * sizeof *nt) : NULL;
+    if (!nn || !nt) {
+      r->oom = true;
+      return;
+    }
+    r->tensors = nt;
+    r->cap = cap;
+  }
+  kn_error err;
+  kn_tensor *c = &r->tensors[r->n];
+  if (kn_tensor_alloc(c, t->dtype, t->rank, t->dims, &err)) {
+    r->oom = true;
+    return;
+  }
+  if (t->nbytes) memcpy(c->data, t->data, c->nbytes < t->nbytes ? c->nbytes : t->nbytes);
+  r->names[r->n++] = strdup(name);
+}
+
+static void recording_free(recording *r) {
+  for (int32_t i = 0; i < r->n; i++) {
+    free(r->names[i]);
+    kn_tensor_release(&r->tensors[i]);
+  }
+  free(r->names);
+  free(r->tensors);
 }
 
 static double as_f64(const kn_tensor *t, int64_t i) {
@@ -134,6 +180,8 @@ int kn_cmd_compare(int argc, char **argv) {
   int n_named = 0, n_shapes = 0, n_disabled = 0, n_paths = 0;
   double atol = 1e-4, rtol = 1e-3;
   uint64_t seed = 1;
+  bool per_layer = false;
+  recording rref = {0}, ropt = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool v = i + 1 < argc;
@@ -146,6 +194,8 @@ int kn_cmd_compare(int argc, char **argv) {
       double x = strtod(argv[++i], &end);
       if (*end || x < 0) return kn_cli_usage(cmd, "%s takes a non-negative number", a);
       *(a[2] == 'a' ? &atol : &rtol) = x;
+    } else if (!strcmp(a, "--per-layer")) {
+      per_layer = true;
     } else if (!strcmp(a, "--seed") && v) {
       seed = strtoull(argv[++i], &end, 10);
       if (*end) return kn_cli_usage(cmd, "--seed takes an integer");
@@ -217,11 +267,37 @@ int kn_cmd_compare(int argc, char **argv) {
       goto done;
     }
   }
+  if (per_layer) {
+    kn_context_set_observer(cref, record, &rref);
+    kn_context_set_observer(copt, record, &ropt);
+  }
   if (kn_context_run(cref, &err) || kn_context_run(copt, &err)) {
     rc = kn_cli_error(&err);
     goto done;
   }
   bool all_ok = true;
+  if (per_layer) {
+    if (rref.oom || ropt.oom) {
+      rc = kn_cli_fail("out of memory recording intermediate tensors");
+      goto done;
+    }
+    int32_t shared = 0;
+    const char *first_bad = NULL;
+    printf("per layer (%d reference tensors, %d optimized):\n", rref.n, ropt.n);
+    for (int32_t i = 0; i < ropt.n; i++) {
+      int32_t j = 0;
+      while (j < rref.n && strcmp(rref.names[j], ropt.names[i])) j++;
+      if (j == rref.n) continue;
+      shared++;
+      printf("  ");
+      if (!compare_one(ropt.names[i], &rref.tensors[j], &ropt.tensors[i], atol, rtol) && !first_bad)
+        first_bad = ropt.names[i];
+    }
+    if (first_bad) printf("first divergence: the step producing '%s'\n", first_bad);
+    else printf("%d shared intermediate tensors agree\n", shared);
+    all_ok &= first_bad == NULL;
+  }
+  printf("outputs:\n");
   for (int32_t o = 0; o < kn_model_output_count(ref); o++) {
     kn_value_info vi;
     if (kn_model_output_info(ref, o, &vi)) goto done;
@@ -238,6 +314,8 @@ done:
   if (ins)
     for (int32_t i = 0; i < nin; i++) kn_tensor_release(&ins[i]);
   free(ins);
+  recording_free(&rref);
+  recording_free(&ropt);
   kn_context_free(cref);
   kn_context_free(copt);
   kn_model_free(ref);
