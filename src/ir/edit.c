@@ -133,6 +133,17 @@ bool kn_node_add_covers(kn_node *dst, const kn_node *src) {
   return true;
 }
 
+bool kn_node_set_floats(kn_node *n, const char *name, const float *v, int32_t count) {
+  kn_attr *a = attr_slot(n, name);
+  if (!a) return false;
+  a->type = KN_ATTR_FLOATS;
+  a->n = count;
+  a->floats = kn_malloc((size_t)count * sizeof *a->floats + 1);
+  if (!a->floats) return false;
+  if (count) memcpy(a->floats, v, (size_t)count * sizeof *v);
+  return true;
+}
+
 bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) {
   for (int32_t i = 0; i < src->n_attrs; i++) {
     const kn_attr *a = &src->attrs[i];
@@ -142,18 +153,7 @@ bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) {
     case KN_ATTR_FLOAT: ok = kn_node_set_float(dst, a->name, a->f); break;
     case KN_ATTR_STRING: ok = kn_node_set_string(dst, a->name, a->s ? a->s : ""); break;
     case KN_ATTR_INTS: ok = kn_node_set_ints(dst, a->name, a->ints, a->n); break;
-    case KN_ATTR_FLOATS: {
-      kn_attr *d = attr_slot(dst, a->name);
-      ok = d != NULL;
-      if (ok) {
-        d->type = KN_ATTR_FLOATS;
-        d->n = a->n;
-        d->floats = kn_malloc((size_t)a->n * sizeof(float) + 1);
-        ok = d->floats != NULL;
-        if (ok && a->n) memcpy(d->floats, a->floats, (size_t)a->n * sizeof(float));
-      }
-      break;
-    }
+    case KN_ATTR_FLOATS: ok = kn_node_set_floats(dst, a->name, a->floats, a->n); break;
     case KN_ATTR_TENSOR: {
       kn_attr *d = attr_slot(dst, a->name);
       ok = d && kn_tensor_copy(&d->t, &a->t, NULL) == KN_OK;

@@ -165,6 +165,8 @@ bool kn_node_set_float(kn_node *n, const char *name, float v) KN_WUR;
 bool kn_node_set_string(kn_node *n, const char *name, const char *v) KN_WUR;
 bool kn_node_set_ints(kn_node *n, const char *name, const int64_t *v,
                       int32_t count) KN_WUR;
+bool kn_node_set_floats(kn_node *n, const char *name, const float *v,
+                        int32_t count) KN_WUR;
 /* Record that node `dst` now also computes what `src` did (for fused
  * steps: inspect lists the ONNX nodes each step covers). */
 bool kn_node_add_covers(kn_node *dst, const kn_node *src) KN_WUR;

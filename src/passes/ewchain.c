@@ -192,26 +192,6 @@ static void grow(const kn_pat *p, ew_group *gr) {
 }
 
 /* Appends a float-list attribute to a new node (ir.h has no setter). */
-static bool set_floats(kn_node *n, const char *name, const float *v, int32_t count) {
-  kn_attr *a = kn_realloc(n->attrs, ((size_t)n->n_attrs + 1) * sizeof *a);
-  if (!a) return false;
-  n->attrs = a;
-  kn_attr *s = &a[n->n_attrs];
-  memset(s, 0, sizeof *s);
-  s->name = kn_strdup(name);
-  s->floats = kn_malloc((size_t)count * sizeof *v + 1);
-  if (!s->name || !s->floats) {
-    free(s->name);
-    free(s->floats);
-    return false;
-  }
-  s->type = KN_ATTR_FLOATS;
-  s->n = count;
-  memcpy(s->floats, v, (size_t)count * sizeof *v);
-  n->n_attrs++;
-  return true;
-}
-
 static void sort_group(ew_group *gr) {
   for (int32_t i = 1; i < gr->n; i++)
     for (int32_t j = i; j > 0 && gr->nodes[j - 1] > gr->nodes[j]; j--) {
@@ -268,7 +248,7 @@ static kn_status replace(kn_pat *p, const ew_group *gr, kn_error *err) {
     if (!kn_node_add_covers(nn, &g->nodes[gr->nodes[k]])) goto oom;
   if (!kn_node_set_ints(nn, "ops", ops, gr->n) ||
       !kn_node_set_ints(nn, "args", args, 2 * gr->n) ||
-      !set_floats(nn, "consts", consts, 2 * gr->n))
+      !kn_node_set_floats(nn, "consts", consts, 2 * gr->n))
     goto oom;
   for (int32_t k = 0; k < gr->n; k++) g->nodes[gr->nodes[k]].dead = true;
   return kn_pat_refresh(p, err);
