@@ -17,6 +17,7 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 KILN=$1
+TESTS=$2
 B=$2/bad
 [ -x "$KILN" ] || { echo "FAIL: $KILN is not executable" >&2; exit 1; }
 [ -f "$B/good.onnx" ] || { echo "FAIL: no fixtures in $B" >&2; exit 1; }
@@ -347,6 +348,40 @@ sweep() {
   done
   [ $bad -eq 0 ] && pass "sweep_$label ($size prefixes, $((2 * size)) bit flips)"
 }
+# ---- engines: build, run, inspect, compare; broken engines refused ----------
+M=$TESTS/../models/tinycnn
+expect build_good 0 "" build "$B/good.onnx" -o "$TMP/good.kiln"
+expect run_engine 0 "" run "$TMP/good.kiln" --input-dir "$G" --output-dir "$TMP/o_eng"
+same_bytes run_engine_output "$G/output_0.pb" "$TMP/o_eng/output_0.pb"
+expect build_good_again 0 "" build "$B/good.onnx" -o "$TMP/good2.kiln"
+if cmp -s "$TMP/good.kiln" "$TMP/good2.kiln"; then pass build_deterministic
+else fail build_deterministic "two builds of one model differ"; fi
+expect inspect_engine 0 "" inspect "$TMP/good.kiln"
+expect inspect_engine_json 0 "" inspect "$TMP/good.kiln" --json
+if grep -q '"format_version": 1' "$OUT" && grep -q '"step_list"' "$OUT"; then pass inspect_engine_json_keys
+else fail inspect_engine_json_keys "format_version/step_list missing"; fi
+expect compare_engine 0 "" compare "$B/good.onnx" "$TMP/good.kiln" --per-layer
+expect compare_model 0 "" compare "$M/model.onnx" --per-layer
+expect build_tinycnn 0 "" build "$M/model.onnx" -o "$TMP/tiny.kiln" --shape input=1x3x32x32
+expect run_tinycnn_engine 0 "" run "$TMP/tiny.kiln" --input-dir "$M/test_data_set_0"
+expect run_tinycnn_engine_wrong_shape 1 "input" run "$TMP/tiny.kiln" --input "input=$G/input_0.pb"
+expect build_workspace_small 1 "workspace" build "$M/model.onnx" -o "$TMP/ws.kiln" --shape input=1x3x32x32 --workspace 1K
+expect build_bad_shape 1 "declared" build "$B/good.onnx" -o "$TMP/x.kiln" --shape X=1x5
+expect build_unknown_input 1 "no input" build "$B/good.onnx" -o "$TMP/x.kiln" --shape Nope=1x4
+expect build_unknown_pass 1 "nosuch" build "$B/good.onnx" -o "$TMP/x.kiln" --disable-pass nosuch
+expect build_bad_profile 1 "MIN" build "$B/dyn.onnx" -o "$TMP/x.kiln" --profile "X=4x4:2x4:8x4"
+expect build_dyn_profile 0 "" build "$B/dyn.onnx" -o "$TMP/dyn.kiln" --profile "X=1x4:2x4:8x4"
+expect run_dyn_profile 0 "" run "$TMP/dyn.kiln" --input-dir "$B/dyn_data" --output-dir "$TMP/o_dynp"
+same_bytes run_dyn_profile_output "$B/dyn_data/output_0.pb" "$TMP/o_dynp/output_0.pb"
+expect build_dyn_profile_narrow 0 "" build "$B/dyn.onnx" -o "$TMP/dyn1.kiln" --profile "X=1x4:1x4:2x4"
+expect run_outside_profile 1 "profile" run "$TMP/dyn1.kiln" --input-dir "$B/dyn_data"
+expect build_no_output 2 "" build "$B/good.onnx"
+head -c 500 "$TMP/good.kiln" >"$TMP/trunc.kiln"
+expect run_engine_truncated 1 "trunc.kiln" run "$TMP/trunc.kiln" --input-dir "$G"
+head -c 8 "$TMP/good.kiln" >"$TMP/magic.kiln"
+expect run_engine_magic_only 1 "magic.kiln" run "$TMP/magic.kiln" --input-dir "$G"
+sweep good_engine model "$TMP/good.kiln"
+
 sweep good_onnx model "$B/good.onnx"
 sweep ext_onnx model "$B/ext.onnx"
 sweep sparse_onnx model "$B/sparse.onnx"
