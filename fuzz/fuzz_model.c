@@ -1,6 +1,8 @@
 /* libFuzzer target: the model loader (protobuf parse, IR conversion, op
- * resolution, static inference) on arbitrary bytes, and a run of whatever
- * loads, on zero-filled inputs of its declared shapes (dynamic dims = 1). */
+ * resolution, static inference) on arbitrary bytes, then the optimizer and
+ * memory planner (kn_model_build with default options), and a run of
+ * whatever builds, on zero-filled inputs of its declared shapes (dynamic
+ * dims = 1). */
 #include "kiln.h"
 
 #include <stdbool.h>
@@ -11,6 +13,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   kn_error err;
   kn_model *m = NULL;
   if (kn_model_load_buffer(data, size, NULL, "fuzz.onnx", &m, &err) != KN_OK) return 0;
+  if (kn_model_build(m, NULL, &err) != KN_OK) {
+    kn_model_free(m);
+    return 0;
+  }
   kn_context *c = NULL;
   int32_t n = kn_model_input_count(m);
   kn_tensor *ins = calloc((size_t)n + 1, sizeof *ins);
