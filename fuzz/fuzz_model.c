@@ -31,8 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t dims[KN_MAX_RANK], total = 1;
     for (int32_t d = 0; d < vi.rank; d++) {
       dims[d] = vi.dims[d] < 0 ? 1 : vi.dims[d];
+      if (dims[d] > (1 << 16) || (dims[d] > 0 && total > (1 << 16) / dims[d])) {
+        ok = false; /* keep runs small (and the product from overflowing) */
+        break;
+      }
       total *= dims[d] > 0 ? dims[d] : 1;
-      if (total > (1 << 16)) ok = false; /* keep runs small */
     }
     if (!ok || kn_tensor_alloc(&ins[i], vi.dtype, vi.rank, dims, &err) != KN_OK) {
       ok = false;
