@@ -1,5 +1,6 @@
 /* The engine file (format.h): writing, verifying and reading it. */
 #include "format.h"
+#include "plan/tactic.h"
 
 #include "core/cpu.h"
 
@@ -225,6 +226,7 @@ static kn_status write_graph(writer *w, const kn_graph *g) {
                      w->path, n->name);
     put_str(b, n->name);
     put_optstr(b, n->covers);
+    put_u32(b, (uint32_t)n->tactic);
     put_str(b, n->op_type);
     put_str(b, n->domain);
     put_u32(b, (uint32_t)n->n_inputs);
@@ -891,6 +893,13 @@ static kn_status read_graph(reader *r, kn_graph *parent, int depth, kn_graph **o
     kn_node *n = &g->nodes[g->n_nodes++];
     TRY(get_str(r, &n->name, NULL, false, true));
     TRY(get_str(r, &n->covers, NULL, true, true));
+    uint32_t tactic;
+    TRY(get_u32(r, &tactic));
+    if (tactic > INT32_MAX || !kn_tactic_name((int32_t)tactic))
+      return kn_fail(r->err, KN_ERR_UNSUPPORTED,
+                     "%s: node '%.200s' uses tactic %u, which this kiln lacks; rebuild the engine",
+                     r->label, n->name, tactic);
+    n->tactic = (int32_t)tactic;
     TRY(get_str(r, &n->op_type, NULL, false, true));
     TRY(get_str(r, &n->domain, NULL, false, true));
     char owner[300];

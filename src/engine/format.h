@@ -68,7 +68,8 @@
  *      u32 output count, i32 value index per output
  *      u32 node count, per node (in execution order):
  *        string name; optional string covers (the ONNX nodes a fused step
- *        replaces, comma-separated); string op_type; string domain;
+ *        replaces, comma-separated); u32 tactic id (the kernel that runs the
+ *        step: src/plan/tactics.inc; 0 = reference); string op_type; string domain;
  *        u32 input count, i32 value index each (-1: omitted);
  *        u32 output count, i32 value index each (-1: omitted);
  *        u32 attribute count, per attribute:

@@ -1,5 +1,6 @@
 /* Model summaries for `kiln inspect` (kiln.h). */
 #include "engine.h"
+#include "plan/tactic.h"
 
 kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out, kn_error *err) {
   const kn_ir_model *m = model->ir;
@@ -68,7 +69,7 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   out->op = n->op_type;
   out->domain = n->domain;
   out->covers = n->covers ? n->covers : n->name;
-  out->tactic = "reference";
+  out->tactic = kn_tactic_name(n->tactic);
   for (int32_t o = 0; o < n->n_outputs && out->n_outputs < 4; o++) {
     if (n->outputs[o] < 0) continue;
     const kn_value *v = &g->values[n->outputs[o]];

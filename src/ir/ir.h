@@ -80,6 +80,7 @@ typedef struct kn_node {
   bool dead;                  /* removed by a pass; dropped by kn_graph_compact */
   char *covers;               /* fused nodes: the original ONNX node names they
                                  replace, comma-separated; NULL: just `name` */
+  int32_t tactic;             /* kernel implementation (src/plan/tactics.inc) */
 } kn_node;
 
 struct kn_graph {
