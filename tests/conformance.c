@@ -6,7 +6,7 @@
  *
  *   kiln_conformance [--data DIR | --cases DIR] [--filter SUBSTR]...
  *                    [--expect FILE] [--write-pass FILE] [--timeout SEC]
- *                    [--rtol R] [--atol A] [--optimize] [--no-fork]
+ *                    [--rtol R] [--atol A] [--optimize] [--engine] [--no-fork]
  *
  * --data names the test-data root (suites node/, pytorch-converted/, ...);
  * --cases names one folder whose subfolders are cases in the same layout
@@ -30,6 +30,9 @@ static double RTOL = 1e-3, ATOL = 1e-5;
 /* --optimize: run the optimization passes on each model first, so every
  * case checks that the passes keep the results. */
 static bool OPTIMIZE = false;
+/* --engine: build each model (passes + memory plan), write it as an engine
+ * file, load that and run it: the whole `kiln build` + `kiln run` path. */
+static bool ENGINE = false;
 
 static const char *const default_suites[] = {"node", "pytorch-converted",
                                              "pytorch-operator", "simple"};
@@ -134,6 +137,25 @@ static int run_case(const char *dir, char *why, size_t wl) {
   if (OPTIMIZE && kn_optimize((kn_ir_model *)kn_model_ir(m), NULL, &err)) {
     snprintf(why, wl, "optimize: %s", err.msg);
     goto out;
+  }
+  if (ENGINE) {
+    char tmp[] = "/tmp/kiln_conformance_XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+      snprintf(why, wl, "cannot create a temporary engine file");
+      goto out;
+    }
+    close(fd);
+    kn_status st = kn_model_build(m, NULL, &err);
+    if (!st) st = kn_model_save(m, tmp, &err);
+    kn_model_free(m);
+    m = NULL;
+    if (!st) st = kn_model_load(tmp, &m, &err);
+    unlink(tmp);
+    if (st) {
+      snprintf(why, wl, "engine: %s", err.msg);
+      goto out;
+    }
   }
   if (kn_context_create(m, &c, &err)) {
     snprintf(why, wl, "%s", err.msg);
@@ -275,10 +297,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-fork")) fork_it = false;
     else if (!strcmp(argv[i], "--optimize")) OPTIMIZE = true;
+    else if (!strcmp(argv[i], "--engine")) ENGINE = true;
     else {
       fprintf(stderr, "usage: %s [--data DIR | --cases DIR] [--filter S]... "
                       "[--expect FILE] [--write-pass FILE] [--timeout SEC] "
-                      "[--rtol R] [--atol A] [--optimize] [--no-fork]\n", argv[0]);
+                      "[--rtol R] [--atol A] [--optimize] [--engine] [--no-fork]\n", argv[0]);
       return 2;
     }
   }

@@ -30,4 +30,6 @@ elif [ "$have" = 0 ]; then
 fi
 "$runner" --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600 || exit 1
 echo "== optimized"
-exec "$runner" --optimize --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600
+"$runner" --optimize --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600 || exit 1
+echo "== built into engine files, loaded and run with their memory plans"
+exec "$runner" --engine --cases "$cache" --rtol 1e-3 --atol 1e-4 --timeout 600
