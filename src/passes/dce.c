@@ -1,7 +1,9 @@
 /* Dead-code elimination: a node none of whose results is read (by a node,
  * a subgraph or the graph's outputs) is removed; removal can make its
  * producers dead in turn, so nodes are visited last to first.  Every op
- * kiln runs is free of side effects, so nothing else keeps a node alive. */
+ * kiln runs is free of side effects, so nothing else keeps a node alive.
+ * Constants nothing reads any more (weights folded into new ones, say) are
+ * dropped too, so they do not reach the engine file. */
 #include "pass.h"
 
 static void unuse(int32_t v, int32_t node, void *arg) {
@@ -23,6 +25,14 @@ kn_status kn_pass_dce(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     n->dead = true;
     *changed = true;
     kn_node_foreach_read(g, n, unuse, i, uses);
+  }
+  for (int32_t v = 0; v < g->n_values; v++) {
+    kn_value *val = &g->values[v];
+    if (!val->constant || uses[v] > 0 || val->is_input || val->is_output) continue;
+    kn_tensor_release(val->constant);
+    free(val->constant);
+    val->constant = NULL;
+    *changed = true;
   }
   free(uses);
   return KN_OK;
