@@ -12,6 +12,7 @@
 #include "onnx/onnx.h"
 #include "passes/pass.h"
 #include "plan/plan.h"
+#include "testkit.h"
 
 #include <math.h>
 #include <sys/stat.h>
@@ -75,12 +76,6 @@ static int32_t concat(kn_graph *g, int32_t a, int32_t b, const char *out) {
   return o;
 }
 
-static void output(kn_graph *g, int32_t v) {
-  g->values[v].is_output = true;
-  assert_true(KN_GROW(g->outputs, g->n_outputs, g->n_outputs + 1));
-  g->outputs[g->n_outputs - 1] = v;
-}
-
 static void prepare(kn_ir_model *m) {
   kn_error err = {0};
   if (kn_graph_finish(m->graph, "t", &err) || kn_ops_prepare(m, &err)) fail_msg("%s", err.msg);
@@ -138,27 +133,6 @@ static kn_status run_graph(const kn_ir_model *m, const kn_mem_plan *plan, kn_slo
   return st;
 }
 
-static double max_abs_diff(const kn_tensor *a, const kn_tensor *b) {
-  assert_int_equal(a->dtype, b->dtype);
-  assert_int_equal(a->rank, b->rank);
-  int64_t n = kn_tensor_numel(a);
-  assert_int_equal(n, kn_tensor_numel(b));
-  if (a->dtype == KN_DTYPE_STRING) return 0;
-  double worst = 0;
-  if (a->dtype == KN_DTYPE_F32 || a->dtype == KN_DTYPE_F64 || a->dtype == KN_DTYPE_F16 ||
-      a->dtype == KN_DTYPE_BF16) {
-    for (int64_t i = 0; i < n; i++) {
-      double x = kn_load_f64(a->data, a->dtype, i), y = kn_load_f64(b->data, b->dtype, i);
-      if (isnan(x) && isnan(y)) continue;
-      double d = fabs(x - y);
-      if (!(d <= worst)) worst = d; /* NaN against a number counts as infinite */
-    }
-  } else {
-    assert_memory_equal(a->data, b->data, a->nbytes);
-  }
-  return worst;
-}
-
 /* Runs m planned and unplanned on `ins` and asserts identical outputs,
  * and that the planned run used the arena when `uses_arena`. */
 static void same_results(const kn_ir_model *m, const kn_mem_plan *plan, kn_slot *ins,
@@ -177,7 +151,7 @@ static void same_results(const kn_ir_model *m, const kn_mem_plan *plan, kn_slot 
   for (int32_t o = 0; o < g->n_outputs; o++) {
     assert_int_equal(a[o].kind, b[o].kind);
     if (a[o].kind == KN_KIND_TENSOR) {
-      double d = max_abs_diff(&a[o].t, &b[o].t);
+      double d = tk_max_abs_diff(&a[o].t, &b[o].t);
       if (d != 0) fail_msg("output %d differs by %g", o, d);
     }
     kn_slot_release(&a[o]);
@@ -235,7 +209,7 @@ static void test_chain(void **state) {
     v = node(g, "Add", v, x, name);
   }
   int32_t y = node(g, "Add", v, x, "y");
-  output(g, y);
+  tk_output(g, y);
   prepare(m);
   kn_mem_plan p;
   plan_and_compare(m, &p);
@@ -266,7 +240,7 @@ static void test_diamond_long_lived(void **state) {
   int32_t d = node(g, "ReduceSum", wide2, -1, "d"); /* 1x1 */
   int32_t e = node(g, "Add", c, d, "e");
   int32_t f = node(g, "Add", e, keep, "f");
-  output(g, f);
+  tk_output(g, f);
   prepare(m);
   kn_mem_plan p;
   plan_and_compare(m, &p);
@@ -293,7 +267,7 @@ static void test_inplace_chain(void **state) {
   int32_t t4 = node(g, "Sigmoid", t3, -1, "t4");
   int32_t t5 = node(g, "Flatten", t4, -1, "t5");
   int32_t y = node(g, "Neg", t5, -1, "y");
-  output(g, y);
+  tk_output(g, y);
   prepare(m);
   kn_mem_plan p;
   plan_and_compare(m, &p);
@@ -323,14 +297,14 @@ static void test_inplace_refused(void **state) {
   int32_t r1 = node(g, "Exp", r0, -1, "r1");     /* r0 is read again below */
   int32_t s = node(g, "Add", r0, r1, "s");
   int32_t out1 = node(g, "Sigmoid", s, -1, "out1"); /* a graph output */
-  output(g, out1);
+  tk_output(g, out1);
   int32_t n0 = node(g, "Tanh", out1, -1, "n0");  /* input is a graph output */
   int32_t b = node(g, "IsNaN", n0, -1, "b");     /* bool: another size */
   int32_t nb = node(g, "Not", b, -1, "nb");      /* bool over bool: in place */
   int32_t c = node(g, "Cast", nb, -1, "c");
   assert_true(kn_node_set_int(&g->nodes[g->n_nodes - 1], "to", KN_DTYPE_F32));
   int32_t y = node(g, "Add", c, n0, "y");
-  output(g, y);
+  tk_output(g, y);
   prepare(m);
   kn_mem_plan p;
   plan_and_compare(m, &p);
@@ -356,7 +330,7 @@ static void test_unknown_sizes(void **state) {
   int32_t c = node(g, "Exp", a, -1, "c");
   int32_t b = node(g, "Exp", z, -1, "b");
   int32_t y = node(g, "Add", c, b, "y");
-  output(g, y);
+  tk_output(g, y);
   prepare(m);
   kn_mem_plan p;
   plan_ok(g, &p);
@@ -395,7 +369,7 @@ static void test_workspace_cap(void **state) {
   int32_t a = node(g, "Add", x, x, "a");
   int32_t b = node(g, "Mul", a, x, "b");
   int32_t y = node(g, "Add", a, b, "y");
-  output(g, y);
+  tk_output(g, y);
   prepare(m);
   kn_mem_plan p;
   kn_error err = {0};
