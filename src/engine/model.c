@@ -279,40 +279,27 @@ static kn_status apply_shape(kn_model *m, const char *spec, kn_error *err) {
   const char *eq = strrchr(spec, '=');
   if (!eq || eq == spec)
     return kn_fail(err, KN_ERR_INVALID_ARG, "--shape '%s': expected NAME=DxDx...", spec);
-  kn_graph *g = m->ir->graph;
-  kn_value *v = NULL;
-  for (int32_t i = 0; i < m->n_inputs; i++) {
-    kn_value *c = &g->values[g->inputs[m->inputs[i]]];
-    if (strlen(c->name) == (size_t)(eq - spec) && !strncmp(c->name, spec, (size_t)(eq - spec)))
-      v = c;
-  }
-  if (!v)
+  int32_t idx = input_named(m, spec, eq);
+  if (idx < 0)
     return kn_fail(err, KN_ERR_INVALID_ARG, "%s: --shape '%s': the model has no input named '%.*s'",
                    label, spec, (int)(eq - spec), spec);
+  kn_value *v = &m->ir->graph->values[m->ir->graph->inputs[m->inputs[idx]]];
   int64_t dims[KN_MAX_RANK];
   int32_t rank = 0;
-  const char *p = eq + 1;
-  while (*p) {
-    char *end;
-    long long d = strtoll(p, &end, 10);
-    if (end == p || d < 0 || rank == KN_MAX_RANK || (*end && *end != 'x'))
-      return kn_fail(err, KN_ERR_INVALID_ARG,
-                     "%s: --shape '%s': dims must be non-negative integers joined by 'x'",
-                     label, spec);
-    dims[rank++] = d;
-    p = *end ? end + 1 : end;
-  }
+  if (eq[1] && !parse_dims(eq + 1, eq + strlen(eq), dims, &rank))
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "%s: --shape '%s': dims must be non-negative integers joined by 'x'",
+                   label, spec);
   if (v->type.kind != KN_KIND_TENSOR)
     return kn_fail(err, KN_ERR_INVALID_ARG, "%s: --shape: input '%s' is not a tensor", label,
                    v->name);
-  char want[128], got[128];
+  char want[128];
   bool ok = v->type.rank < 0 || v->type.rank == rank;
   for (int32_t d = 0; ok && v->type.rank >= 0 && d < rank; d++)
     ok = v->type.dims[d] < 0 || v->type.dims[d] == dims[d];
   if (!ok)
     return kn_fail(err, KN_ERR_SHAPE, "%s: --shape %s: input '%s' is declared %s", label, spec,
                    v->name, kn_shape_str(v->type.rank, v->type.dims, want, sizeof want));
-  (void)got;
   v->type.rank = rank;
   memcpy(v->type.dims, dims, (size_t)rank * sizeof *dims);
   return KN_OK;

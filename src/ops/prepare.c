@@ -109,14 +109,67 @@ static void value_from_slot(kn_value *v, const kn_slot *s) {
   }
 }
 
+/* One node's static inference: input slots built from value types
+ * (`vals`, indexed like the graph's values), output slots filled by the
+ * op's infer.  Shared by shape inference, the FLOP estimate and the step
+ * costs. */
+typedef struct static_node {
+  kn_slot *in, *out;
+  kn_slot **pin, **pout;
+  kn_op_ctx ctx;
+} static_node;
+
+static void static_node_close(static_node *sn) {
+  for (int32_t o = 0; sn->out && o < sn->ctx.n_out; o++) kn_slot_release(&sn->out[o]);
+  free(sn->in);
+  free(sn->pin);
+  free(sn->out);
+  free(sn->pout);
+  memset(sn, 0, sizeof *sn);
+}
+
+static kn_status static_node_infer(const kn_ir_model *m, const kn_node *n, const kn_value *vals,
+                                   kn_error *err, static_node *sn) {
+  memset(sn, 0, sizeof *sn);
+  sn->in = kn_calloc((size_t)n->n_inputs + 1, sizeof *sn->in);
+  sn->pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *sn->pin);
+  sn->out = kn_calloc((size_t)n->n_outputs + 1, sizeof *sn->out);
+  sn->pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *sn->pout);
+  sn->ctx = (kn_op_ctx){.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = sn->pin,
+                        .n_out = n->n_outputs, .out = sn->pout, .static_infer = true,
+                        .err = err, .label = m->label};
+  if (!sn->in || !sn->pin || !sn->out || !sn->pout)
+    return kn_fail(err, KN_ERR_OOM, "out of memory during shape inference");
+  for (int32_t k = 0; k < n->n_inputs; k++) {
+    if (n->inputs[k] < 0) continue;
+    slot_from_value(&vals[n->inputs[k]], &sn->in[k]);
+    sn->pin[k] = &sn->in[k];
+  }
+  for (int32_t o = 0; o < n->n_outputs; o++) {
+    sn->out[o].t.rank = -1;
+    sn->pout[o] = &sn->out[o];
+  }
+  if (!n->op) return kn_fail(err, KN_ERR_INTERNAL, "node '%s' is not resolved", n->name);
+  return n->op->infer(&sn->ctx);
+}
+
+/* FLOPs of an inferred node: the op's count, else one per output element. */
+static double static_node_flops(const static_node *sn) {
+  const kn_node *n = sn->ctx.node;
+  if (n->op->flops) return n->op->flops(&sn->ctx);
+  double f = 0;
+  for (int32_t o = 0; o < n->n_outputs; o++)
+    if (sn->out[o].kind == KN_KIND_TENSOR && kn_shape_known(&sn->out[o].t))
+      f += (double)kn_tensor_numel(&sn->out[o].t);
+  return f;
+}
+
 kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g, kn_error *err) {
   kn_status st = KN_OK;
   /* subgraph outer values take their parent's (now inferred) types */
   for (int32_t v = 0; v < g->n_values; v++)
     if (g->values[v].outer >= 0 && g->parent)
       g->values[v].type = g->parent->values[g->values[v].outer].type;
-  kn_slot *in = NULL, *out = NULL;
-  kn_slot **pin = NULL, **pout = NULL;
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     kn_node *n = &g->nodes[i];
     for (int32_t a = 0; a < n->n_attrs && !st; a++) {
@@ -126,39 +179,16 @@ kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g, kn_error *err) {
         st = kn_ops_infer_graph(m, at->graphs[k], err);
     }
     if (st) break;
-    free(in);
-    free(pin);
-    free(out);
-    free(pout);
-    in = kn_calloc((size_t)n->n_inputs + 1, sizeof *in);
-    pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *pin);
-    out = kn_calloc((size_t)n->n_outputs + 1, sizeof *out);
-    pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *pout);
-    if (!in || !pin || !out || !pout) {
-      st = kn_fail(err, KN_ERR_OOM, "out of memory during shape inference");
-      break;
-    }
-    for (int32_t k = 0; k < n->n_inputs; k++) {
-      if (n->inputs[k] < 0) continue;
-      slot_from_value(&g->values[n->inputs[k]], &in[k]);
-      pin[k] = &in[k];
-    }
-    for (int32_t o = 0; o < n->n_outputs; o++) {
-      out[o].t.rank = -1;
-      pout[o] = &out[o];
-    }
-    kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
-                     .n_out = n->n_outputs, .out = pout, .static_infer = true,
-                     .err = err, .label = m->label};
-    st = n->op->infer(&ctx);
+    static_node sn;
+    st = static_node_infer(m, n, g->values, err, &sn);
     for (int32_t o = 0; o < n->n_outputs && !st; o++) {
       /* a shape known at load that no run could allocate is refused now */
-      const kn_tensor *t = &out[o].t;
-      if (out[o].kind == KN_KIND_TENSOR && kn_shape_known(t) && kn_dtype_is_valid(t->dtype)) {
+      const kn_tensor *t = &sn.out[o].t;
+      if (sn.out[o].kind == KN_KIND_TENSOR && kn_shape_known(t) && kn_dtype_is_valid(t->dtype)) {
         int64_t cnt = kn_tensor_numel(t);
         if (cnt < 0 || (uint64_t)cnt > KN_MAX_TENSOR_BYTES / kn_dtype_size(t->dtype)) {
           char sb[128];
-          st = kn_op_fail(&ctx, KN_ERR_LIMIT,
+          st = kn_op_fail(&sn.ctx, KN_ERR_LIMIT,
                           "output %d would be a %s tensor of shape %s, above kiln's %zu "
                           "GiB per-tensor limit",
                           o, kn_dtype_name(t->dtype),
@@ -167,14 +197,10 @@ kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g, kn_error *err) {
           break;
         }
       }
-      if (n->outputs[o] >= 0) value_from_slot(&g->values[n->outputs[o]], &out[o]);
+      if (n->outputs[o] >= 0) value_from_slot(&g->values[n->outputs[o]], &sn.out[o]);
     }
-    for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
+    static_node_close(&sn);
   }
-  free(in);
-  free(pin);
-  free(out);
-  free(pout);
   return st;
 }
 
@@ -189,7 +215,6 @@ kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) {
 kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim, double *flops,
                                 kn_error *err) {
   const kn_graph *g = m->graph;
-  kn_status st = KN_OK;
   *flops = 0;
   kn_value *vals = kn_calloc((size_t)g->n_values + 1, sizeof *vals);
   if (!vals) return kn_fail(err, KN_ERR_OOM, "out of memory");
@@ -200,43 +225,19 @@ kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim, double *f
       for (int32_t d = 0; d < vals[v].type.rank; d++)
         if (vals[v].type.dims[d] < 0) vals[v].type.dims[d] = dyn_dim;
   }
+  kn_status st = KN_OK;
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     const kn_node *n = &g->nodes[i];
-    kn_slot *in = kn_calloc((size_t)n->n_inputs + 1, sizeof *in);
-    kn_slot **pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *pin);
-    kn_slot *out = kn_calloc((size_t)n->n_outputs + 1, sizeof *out);
-    kn_slot **pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *pout);
-    if (!in || !pin || !out || !pout) st = kn_fail(err, KN_ERR_OOM, "out of memory");
-    for (int32_t k = 0; k < n->n_inputs && !st; k++)
-      if (n->inputs[k] >= 0) {
-        slot_from_value(&vals[n->inputs[k]], &in[k]);
-        pin[k] = &in[k];
-      }
-    for (int32_t o = 0; o < n->n_outputs && !st; o++) {
-      out[o].t.rank = -1;
-      pout[o] = &out[o];
-    }
-    kn_error scratch;
-    kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
-                     .n_out = n->n_outputs, .out = pout, .static_infer = true,
-                     .err = &scratch, .label = m->label};
-    if (!st && n->op->infer(&ctx) == KN_OK) {
+    kn_error scratch; /* a node that cannot be inferred counts nothing */
+    static_node sn;
+    kn_status ist = static_node_infer(m, n, vals, &scratch, &sn);
+    if (ist == KN_ERR_OOM) st = kn_fail(err, KN_ERR_OOM, "out of memory");
+    if (!ist) {
       for (int32_t o = 0; o < n->n_outputs; o++)
-        if (n->outputs[o] >= 0) value_from_slot(&vals[n->outputs[o]], &out[o]);
-      if (n->op->flops) {
-        *flops += n->op->flops(&ctx);
-      } else {
-        for (int32_t o = 0; o < n->n_outputs; o++)
-          if (out[o].kind == KN_KIND_TENSOR && kn_shape_known(&out[o].t))
-            *flops += (double)kn_tensor_numel(&out[o].t);
-      }
+        if (n->outputs[o] >= 0) value_from_slot(&vals[n->outputs[o]], &sn.out[o]);
+      *flops += static_node_flops(&sn);
     }
-    if (out)
-      for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
-    free(in);
-    free(pin);
-    free(out);
-    free(pout);
+    static_node_close(&sn);
   }
   free(vals);
   return st;
@@ -254,39 +255,12 @@ void kn_ops_node_cost(const kn_ir_model *m, int32_t i, double *flops, uint64_t *
   const kn_node *n = &g->nodes[i];
   *flops = 0;
   *bytes_read = *bytes_written = 0;
-  kn_slot *in = kn_calloc((size_t)n->n_inputs + 1, sizeof *in);
-  kn_slot **pin = kn_calloc((size_t)n->n_inputs + 1, sizeof *pin);
-  kn_slot *out = kn_calloc((size_t)n->n_outputs + 1, sizeof *out);
-  kn_slot **pout = kn_calloc((size_t)n->n_outputs + 1, sizeof *pout);
-  if (in && pin && out && pout) {
-    for (int32_t k = 0; k < n->n_inputs; k++)
-      if (n->inputs[k] >= 0) {
-        slot_from_value(&g->values[n->inputs[k]], &in[k]);
-        pin[k] = &in[k];
-        *bytes_read += type_bytes(&g->values[n->inputs[k]].type);
-      }
-    for (int32_t o = 0; o < n->n_outputs; o++) {
-      out[o].t.rank = -1;
-      pout[o] = &out[o];
-      if (n->outputs[o] >= 0) *bytes_written += type_bytes(&g->values[n->outputs[o]].type);
-    }
-    kn_error scratch;
-    kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
-                     .n_out = n->n_outputs, .out = pout, .static_infer = true,
-                     .err = &scratch, .label = m->label};
-    if (n->op && n->op->infer(&ctx) == KN_OK) {
-      if (n->op->flops) {
-        *flops = n->op->flops(&ctx);
-      } else {
-        for (int32_t o = 0; o < n->n_outputs; o++)
-          if (out[o].kind == KN_KIND_TENSOR && kn_shape_known(&out[o].t))
-            *flops += (double)kn_tensor_numel(&out[o].t);
-      }
-    }
-    for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&out[o]);
-  }
-  free(in);
-  free(pin);
-  free(out);
-  free(pout);
+  for (int32_t k = 0; k < n->n_inputs; k++)
+    if (n->inputs[k] >= 0) *bytes_read += type_bytes(&g->values[n->inputs[k]].type);
+  for (int32_t o = 0; o < n->n_outputs; o++)
+    if (n->outputs[o] >= 0) *bytes_written += type_bytes(&g->values[n->outputs[o]].type);
+  kn_error scratch;
+  static_node sn;
+  if (static_node_infer(m, n, g->values, &scratch, &sn) == KN_OK) *flops = static_node_flops(&sn);
+  static_node_close(&sn);
 }
