@@ -186,6 +186,9 @@ typedef struct kn_build_options {
   uint64_t workspace;
   /* Skip the optimization passes (the reference graph, as imported). */
   int32_t no_optimize;
+  /* Give every step the reference kernel (tactic 0) instead of choosing
+   * fast kernels: the oracle the fast kernels are compared with. */
+  int32_t reference_kernels;
 } kn_build_options;
 
 /* Zero/default options. */
@@ -253,6 +256,16 @@ void kn_context_set_memory_limit(kn_context *ctx, uint64_t bytes);
  * turns it off. */
 typedef void (*kn_tensor_observer)(const char *name, const kn_tensor *t, void *arg);
 void kn_context_set_observer(kn_context *ctx, kn_tensor_observer fn, void *arg);
+
+/* Threads the context's runs use (>= 1).  The default is
+ * KILN_NUM_THREADS when set, else the CPUs this process may use.  A
+ * context on 1 thread starts no worker thread; one on N keeps N - 1
+ * workers, which spin briefly between steps and then sleep.  Results are
+ * bit-identical for a given thread count.  Fails on n < 1 or when the
+ * threads cannot be started. */
+kn_status kn_context_set_threads(kn_context *ctx, int32_t n, kn_error *err)
+    __attribute__((warn_unused_result));
+int32_t kn_context_threads(const kn_context *ctx);
 
 /* Run the model on the bound inputs. */
 kn_status kn_context_run(kn_context *ctx, kn_error *err)

@@ -59,6 +59,14 @@ struct kn_op_ctx {
   const char *label;          /* model file name, for messages */
   kn_subgraph_fn run_subgraph; /* NULL during static inference */
   void *exec;                 /* executor state, for run_subgraph */
+  /* Fast kernels (src/kernels): set when the node's tactic is not the
+   * reference one and the run has a runtime (ISA, thread pool, scratch);
+   * NULL means: run the reference kernel. */
+  struct kn_rt *rt;
+  /* The node's prepacked constant inputs (its op's `pack` hook, made once
+   * at build or engine load, shared read-only by every context), or NULL
+   * (not packed: the op packs per run or uses the reference path). */
+  const void *packed;
 };
 
 typedef kn_status (*kn_op_fn)(kn_op_ctx *ctx);
@@ -79,6 +87,23 @@ typedef struct kn_op_def {
   /* Output 0 may share input 0's buffer when their sizes are equal (the
    * memory planner's in-place reuse): one of KN_INPLACE_* below. */
   uint8_t inplace;
+  /* Output shapes depend on input *values* that may vary between runs with
+   * the same input shapes (NonZero, NonMaxSuppression, Unique, control
+   * flow): the executor never reuses their shapes from an earlier run. */
+  bool data_shape;
+  /* ---- fast kernels (optional) ----
+   * select: the tactic (src/plan/tactics.inc) for node n of graph g, from
+   * the static types of its values and the ISA; 0 keeps the reference
+   * kernel.  Called at build (kn_model_build) for every node.
+   * pack: prepack the node's constant inputs (weights) for its tactic;
+   * *packed receives an object `unpack` frees.  Called once at build or
+   * engine load for top-level nodes whose tactic is not 0; the run gets it
+   * as ctx->packed.  The run must still work (packing per run, or the
+   * reference kernel) when ctx->packed is NULL. */
+  int32_t (*select)(const kn_graph *g, const kn_node *n, int32_t isa);
+  kn_status (*pack)(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
+                    kn_error *err);
+  void (*unpack)(void *packed);
 } kn_op_def;
 
 /* kn_op_def.inplace */

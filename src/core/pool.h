@@ -1,0 +1,46 @@
+/*
+ * The thread pool: persistent workers that run parallel loops for one
+ * context at a time.
+ *
+ * A pool of n threads has n - 1 workers; the calling thread is thread 0 and
+ * takes its share of every loop, so a pool of 1 starts no thread at all.
+ * Workers spin for a short while after a loop (a step follows the previous
+ * one within microseconds) and then sleep on a condition variable, so an
+ * idle pool costs no CPU.
+ *
+ * kn_pool_for(pool, n, fn, arg) calls fn(arg, i, thread) once for every
+ * task i in [0, n).  Tasks are handed out in contiguous blocks: thread t
+ * takes tasks [t*n/T, (t+1)*n/T), so the assignment depends only on n and
+ * the thread count, and a kernel that writes disjoint outputs per task and
+ * keeps per-thread scratch (indexed by `thread`) gives bit-identical
+ * results for a given thread count.  The call returns when every task is
+ * done.  Loops do not nest: fn must not call kn_pool_for on the same pool
+ * (it may on NULL, which runs inline).
+ *
+ * A NULL pool is valid everywhere and means one thread.
+ */
+#ifndef KN_POOL_H
+#define KN_POOL_H
+
+#include "core.h"
+
+#include <stdint.h>
+
+typedef struct kn_pool kn_pool;
+
+typedef void (*kn_pool_fn)(void *arg, int64_t task, int32_t thread);
+
+/* A pool of `threads` threads (>= 1; the caller counts as one). */
+kn_status kn_pool_create(int32_t threads, kn_pool **out, kn_error *err) KN_WUR;
+void kn_pool_free(kn_pool *p);
+/* Thread count (1 for NULL). */
+int32_t kn_pool_threads(const kn_pool *p);
+/* Run fn over tasks [0, n) on every thread (inline when n <= 1 or the pool
+ * has one thread). */
+void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg);
+
+/* Threads to use when nothing says otherwise: KILN_NUM_THREADS when it is a
+ * positive integer, else the number of CPUs this process may run on. */
+int32_t kn_default_threads(void);
+
+#endif

@@ -1,0 +1,101 @@
+/*
+ * Streamed scaled dot-product attention (fp32), the kernel of kiln's fused
+ * Attention op (src/ops/attention.c, tactic attention_streamed).
+ *
+ * For every batch b, head h and query row i:
+ *
+ *   out[b,h,i,:] = sum_j softmax_j(scale * q[b,h,i,:] . k[b,h,j,:] + mask[b,h,i,j])
+ *                  * v[b,h,j,:]
+ *
+ * Every tensor is given by a base pointer and element strides, so the head
+ * layouts exporters write ([B,S,H*D] rows, [B,H,S,D], [B*H,S,D], keys
+ * pre-transposed as [B,H,D,S]) and broadcast batch or head dims (stride 0)
+ * all run without copies.  The innermost dim of q, v and out (the feature
+ * within a head) must be contiguous; k may be either way round (k_sd == 1:
+ * rows of keys, packed transposed per key tile; k_sj == 1: already [D, S],
+ * read in place).  The mask's key stride is 0 (one value per row) or 1.
+ *
+ * Algorithm (Milakov and Gimelshein 2018; Dao et al., FlashAttention 2022):
+ * one task per (batch, head, tile of KN_ATT_QB query rows) streams over
+ * tiles of KN_ATT_KB keys keeping, per row, the running maximum m and sum l
+ * of exp(score - m) and a QB x Dv accumulator rescaled by exp(m_old - m_new)
+ * when the maximum grows.  The live state is one QB x KB score tile, one
+ * packed Dk x KB key tile and the accumulators (about 40 KiB at Dk = Dv =
+ * 64: L1-resident), never the Sq x Sk matrix.  Both products (Q.K^T and
+ * P.V) are the same small register-blocked GEMM per ISA.
+ *
+ * A row whose scores are all -inf gives 0/0 = NaN, as Softmax of such a row
+ * does (and as the reference kernel does).  Each output element is computed
+ * by one task in a fixed order: results do not depend on the thread count.
+ */
+#ifndef KN_KERNELS_ATTENTION_H
+#define KN_KERNELS_ATTENTION_H
+
+#include "kernels/kernels.h"
+
+/* Query rows per task and keys per streamed tile.  QB = 4 micro-tiles of
+ * the AVX-512 GEMM's 6 rows would leave 8 over at Sq = 128; 32 rows keep
+ * the score tile (32 x 64 floats, 8 KiB) and the accumulators (8 KiB at
+ * Dv = 64) in L1 next to the 16 KiB key and value tiles, and give BERT at
+ * batch 1 (Sq = 128) 4 tiles per head for the threads to share.  KB = 64
+ * is 4 zmm vectors, the GEMM's register width. */
+#define KN_ATT_QB 32
+#define KN_ATT_KB 64
+
+typedef struct kn_f32_attention_args {
+  int64_t batch, heads, sq, sk, dk, dv;
+  float scale;
+  /* strides in elements: batch, head, row (query i / key j), feature */
+  const float *q;
+  int64_t q_sb, q_sh, q_si; /* feature stride 1 */
+  const float *k;
+  int64_t k_sb, k_sh, k_sj, k_sd; /* k_sd == 1 or k_sj == 1 */
+  const float *v;
+  int64_t v_sb, v_sh, v_sj; /* feature stride 1 */
+  const float *mask;        /* NULL: none */
+  int64_t m_sb, m_sh, m_si, m_sj; /* m_sj 0 or 1 */
+  float *out;
+  int64_t o_sb, o_sh, o_si; /* feature stride 1 */
+} kn_f32_attention_args;
+
+/* Scratch bytes kn_f32_attention needs on `threads` threads. */
+size_t kn_f32_attention_scratch(const kn_f32_attention_args *a, int32_t threads);
+
+/* Computes a->out (every element) on the pool's threads with the ISA's
+ * micro-kernels; scratch holds kn_f32_attention_scratch bytes (64-byte
+ * aligned). */
+void kn_f32_attention(kn_isa isa, kn_pool *pool, const kn_f32_attention_args *a,
+                      void *scratch);
+
+/* ---- per-ISA micro-kernels (the driver above is portable) ---------------- */
+
+typedef struct kn_f32_attention_ukernels {
+  /* C[m x n] = A[m x k] . B[k x n] (accumulate: C +=), row-major with row
+   * strides lda (may be 0: one row broadcast), ldb, ldc. */
+  void (*gemm)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+               int64_t ldb, float *c, int64_t ldc, bool accumulate);
+  /* s[j] = s[j] * scale + mask[j * m_sj] (mask NULL: none; m_sj 0 or 1);
+   * returns max_j s[j] (-inf when n == 0 or every s[j] is -inf; NaNs are
+   * skipped, as the reference's comparisons skip them). */
+  float (*scale_mask_max)(float *s, int64_t n, float scale, const float *mask, int64_t m_sj);
+  /* s[j] = exp(s[j] - m) with the ISA's exp approximation; returns the sum. */
+  float (*exp_sum)(float *s, int64_t n, float m);
+  /* y[e] *= c */
+  void (*rescale)(float *y, int64_t n, float c);
+} kn_f32_attention_ukernels;
+
+/* The ISA's micro-kernels (portable ones for an ISA this build lacks). */
+const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa);
+
+/* The exp approximation the portable micro-kernels use (exported for the
+ * error test): for x in [-87.33, 88.72] within 2 ulp of exp(x); 0 below,
+ * +inf above, NaN for NaN.  The AVX2 and AVX-512 versions compute the same
+ * polynomial. */
+float kn_attention_expf(float x);
+
+#ifdef KN_HAVE_X86_KERNELS
+extern const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx2;
+extern const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx512;
+#endif
+
+#endif

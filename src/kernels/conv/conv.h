@@ -1,0 +1,90 @@
+/*
+ * fp32 2-D convolutions in NCHW (rank-4 tensors), one entry per tactic of
+ * src/plan/tactics.inc:
+ *
+ *   conv_gemm            any group/stride/dilation/padding: per (image,
+ *                        group) one packed GEMM, A = the group's weights
+ *                        [Cout/group, Cin/group*kh*kw] (prepacked), B = the
+ *                        image itself for 1x1 stride-1 unpadded kernels,
+ *                        else im2col panels written straight from the image
+ *                        by the GEMM's B-panel callback (implicit GEMM: no
+ *                        im2col matrix ever exists).
+ *   conv_depthwise       group == Cin == Cout: a direct kernel vectorised
+ *                        over output width (kernels/conv/dwconv.c).
+ *   conv_winograd        3x3, stride 1, dilation 1: F(4x4, 3x3), 36 GEMMs
+ *                        per block of tiles over Winograd-domain weights
+ *                        transformed once at pack time.
+ *   conv_transpose_gemm  ConvTranspose: GEMM (W^T x image) then col2im.
+ *
+ * Every tactic applies the fused epilogue (kernels.h) to the blocks it
+ * finishes, with these conventions for the whole output:
+ *   ep->bias  NULL or one value per output channel (the full [Cout] array;
+ *             bias_per_row is ignored),
+ *   ep->res   NULL or a tensor of the output's shape [n, Cout, oh, ow]
+ *             (ep->ldr is ignored),
+ * and writes every output element (outputs are not zeroed beforehand).
+ *
+ * Threads: each kernel splits its work over kn_pool_for tasks that write
+ * disjoint outputs, and every output element is computed in one fixed
+ * order whatever the split, so results are bit-identical for any thread
+ * count.  Kernels allocate nothing: the caller passes scratch of the size
+ * the matching *_scratch function returns for the pool's thread count.
+ */
+#ifndef KN_CONV_H
+#define KN_CONV_H
+
+#include "kernels/kernels.h"
+
+/* Geometry of one 2-D convolution (or transposed convolution: then h, w
+ * are the input's dims, oh, ow the output's, and the pads/strides are
+ * those of the ConvTranspose node).  Bottom and right pads follow from
+ * the output size. */
+typedef struct kn_conv2d {
+  int64_t n, c, h, w; /* batch, input channels, input height and width */
+  int64_t m, oh, ow;  /* output channels, output height and width */
+  int64_t group;
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t pt, pl; /* top and left pads */
+} kn_conv2d;
+
+/* ---- conv_gemm ---------------------------------------------------------- */
+
+/* Floats of the prepacked weights (every group's A). */
+size_t kn_f32_conv_gemm_pack_size(kn_isa isa, const kn_conv2d *g);
+/* Packs w ([m, c/group, kh, kw]) for conv_gemm into dst. */
+void kn_f32_conv_gemm_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                      const float *wpacked, const kn_epilogue *ep, float *y,
+                      void *scratch);
+
+/* ---- conv_depthwise (group == c == m) ----------------------------------- */
+
+size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+/* w: [c, 1, kh, kw] as stored in the model (no packing needed). */
+void kn_f32_dwconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                   const float *w, const kn_epilogue *ep, float *y, void *scratch);
+
+/* ---- conv_winograd (kh = kw = 3, strides and dilations 1) --------------- */
+
+/* True when the geometry is one Winograd F(4,3) computes. */
+bool kn_f32_conv_winograd_fits(const kn_conv2d *g);
+size_t kn_f32_conv_winograd_pack_size(kn_isa isa, const kn_conv2d *g);
+/* Transforms w to the Winograd domain (G w G^T per output/input channel
+ * pair) and packs the 36 [m/group, c/group] matrices for the GEMM. */
+void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+size_t kn_f32_conv_winograd_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                          const float *wpacked, const kn_epilogue *ep, float *y,
+                          void *scratch);
+
+/* ---- conv_transpose_gemm ------------------------------------------------ */
+
+/* w: ConvTranspose weights [c, m/group, kh, kw]. */
+size_t kn_f32_deconv_pack_size(kn_isa isa, const kn_conv2d *g);
+void kn_f32_deconv_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+size_t kn_f32_deconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                   const float *wpacked, const kn_epilogue *ep, float *y, void *scratch);
+
+#endif

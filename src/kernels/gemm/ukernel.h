@@ -1,0 +1,55 @@
+/*
+ * The GEMM micro-kernel contract, shared by the driver (gemm.c) and the
+ * per-ISA kernels (f32-gemm-*.c).  Not part of the family's API.
+ *
+ * A micro-kernel computes one register tile of mr rows (fixed per
+ * function: each ISA provides one function per mr in [1, MR], so tails
+ * and thin products waste no FMAs) and nr <= NR columns:
+ *
+ *   t[r][j] = sum_{kk < kc} a[kk*as + r] * b[kk*bs + j]     (kk in order)
+ *   C[r][j] = (accumulate ? C[r][j] : 0) + alpha * t[r][j]
+ *            (+ bias, + residual, clamped to [lo, hi]: the fused part,
+ *             only on the last k block)
+ *
+ * a: packed A panel (as = MR) or raw rows used in place (as = 1 for one
+ * row, lda for a transposed A).  b: packed B panel (bs = NR) or a raw
+ * row-major B used in place (bs = ldb); NR columns are always readable.
+ * Columns j >= nr are computed and dropped (masked stores).
+ */
+#ifndef KN_GEMM_UKERNEL_H
+#define KN_GEMM_UKERNEL_H
+
+#include "kernels/kernels.h"
+
+typedef struct kn_sgemm_ustore {
+  float alpha;
+  bool scale;            /* alpha != 1 */
+  bool accumulate;       /* add C's values (k blocks after the first) */
+  const float *bias_row; /* NULL, or bias_row[r] for tile row r */
+  const float *bias_col; /* NULL, or bias_col[j] for tile column j */
+  const float *res;      /* NULL, or res[r*ldr + j] */
+  int64_t ldr;
+  bool clamp; /* min(max(v, lo), hi): Relu, Clip */
+  float lo, hi;
+} kn_sgemm_ustore;
+
+typedef void (*kn_sgemm_ukernel_fn)(int64_t kc, const float *a, int64_t as,
+                                    const float *b, int64_t bs, float *c, int64_t ldc,
+                                    int64_t nr, const kn_sgemm_ustore *s);
+
+/* Rows of the largest register tile over all ISAs. */
+#define KN_SGEMM_MR_MAX 14
+
+/* One ISA's micro-kernels: fn[r - 1] computes r rows. */
+typedef struct kn_sgemm_ukernels {
+  int32_t mr, nr;
+  kn_sgemm_ukernel_fn fn[KN_SGEMM_MR_MAX];
+} kn_sgemm_ukernels;
+
+extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_4x16__portable;
+#ifdef KN_HAVE_X86_KERNELS
+extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_6x16__avx2;
+extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_14x32__avx512;
+#endif
+
+#endif
