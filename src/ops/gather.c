@@ -11,6 +11,9 @@
 
 #include <math.h>
 
+#include "kernels/copy/copy.h"
+#include "plan/tactic.h"
+
 static const kn_dtype index_types[] = {KN_DTYPE_I32, KN_DTYPE_I64, 0};
 
 /* An index read from t[i], made non-negative against `dim`; fails when it
@@ -60,6 +63,19 @@ static kn_status gather_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+/* Element sizes the copy kernels move (every dtype but strings). */
+static bool gather_dtype_ok(kn_dtype dt) {
+  if (!kn_dtype_is_valid(dt) || dt == KN_DTYPE_STRING || dt == KN_DTYPE_UNDEFINED) return false;
+  size_t es = kn_dtype_size(dt);
+  return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
+static int32_t gather_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  return gather_dtype_ok(g->values[n->inputs[0]].type.dtype) ? KN_TACTIC_copy : 0;
+}
+
 static kn_status gather_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *ix = kn_in(ctx, 1);
   kn_tensor *y = kn_out(ctx, 0);
@@ -70,6 +86,15 @@ static kn_status gather_run(kn_op_ctx *ctx) {
   int64_t inner = kn_dims_prod(x->dims, axis + 1, x->rank);
   int64_t ni = kn_tensor_numel(ix);
   if (kn_tensor_numel(y) == 0) return KN_OK;
+  if (ctx->rt && ctx->node->tactic == KN_TACTIC_copy && gather_dtype_ok(x->dtype)) {
+    int64_t *fi = kn_rt_scratch(ctx->rt, (size_t)ni * sizeof *fi);
+    if (!fi) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
+    for (int64_t j = 0; j < ni; j++)
+      if ((st = norm_index(ctx, ix, j, n, "Gather", &fi[j]))) return st;
+    kn_copy_gather(ctx->rt->pool, kn_dtype_size(x->dtype), y->data, x->data, outer, n, inner,
+                   fi, ni);
+    return KN_OK;
+  }
   int64_t *idx = kn_malloc((size_t)(ni ? ni : 1) * sizeof *idx);
   if (!idx) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
   for (int64_t j = 0; j < ni; j++)
@@ -609,12 +634,13 @@ done:
 }
 
 const kn_op_def kn_ops_gather[] = {
-    {"Gather", NULL, 2, 2, 1, 1, 1, 21, gather_infer, gather_run, NULL},
+    {"Gather", NULL, 2, 2, 1, 1, 1, 21, gather_infer, gather_run, NULL,
+     .select = gather_select},
     {"GatherElements", NULL, 2, 2, 1, 1, 11, 21, gather_el_infer, gather_el_run, NULL},
     {"GatherND", NULL, 2, 2, 1, 1, 11, 21, gather_nd_infer, gather_nd_run, NULL},
-    {"NonZero", NULL, 1, 1, 1, 1, 9, 21, nonzero_infer, nonzero_run, NULL},
-    {"OneHot", NULL, 3, 3, 1, 1, 9, 21, onehot_infer, onehot_run, NULL},
-    {"Compress", NULL, 2, 2, 1, 1, 9, 21, compress_infer, compress_run, NULL},
-    {"Unique", NULL, 1, 1, 1, 4, 11, 21, unique_infer, unique_run, NULL},
+    {"NonZero", NULL, 1, 1, 1, 1, 9, 21, nonzero_infer, nonzero_run, NULL, 0, KN_DATA_SHAPE_ALL},
+    {"OneHot", NULL, 3, 3, 1, 1, 9, 21, onehot_infer, onehot_run, NULL, 0, KN_DATA_SHAPE_ARGS},
+    {"Compress", NULL, 2, 2, 1, 1, 9, 21, compress_infer, compress_run, NULL, 0, KN_DATA_SHAPE_ARGS},
+    {"Unique", NULL, 1, 1, 1, 4, 11, 21, unique_infer, unique_run, NULL, 0, KN_DATA_SHAPE_ALL},
     KN_OP_END,
 };

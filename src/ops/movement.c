@@ -9,6 +9,9 @@
  * duplicated: string tensors own their elements. */
 #include "op.h"
 
+#include "kernels/copy/copy.h"
+#include "plan/tactic.h"
+
 /* Tile views its output with twice the input's rank. */
 #define GATHER_MAX_RANK (2 * KN_MAX_RANK)
 
@@ -88,6 +91,37 @@ static kn_status gather_strided(kn_op_ctx *ctx, kn_dtype dt, void *dst,
     if (k < 0) break;
   }
   return KN_OK;
+}
+
+/* Element sizes the copy kernels move (every dtype but strings). */
+static bool copy_dtype_ok(kn_dtype dt) {
+  if (!kn_dtype_is_valid(dt) || dt == KN_DTYPE_STRING || dt == KN_DTYPE_UNDEFINED) return false;
+  size_t es = kn_dtype_size(dt);
+  return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
+/* The copy tactic for nodes whose data input (0) has a dtype it moves. */
+static int32_t copy_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  return copy_dtype_ok(g->values[n->inputs[0]].type.dtype) ? KN_TACTIC_copy : 0;
+}
+
+/* True when this run uses the copy kernels for tensor dtype dt. */
+static bool use_copy(const kn_op_ctx *ctx, kn_dtype dt) {
+  return ctx->rt && ctx->node->tactic == KN_TACTIC_copy && copy_dtype_ok(dt);
+}
+
+/* gather_strided through the copy kernels when the run has them. */
+static kn_status gather_any(kn_op_ctx *ctx, kn_dtype dt, void *dst, const void *src,
+                            int32_t rank, const int64_t *dims, const int64_t *strides,
+                            int64_t off) {
+  if (use_copy(ctx, dt)) {
+    kn_copy_strided(ctx->rt->isa, ctx->rt->pool, kn_dtype_size(dt), dst, src, rank, dims,
+                    strides, off);
+    return KN_OK;
+  }
+  return gather_strided(ctx, dt, dst, src, rank, dims, strides, off);
 }
 
 /* Reads an integer input of at most `max` values into vals.  *known is
@@ -184,7 +218,7 @@ static kn_status transpose_run(kn_op_ctx *ctx) {
   int64_t xs[KN_MAX_RANK], s[KN_MAX_RANK];
   kn_strides(x->rank, x->dims, xs);
   for (int32_t i = 0; i < x->rank; i++) s[i] = xs[perm[i]];
-  return gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, 0);
+  return gather_any(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, 0);
 }
 
 /* ---- Concat ------------------------------------------------------------- */
@@ -259,6 +293,18 @@ static kn_status concat_run(kn_op_ctx *ctx) {
   int64_t outer = kn_shape_numel(axis, o->dims);
   int64_t inner = kn_shape_numel(o->rank - axis - 1, o->dims + axis + 1);
   int64_t orow = o->dims[axis] * inner, at = 0;
+  if (use_copy(ctx, o->dtype)) {
+    size_t es = kn_dtype_size(o->dtype);
+    for (int32_t i = 0; i < ctx->n_in; i++) {
+      const kn_tensor *t = kn_in(ctx, i);
+      if (!t) continue;
+      int64_t row = t->dims[axis] * inner;
+      kn_copy_rows(ctx->rt->pool, (char *)o->data + (size_t)at * es, orow * (int64_t)es,
+                   t->data, row * (int64_t)es, outer, row * (int64_t)es);
+      at += row;
+    }
+    return KN_OK;
+  }
   for (int32_t i = 0; i < ctx->n_in; i++) {
     const kn_tensor *t = kn_in(ctx, i);
     if (!t) continue;
@@ -389,8 +435,8 @@ static kn_status split_common(kn_op_ctx *ctx, bool run) {
       st = KN_ERR_INTERNAL;
       goto done;
     }
-    st = gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, xs,
-                        start * xs[axis]);
+    st = gather_any(ctx, x->dtype, o->data, x->data, o->rank, o->dims, xs,
+                    start * xs[axis]);
     if (st) goto done;
     start += sizes[i];
   }
@@ -536,7 +582,7 @@ static kn_status slice_run(kn_op_ctx *ctx) {
     s[i] = xs[i] * pl.step[i];
     off += pl.start[i] * xs[i];
   }
-  return gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, off);
+  return gather_any(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, off);
 }
 
 /* ---- Expand ------------------------------------------------------------- */
@@ -1123,10 +1169,10 @@ static kn_status revseq_run(kn_op_ctx *ctx) {
 /* ---- table -------------------------------------------------------------- */
 
 const kn_op_def kn_ops_movement[] = {
-    {"Transpose", NULL, 1, 1, 1, 1, 1, 21, transpose_infer, transpose_run, no_flops},
-    {"Concat", NULL, 1, -1, 1, 1, 1, 21, concat_infer, concat_run, no_flops},
-    {"Split", NULL, 1, 2, 1, -1, 1, 21, split_infer, split_run, no_flops},
-    {"Slice", NULL, 1, 5, 1, 1, 1, 21, slice_infer, slice_run, no_flops},
+    {"Transpose", NULL, 1, 1, 1, 1, 1, 21, transpose_infer, transpose_run, no_flops, .select = copy_select},
+    {"Concat", NULL, 1, -1, 1, 1, 1, 21, concat_infer, concat_run, no_flops, .select = copy_select},
+    {"Split", NULL, 1, 2, 1, -1, 1, 21, split_infer, split_run, no_flops, .select = copy_select},
+    {"Slice", NULL, 1, 5, 1, 1, 1, 21, slice_infer, slice_run, no_flops, .select = copy_select},
     {"Expand", NULL, 2, 2, 1, 1, 8, 21, expand_infer, expand_run, no_flops},
     {"Tile", NULL, 2, 3, 1, 1, 1, 21, tile_infer, tile_run, no_flops},
     {"Pad", NULL, 1, 4, 1, 1, 1, 21, pad_infer, pad_run, no_flops},
