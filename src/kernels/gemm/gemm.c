@@ -1,0 +1,410 @@
+/*
+ * fp32 GEMM driver: the BLIS loop nest around the per-ISA micro-kernels
+ * (ukernel.h), portable C.
+ *
+ * Per task (a rectangle of whole micro-tiles of C), the loops are BLIS's:
+ *
+ *   for jc in steps of NC          columns of C
+ *     for pc in steps of KC        depth; B block kc x nc packed (L2/L3)
+ *       for ic in steps of MC      rows; A block mc x kc packed (L2)
+ *         for jr in steps of NR    one B micro-panel, kept in L1
+ *           for ir in steps of MR  A micro-panels stream from L2
+ *             micro-kernel; on the last pc, the epilogue on the tile
+ *
+ * The epilogue runs on each MR x NR tile right after its last k block,
+ * while the tile is still in L1: bias, a residual before the activation,
+ * Relu and Clip inside the micro-kernel's store; other activations and a
+ * residual after them by kn_f32_epilogue on the tile.
+ *
+ * What is skipped:
+ *  - prepacked operands (weights) are used in place;
+ *  - a single row (GEMV) or a transposed A of at most MR rows is read in
+ *    place (a row's k values are contiguous, or MR rows of A^T are);
+ *  - with at most 2*MR rows, B is used in place when it is row-major:
+ *    packing would cost a whole extra pass over B for one or two uses
+ *    (thin products, K << N).  A single row panel also takes the whole k
+ *    in one pass (nothing to keep in cache between k blocks).
+ *
+ * Threads: the output is split into a tm x tn grid of rectangles, one per
+ * thread, chosen by a small cost model (compute with tile padding plus
+ * packing repeated per rectangle).  Every element is computed by one task,
+ * with the same micro-kernel and k order whatever the grid, so results do
+ * not depend on the thread count.
+ */
+#define _GNU_SOURCE
+#include "gemm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "ukernel.h"
+
+static const kn_sgemm_ukernels *ukernels(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return &kn_f32_gemm_ukernel_14x32__avx512;
+  if (isa == KN_ISA_AVX2) return &kn_f32_gemm_ukernel_6x16__avx2;
+#else
+  (void)isa;
+#endif
+  return &kn_f32_gemm_ukernel_4x16__portable;
+}
+
+int32_t kn_sgemm_mr(kn_isa isa) { return ukernels(isa)->mr; }
+int32_t kn_sgemm_nr(kn_isa isa) { return ukernels(isa)->nr; }
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* ---- cache sizes and blocking -------------------------------------------- */
+
+/* "48K", "1024K", "32M" -> bytes; 0 when unreadable. */
+static size_t read_cache_file(const char *path, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, len - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *end;
+  unsigned long long v = strtoull(buf, &end, 10);
+  if (end == buf) return 0;
+  if (*end == 'K') v <<= 10;
+  else if (*end == 'M') v <<= 20;
+  else if (*end == 'G') v <<= 30;
+  return (size_t)v;
+}
+
+void kn_cache_sizes(size_t *l1d, size_t *l2, size_t *l3) {
+  size_t s[4] = {0, 0, 0, 0};
+  char path[96], buf[32];
+  for (int i = 0; i < 8; i++) {
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+    FILE *f = fopen(path, "r");
+    if (!f) break;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if (!strncmp(buf, "Instruction", 11)) continue;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    size_t level = read_cache_file(path, buf, sizeof buf);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    if (level >= 1 && level <= 3) s[level] = read_cache_file(path, buf, sizeof buf);
+  }
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+  long v;
+  if (!s[1] && (v = sysconf(_SC_LEVEL1_DCACHE_SIZE)) > 0) s[1] = (size_t)v;
+  if (!s[2] && (v = sysconf(_SC_LEVEL2_CACHE_SIZE)) > 0) s[2] = (size_t)v;
+  if (!s[3] && (v = sysconf(_SC_LEVEL3_CACHE_SIZE)) > 0) s[3] = (size_t)v;
+#endif
+  *l1d = s[1] ? s[1] : (size_t)32 << 10;
+  *l2 = s[2] ? s[2] : (size_t)1 << 20;
+  *l3 = s[3] ? s[3] : (size_t)8 << 20;
+}
+
+kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3) {
+  const kn_sgemm_ukernels *uk = ukernels(isa);
+  int64_t mr = uk->mr, nr = uk->nr;
+  if (!l1d) l1d = (size_t)32 << 10;
+  if (!l2) l2 = (size_t)1 << 20;
+  if (!l3) l3 = (size_t)8 << 20;
+  kn_sgemm_blocking b;
+  /* The B micro-panel (kc x NR) takes half of L1, the rest is for the A
+   * micro-panel streaming through and C's tile. */
+  b.kc = (int64_t)(l1d / 2) / (nr * 4);
+  b.kc = max64(64, min64(512, b.kc / 16 * 16));
+  /* The A block (mc x kc) in half of L2. */
+  b.mc = (int64_t)(l2 / 2) / (b.kc * 4) / mr * mr;
+  b.mc = max64(mr, min64(b.mc, 64 * mr));
+  /* The B block (kc x nc): in L2 too when the L3 is shared by many cores
+   * (VMs report the whole socket's), capped so scratch stays small. */
+  size_t share = l3 / 4 < l2 ? l3 / 4 : l2;
+  b.nc = (int64_t)share / (b.kc * 4) / nr * nr;
+  b.nc = max64(4 * nr, min64(b.nc, 128 * nr));
+  return b;
+}
+
+/* ---- packing ----------------------------------------------------------------- */
+
+/* Rows [i0, i0+rows) x depth [k0, k0+kc) of op(A) into panels of mr rows
+ * (panel p at dst + p*mr*kc, mr values per kk, zero-padded). */
+static void pack_a_block(int64_t mr, const float *a, int64_t lda, bool trans, int64_t i0,
+                         int64_t rows, int64_t k0, int64_t kc, float *restrict dst) {
+  for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
+    int64_t h = min64(mr, rows - p);
+    if (trans) {
+      for (int64_t kk = 0; kk < kc; kk++) {
+        const float *src = a + (k0 + kk) * lda + i0 + p;
+        float *d = dst + kk * mr;
+        for (int64_t r = 0; r < h; r++) d[r] = src[r];
+        for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
+      }
+    } else {
+      for (int64_t r = 0; r < h; r++) {
+        const float *src = a + (i0 + p + r) * lda + k0;
+        for (int64_t kk = 0; kk < kc; kk++) dst[kk * mr + r] = src[kk];
+      }
+      for (int64_t r = h; r < mr; r++)
+        for (int64_t kk = 0; kk < kc; kk++) dst[kk * mr + r] = 0.0f;
+    }
+  }
+}
+
+/* Depth [k0, k0+kc) x columns [col, col+w) of op(B) into one panel of nr
+ * columns (nr values per kk, zero-padded past w). */
+static void pack_b_panel(int64_t nr, const float *b, int64_t ldb, bool trans, int64_t k0,
+                         int64_t kc, int64_t col, int64_t w, float *restrict dst) {
+  if (!trans) {
+    for (int64_t kk = 0; kk < kc; kk++) {
+      const float *src = b + (k0 + kk) * ldb + col;
+      float *d = dst + kk * nr;
+      memcpy(d, src, (size_t)w * sizeof(float));
+      for (int64_t j = w; j < nr; j++) d[j] = 0.0f;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < w; j++) {
+    const float *src = b + (col + j) * ldb + k0;
+    for (int64_t kk = 0; kk < kc; kk++) dst[kk * nr + j] = src[kk];
+  }
+  for (int64_t j = w; j < nr; j++)
+    for (int64_t kk = 0; kk < kc; kk++) dst[kk * nr + j] = 0.0f;
+}
+
+size_t kn_sgemm_pack_a_size(kn_isa isa, int64_t m, int64_t k) {
+  int64_t mr = kn_sgemm_mr(isa);
+  return (size_t)(round_up(max64(m, 1), mr) * max64(k, 1));
+}
+
+size_t kn_sgemm_pack_b_size(kn_isa isa, int64_t k, int64_t n) {
+  int64_t nr = kn_sgemm_nr(isa);
+  return (size_t)(round_up(max64(n, 1), nr) * max64(k, 1));
+}
+
+void kn_sgemm_pack_a(kn_isa isa, int64_t m, int64_t k, const float *a, int64_t lda,
+                     bool trans, float *dst) {
+  pack_a_block(kn_sgemm_mr(isa), a, lda, trans, 0, m, 0, k, dst);
+}
+
+void kn_sgemm_pack_b(kn_isa isa, int64_t k, int64_t n, const float *b, int64_t ldb,
+                     bool trans, float *dst) {
+  int64_t nr = kn_sgemm_nr(isa);
+  for (int64_t col = 0; col < n; col += nr, dst += nr * k)
+    pack_b_panel(nr, b, ldb, trans, 0, k, col, min64(nr, n - col), dst);
+}
+
+/* ---- the plan: blocking, operand modes, task grid ----------------------- */
+
+enum { A_PACKED, A_DIRECT, A_PACK };
+enum { B_PACKED, B_DIRECT, B_PACK };
+
+typedef struct plan {
+  const kn_sgemm_args *g;
+  kn_isa isa;
+  const kn_sgemm_ukernels *uk;
+  int64_t m, n, k;
+  int64_t mr, nr, kc, mc, nc;
+  int ma, mb;
+  int64_t mpanels, npanels;
+  int64_t tm, tn;
+  size_t a_floats, b_floats; /* per-thread buffers */
+  size_t thread_bytes;
+  /* epilogue: what the micro-kernel's store does, and what is left */
+  const float *bias;
+  bool bias_per_row;
+  const float *kres; /* residual added in the store */
+  int64_t ldr;
+  bool clamp;
+  float lo, hi;
+  bool has_rest;
+  kn_epilogue rest;
+  char *scratch;
+} plan;
+
+static size_t align16(size_t floats) { return (floats + 15) / 16 * 16; }
+
+static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan *p) {
+  memset(p, 0, sizeof *p);
+  p->g = g;
+  p->isa = isa;
+  p->uk = ukernels(isa);
+  p->mr = p->uk->mr;
+  p->nr = p->uk->nr;
+  p->m = g->m;
+  p->n = g->n;
+  p->k = g->alpha == 0.0f ? 0 : g->k; /* as the reference: no product at all */
+  kn_sgemm_blocking bl = g->blocking ? *g->blocking : kn_sgemm_blocking_for(isa, 0, 0, 0);
+  int64_t m = p->m, n = p->n, k = p->k, mr = p->mr, nr = p->nr;
+  p->kc = bl.kc;
+  if (m <= mr) p->kc = 8 * bl.kc; /* one row panel: nothing to reuse */
+  p->kc = max64(0, min64(p->kc, k));
+  p->mc = bl.mc / mr * mr;
+  p->nc = bl.nc / nr * nr;
+  if (p->mc < mr) p->mc = mr;
+  if (p->nc < nr) p->nc = nr;
+  p->mc = min64(p->mc, round_up(max64(m, 1), mr));
+  p->nc = min64(p->nc, round_up(max64(n, 1), nr));
+
+  if (g->a_packed) p->ma = A_PACKED;
+  else if (m == 1 || (g->trans_a && m <= mr)) p->ma = A_DIRECT;
+  else p->ma = A_PACK;
+  if (g->b_packed) p->mb = B_PACKED;
+  else if (!g->b_panel && !g->trans_b && m <= 2 * mr) p->mb = B_DIRECT;
+  else p->mb = B_PACK;
+
+  p->a_floats = p->ma == A_PACK ? align16((size_t)(p->mc * p->kc)) : 0;
+  p->b_floats = p->mb == B_PACK     ? align16((size_t)(p->kc * p->nc))
+                : p->mb == B_DIRECT ? align16((size_t)(p->kc * nr))
+                                    : 0;
+  p->thread_bytes = (p->a_floats + p->b_floats) * sizeof(float);
+
+  p->mpanels = ceil_div(m, mr);
+  p->npanels = ceil_div(n, nr);
+  p->tm = p->tn = 1;
+  if (threads > 1 && (double)m * n * max64(k, 1) >= 32768.0) {
+    double best = -1;
+    for (int64_t tn = threads; tn >= 1; tn--) {
+      if (threads % tn) continue;
+      int64_t tm = threads / tn;
+      double rows = (double)ceil_div(p->mpanels, tm) * mr;
+      double cols = (double)ceil_div(p->npanels, tn) * nr;
+      double kk = (double)max64(k, 1);
+      double cost = rows * cols * kk;
+      /* packing, in FMA-equivalents per float moved */
+      if (p->ma == A_PACK) cost += 4.0 * rows * kk * (double)ceil_div((int64_t)cols, p->nc);
+      if (p->mb == B_PACK) cost += (g->b_panel ? 8.0 : 4.0) * cols * kk;
+      if (best < 0 || cost < best) {
+        best = cost;
+        p->tm = tm;
+        p->tn = tn;
+      }
+    }
+  }
+
+  /* Epilogue split (see the file comment). */
+  const kn_epilogue *ep = g->ep;
+  if (ep) {
+    kn_act act = ep->act.act;
+    bool clampable = act == KN_ACT_RELU || act == KN_ACT_CLIP;
+    p->bias = ep->bias;
+    p->bias_per_row = ep->bias_per_row;
+    if (ep->res && (ep->res_first || act == KN_ACT_NONE)) {
+      p->kres = ep->res;
+      p->ldr = ep->ldr;
+    }
+    if (clampable) {
+      p->clamp = true;
+      p->lo = act == KN_ACT_RELU ? 0.0f : ep->act.lo;
+      p->hi = act == KN_ACT_RELU ? INFINITY : ep->act.hi;
+    }
+    bool rest_act = act != KN_ACT_NONE && !clampable;
+    bool rest_res = ep->res && !p->kres;
+    if (rest_act || rest_res) {
+      p->has_rest = true;
+      p->rest.act = ep->act;
+      if (!rest_act) p->rest.act.act = KN_ACT_NONE;
+      p->rest.res = rest_res ? ep->res : NULL;
+      p->rest.ldr = ep->ldr;
+      p->rest.res_first = false;
+    }
+  }
+}
+
+size_t kn_sgemm_scratch_size(kn_isa isa, const kn_sgemm_args *g, int32_t threads) {
+  plan p;
+  make_plan(isa, g, 1, &p);
+  return (size_t)(threads > 0 ? threads : 1) * p.thread_bytes + 64;
+}
+
+/* ---- one task ----------------------------------------------------------- */
+
+static void run_task(void *arg, int64_t task, int32_t thread) {
+  const plan *p = arg;
+  const kn_sgemm_args *g = p->g;
+  const kn_sgemm_ukernels *uk = p->uk;
+  const int64_t m = p->m, n = p->n, k = p->k, mr = p->mr, nr = p->nr;
+  int64_t ti = task / p->tn, tj = task % p->tn;
+  int64_t i0 = ti * p->mpanels / p->tm * mr, i1 = min64(m, (ti + 1) * p->mpanels / p->tm * mr);
+  int64_t j0 = tj * p->npanels / p->tn * nr, j1 = min64(n, (tj + 1) * p->npanels / p->tn * nr);
+  if (i0 >= i1 || j0 >= j1) return;
+  float *abuf = (float *)(p->scratch + (size_t)thread * p->thread_bytes);
+  float *bbuf = abuf + p->a_floats;
+  kn_sgemm_ustore s;
+  memset(&s, 0, sizeof s);
+  s.alpha = g->alpha;
+  s.scale = g->alpha != 1.0f;
+
+  for (int64_t jc = j0; jc < j1; jc += p->nc) {
+    int64_t ncur = min64(p->nc, j1 - jc);
+    int64_t npan = ceil_div(ncur, nr);
+    for (int64_t pc = 0;; pc += p->kc) {
+      int64_t kcur = min64(p->kc, k - pc);
+      bool first = pc == 0, last = pc + kcur >= k;
+      if (p->mb == B_PACK) {
+        for (int64_t q = 0; q < npan; q++) {
+          int64_t col = jc + q * nr, w = min64(nr, n - col);
+          float *dst = bbuf + q * kcur * nr;
+          if (g->b_panel) g->b_panel(g->b_panel_arg, pc, kcur, col, w, dst);
+          else pack_b_panel(nr, g->b, g->ldb, g->trans_b, pc, kcur, col, w, dst);
+        }
+      } else if (p->mb == B_DIRECT && n - (jc + (npan - 1) * nr) < nr) {
+        int64_t col = jc + (npan - 1) * nr; /* the ragged last panel */
+        pack_b_panel(nr, g->b, g->ldb, false, pc, kcur, col, n - col, bbuf);
+      }
+      for (int64_t ic = i0; ic < i1; ic += p->mc) {
+        int64_t mcur = min64(p->mc, i1 - ic);
+        if (p->ma == A_PACK) pack_a_block(mr, g->a, g->lda, g->trans_a, ic, mcur, pc, kcur, abuf);
+        for (int64_t q = 0; q < npan; q++) {
+          int64_t col = jc + q * nr, w = min64(nr, n - col);
+          const float *bp;
+          int64_t bs = nr;
+          if (p->mb == B_PACKED) bp = g->b_packed + (col / nr) * nr * k + pc * nr;
+          else if (p->mb == B_PACK) bp = bbuf + q * kcur * nr;
+          else if (w == nr) {
+            bp = g->b + pc * g->ldb + col;
+            bs = g->ldb;
+          } else {
+            bp = bbuf;
+          }
+          for (int64_t ir = ic; ir < ic + mcur; ir += mr) {
+            int64_t h = min64(mr, ic + mcur - ir);
+            const float *ap;
+            int64_t as = mr;
+            if (p->ma == A_PACKED) ap = g->a_packed + (ir / mr) * mr * k + pc * mr;
+            else if (p->ma == A_PACK) ap = abuf + (ir - ic) * kcur;
+            else if (g->trans_a) {
+              ap = g->a + pc * g->lda + ir;
+              as = g->lda;
+            } else {
+              ap = g->a + ir * g->lda + pc;
+              as = 1;
+            }
+            s.accumulate = !first;
+            if (last) {
+              s.bias_row = p->bias && p->bias_per_row ? p->bias + ir : NULL;
+              s.bias_col = p->bias && !p->bias_per_row ? p->bias + col : NULL;
+              s.res = p->kres ? p->kres + ir * p->ldr + col : NULL;
+              s.ldr = p->ldr;
+              s.clamp = p->clamp;
+              s.lo = p->lo;
+              s.hi = p->hi;
+            }
+            float *c = g->c + ir * g->ldc + col;
+            uk->fn[h - 1](kcur, ap, as, bp, bs, c, g->ldc, w, &s);
+            if (last && p->has_rest) kn_f32_epilogue(p->isa, &p->rest, c, g->ldc, ir, h, col, w);
+          }
+        }
+      }
+      if (last) break;
+    }
+  }
+}
+
+void kn_sgemm(kn_isa isa, kn_pool *pool, const kn_sgemm_args *g, void *scratch) {
+  if (g->m <= 0 || g->n <= 0) return;
+  plan p;
+  make_plan(isa, g, kn_pool_threads(pool), &p);
+  p.scratch = scratch;
+  kn_pool_for(pool, p.tm * p.tn, run_task, &p);
+}
