@@ -17,7 +17,10 @@
 
 #include <math.h>
 
+#include "conv_fast.h"
 #include "conv_ref.h"
+#include "kernels/conv/conv.h"
+#include "plan/tactic.h"
 #include "ref_gemm.h"
 
 
@@ -541,6 +544,12 @@ static kn_status fconv_run_common(kn_op_ctx *ctx, bool transpose) {
   int64_t total = kn_tensor_numel(y);
   if (total == 0) return KN_OK;
   kn_dtype t = y->dtype;
+  if (ctx->rt && ctx->node->tactic != KN_TACTIC_reference && t == KN_DTYPE_F32) {
+    kn_epilogue ep = {.bias_per_row = true};
+    if (bias && kn_tensor_numel(bias) > 0) ep.bias = bias->data;
+    bool done;
+    if ((st = kn_conv_fast(ctx, &g, transpose, x, w, &ep, y, &done)) || done) return st;
+  }
   bool (*fwd)(const conv_geom *, ekind, const void *, const void *, void *) =
       transpose ? conv_transpose_forward : conv_forward;
   if (t == KN_DTYPE_F32 || t == KN_DTYPE_F64) {
@@ -604,6 +613,179 @@ static double conv_flops_common(const kn_op_ctx *ctx, bool transpose) {
 
 static double conv_flops(const kn_op_ctx *ctx) { return conv_flops_common(ctx, false); }
 static double convt_flops(const kn_op_ctx *ctx) { return conv_flops_common(ctx, true); }
+
+/* ---- fast tactics (src/kernels/conv) -------------------------------------- */
+
+/* Weights packed for one tactic and ISA (kn_conv_pack), with the weight
+ * shape they were made from, checked at run time. */
+typedef struct conv_packed {
+  int32_t tactic;
+  int32_t isa;
+  int64_t wdims[4], group;
+  float *data; /* 64-byte aligned */
+} conv_packed;
+
+static bool is_transpose_node(const kn_node *n) { return !strcmp(n->op_type, "ConvTranspose"); }
+
+/* Geometry from static types (unknown parts as kn_conv_geometry leaves
+ * them); false when the node is not a float32 4-D convolution with known
+ * weight dims. */
+static bool static_geometry(const kn_graph *gr, const kn_node *n, bool transpose,
+                            conv_geom *geo, const kn_tensor **wconst) {
+  if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
+  const kn_value *xv = &gr->values[n->inputs[0]], *wv = &gr->values[n->inputs[1]];
+  if (xv->type.dtype != KN_DTYPE_F32 || wv->type.dtype != KN_DTYPE_F32 ||
+      xv->type.rank != 4 || wv->type.rank != 4)
+    return false;
+  kn_slot xs, ws;
+  memset(&xs, 0, sizeof xs);
+  memset(&ws, 0, sizeof ws);
+  xs.kind = ws.kind = KN_KIND_TENSOR;
+  xs.t.dtype = ws.t.dtype = KN_DTYPE_F32;
+  xs.t.rank = ws.t.rank = 4;
+  memcpy(xs.t.dims, xv->type.dims, sizeof xs.t.dims);
+  memcpy(ws.t.dims, wv->type.dims, sizeof ws.t.dims);
+  for (int32_t i = 0; i < 4; i++)
+    if (ws.t.dims[i] < 1) return false;
+  kn_slot *in[2] = {&xs, &ws};
+  kn_error err;
+  kn_op_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.node = n;
+  ctx.opset = n->opset;
+  ctx.n_in = 2;
+  ctx.in = in;
+  ctx.static_infer = true;
+  ctx.err = &err;
+  ctx.label = "";
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  bool complete;
+  if (conv_geometry(&ctx, &xs.t, &ws.t, transpose, geo, &r, d, &complete) || geo->nd != 2)
+    return false;
+  /* channels from W (X's may be unknown) */
+  geo->c = transpose ? ws.t.dims[0] : ws.t.dims[1] * geo->group;
+  geo->m = transpose ? ws.t.dims[1] * geo->group : ws.t.dims[0];
+  if (wconst) {
+    const kn_tensor *c = wv->constant;
+    *wconst = c && c->dtype == KN_DTYPE_F32 && c->rank == 4 && c->data ? c : NULL;
+  }
+  return true;
+}
+
+int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
+  (void)isa;
+  bool tr = is_transpose_node(n);
+  conv_geom geo;
+  if (strcmp(n->op_type, "Conv") && strcmp(n->op_type, "FusedConv") && !tr) return 0;
+  if (!static_geometry(gr, n, tr, &geo, NULL)) return 0;
+  if (tr) return KN_TACTIC_conv_transpose_gemm;
+  if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return KN_TACTIC_conv_depthwise;
+  return KN_TACTIC_conv_gemm;
+}
+
+/* The 2-D kernel geometry of geo (complete). */
+static kn_conv2d conv2d_of(const conv_geom *geo) {
+  kn_conv2d c = {.n = geo->n, .c = geo->c, .h = geo->x_sp[0], .w = geo->x_sp[1],
+                 .m = geo->m, .oh = geo->y_sp[0], .ow = geo->y_sp[1], .group = geo->group,
+                 .kh = geo->k[0], .kw = geo->k[1], .sh = geo->s[0], .sw = geo->s[1],
+                 .dh = geo->d[0], .dw = geo->d[1], .pt = geo->pb[0], .pl = geo->pb[1]};
+  return c;
+}
+
+/* Packed floats of tactic t (0: the tactic packs nothing). */
+static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
+  if (t == KN_TACTIC_conv_gemm) return kn_f32_conv_gemm_pack_size(isa, c);
+  if (t == KN_TACTIC_conv_transpose_gemm) return kn_f32_deconv_pack_size(isa, c);
+  return 0;
+}
+
+static void pack_into(int32_t t, kn_isa isa, const kn_conv2d *c, const float *w, float *dst) {
+  if (t == KN_TACTIC_conv_gemm) kn_f32_conv_gemm_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
+}
+
+kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void **packed,
+                       kn_error *err) {
+  *packed = NULL;
+  bool tr = is_transpose_node(n);
+  conv_geom geo;
+  const kn_tensor *w;
+  if (!static_geometry(gr, n, tr, &geo, &w) || !w) return KN_OK;
+  kn_conv2d c = conv2d_of(&geo);
+  size_t nf = pack_floats(n->tactic, (kn_isa)isa, &c);
+  if (nf == 0) return KN_OK;
+  conv_packed *p = kn_calloc(1, sizeof *p);
+  size_t bytes = (nf * sizeof(float) + 63) & ~(size_t)63;
+  float *data = p ? aligned_alloc(64, bytes) : NULL;
+  if (!data) {
+    free(p);
+    return kn_fail(err, KN_ERR_OOM, "node '%s' (%s): out of memory packing %zu weight bytes",
+                   n->name, n->op_type, bytes);
+  }
+  pack_into(n->tactic, (kn_isa)isa, &c, w->data, data);
+  p->tactic = n->tactic;
+  p->isa = isa;
+  memcpy(p->wdims, w->dims, sizeof p->wdims);
+  p->group = geo.group;
+  p->data = data;
+  *packed = p;
+  return KN_OK;
+}
+
+void kn_conv_unpack(void *packed) {
+  conv_packed *p = packed;
+  if (!p) return;
+  free(p->data);
+  free(p);
+}
+
+kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
+                       const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
+                       kn_tensor *y, bool *done) {
+  *done = false;
+  if (geo->nd != 2 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
+      y->dtype != KN_DTYPE_F32) {
+    memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(float));
+    return KN_OK;
+  }
+  kn_rt *rt = ctx->rt;
+  kn_isa isa = rt->isa;
+  int32_t threads = kn_rt_threads(rt);
+  kn_conv2d c = conv2d_of(geo);
+  int32_t t = KN_TACTIC_conv_gemm;
+  if (transpose) t = KN_TACTIC_conv_transpose_gemm;
+  else if (ctx->node->tactic == KN_TACTIC_conv_depthwise && c.group == c.c && c.m == c.c)
+    t = KN_TACTIC_conv_depthwise;
+  size_t kbytes = t == KN_TACTIC_conv_depthwise  ? kn_f32_dwconv_scratch(isa, &c, threads)
+                  : t == KN_TACTIC_conv_gemm     ? kn_f32_conv_gemm_scratch(isa, &c, threads)
+                                                 : kn_f32_deconv_scratch(isa, &c, threads);
+  const conv_packed *pk = ctx->packed;
+  const float *wp = NULL;
+  size_t nf = pack_floats(t, isa, &c), pbytes = 0;
+  if (nf) {
+    if (pk && pk->tactic == t && pk->isa == (int32_t)isa && pk->group == c.group &&
+        !memcmp(pk->wdims, w->dims, sizeof pk->wdims))
+      wp = pk->data;
+    else
+      pbytes = (nf * sizeof(float) + 63) & ~(size_t)63;
+  }
+  char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
+  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
+  if (pbytes) {
+    pack_into(t, isa, &c, w->data, (float *)scratch);
+    wp = (const float *)scratch;
+  }
+  void *ks = scratch + pbytes;
+  if (t == KN_TACTIC_conv_depthwise)
+    kn_f32_dwconv(isa, rt->pool, &c, x->data, w->data, ep, y->data, ks);
+  else if (t == KN_TACTIC_conv_gemm)
+    kn_f32_conv_gemm(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
+  else
+    kn_f32_deconv(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
+  *done = true;
+  return KN_OK;
+}
 
 /* ---- ConvInteger / QLinearConv ------------------------------------------- */
 
@@ -773,8 +955,10 @@ static kn_status qlconv_run(kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_conv[] = {
-    {"Conv", NULL, 2, 3, 1, 1, 1, 22, conv_infer, conv_run, conv_flops},
-    {"ConvTranspose", NULL, 2, 3, 1, 1, 1, 22, convt_infer, convt_run, convt_flops},
+    {"Conv", NULL, 2, 3, 1, 1, 1, 22, conv_infer, conv_run, conv_flops,
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
+    {"ConvTranspose", NULL, 2, 3, 1, 1, 1, 22, convt_infer, convt_run, convt_flops,
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
     {"ConvInteger", NULL, 2, 4, 1, 1, 10, 22, convi_infer, convi_run, conv_flops},
     {"QLinearConv", NULL, 8, 9, 1, 1, 10, 22, qlconv_infer, qlconv_run, conv_flops},
     KN_OP_END,

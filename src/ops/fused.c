@@ -38,7 +38,9 @@
 #include <float.h>
 #include <math.h>
 
+#include "conv_fast.h"
 #include "conv_ref.h"
+#include "plan/tactic.h"
 #include "ref_gemm.h"
 
 typedef enum act_kind {
@@ -277,6 +279,21 @@ static kn_status fconv_run(kn_op_ctx *ctx) {
   epi_set_z(&e, z);
   e.conv_m = g.m;
   e.conv_ysize = g.y_size;
+  if (ctx->rt && ctx->node->tactic != KN_TACTIC_reference) {
+    bool done = false;
+    if (!e.z || e.z_same) { /* the fast epilogue takes a residual of Y's shape */
+      kn_epilogue ke = {.bias = e.bias, .bias_per_row = true, .res = e.z,
+                        .res_first = e.res_first};
+      ke.act.act = (kn_act)kn_act_from_name(act_names[e.act]);
+      ke.act.alpha = e.alpha;
+      ke.act.beta = e.beta;
+      ke.act.lo = e.lo;
+      ke.act.hi = e.hi;
+      if ((st = kn_conv_fast(ctx, &g, false, x, w, &ke, y, &done)) || done) return st;
+    } else {
+      memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(float));
+    }
+  }
   bool any = e.bias || e.z || e.act != ACT_NONE;
   if (!kn_conv_forward_f32(&g, x->data, w->data, y->data, any ? fconv_epilogue : NULL,
                            &e))
@@ -440,7 +457,8 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_fused[] = {
-    {"FusedConv", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops},
+    {"FusedConv", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
     {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops},
     KN_OP_END,
 };

@@ -20,6 +20,9 @@
 
 #include <math.h>
 
+#include "kernels/pool/pool.h"
+#include "plan/tactic.h"
+
 #define POOL_MAX_SP (KN_MAX_RANK - 2)
 /* Bounds on attributes so that window arithmetic cannot overflow int64. */
 #define POOL_ATTR_MAX ((int64_t)1 << 31)
@@ -363,6 +366,27 @@ static kn_status pool_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+/* The fast kernel (tactic pool): float32 2-D MaxPool without Indices and
+ * AveragePool.  False when this run is not such a case (then the reference
+ * runs; it writes every output element, so nothing needs zeroing). */
+static kn_status pool_fast(kn_op_ctx *ctx, const pool_geo *g, const pool_opts *o,
+                           const kn_tensor *x, kn_tensor *y, bool *done) {
+  *done = false;
+  if (g->ns != 2 || x->dtype != KN_DTYPE_F32 || o->mode == POOL_LP) return KN_OK;
+  int64_t planes = x->dims[0] * x->dims[1];
+  kn_pool2d p = {.planes = planes, .h = g->in[0], .w = g->in[1], .oh = g->out[0],
+                 .ow = g->out[1], .kh = g->k[0], .kw = g->k[1], .sh = g->s[0],
+                 .sw = g->s[1], .dh = g->d[0], .dw = g->d[1], .pt = g->pb[0],
+                 .pl = g->pb[1], .pb = g->pe[0], .pr = g->pe[1],
+                 .is_max = o->mode == POOL_MAX, .count_include_pad = o->count_include_pad};
+  kn_rt *rt = ctx->rt;
+  void *scratch = kn_rt_scratch(rt, kn_f32_pool2d_scratch(rt->isa, &p, kn_rt_threads(rt)));
+  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for pooling scratch");
+  kn_f32_pool2d(rt->isa, rt->pool, &p, x->data, y->data, scratch);
+  *done = true;
+  return KN_OK;
+}
+
 static kn_status pool_run(kn_op_ctx *ctx) {
   pool_mode m = pool_mode_of(ctx);
   const kn_tensor *x = kn_in(ctx, 0);
@@ -373,7 +397,30 @@ static kn_status pool_run(kn_op_ctx *ctx) {
   if (st) return st;
   int64_t *ind = NULL;
   if (m == POOL_MAX && kn_out_wanted(ctx, 1)) ind = kn_out(ctx, 1)->data;
+  if (ctx->rt && ctx->node->tactic == KN_TACTIC_pool && !ind && kn_tensor_numel(x) > 0) {
+    bool done;
+    if ((st = pool_fast(ctx, &g, &o, x, kn_out(ctx, 0), &done)) || done) return st;
+  }
   return pool_apply(ctx, &g, &o, x, kn_out(ctx, 0), ind);
+}
+
+/* Tactic pool for float32 4-D MaxPool (without Indices) and AveragePool. */
+static int32_t pool_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  const kn_type *t = &g->values[n->inputs[0]].type;
+  if (t->dtype != KN_DTYPE_F32 || t->rank != 4) return 0;
+  if (strcmp(n->op_type, "MaxPool") && strcmp(n->op_type, "AveragePool")) return 0;
+  if (n->n_outputs > 1 && n->outputs[1] >= 0) return 0;
+  return KN_TACTIC_pool;
+}
+
+/* Tactic pool for float32 GlobalMaxPool / GlobalAveragePool. */
+static int32_t gpool_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  if (strcmp(n->op_type, "GlobalMaxPool") && strcmp(n->op_type, "GlobalAveragePool")) return 0;
+  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_pool : 0;
 }
 
 static double pool_flops(const kn_op_ctx *ctx) {
@@ -423,6 +470,12 @@ static kn_status gpool_run(kn_op_ctx *ctx) {
   int64_t n = kn_tensor_numel(x);
   if (planes <= 0) return KN_OK;
   int64_t sp = n / planes;
+  if (ctx->rt && ctx->node->tactic == KN_TACTIC_pool && x->dtype == KN_DTYPE_F32 &&
+      m != POOL_LP) {
+    kn_f32_global_pool(ctx->rt->isa, ctx->rt->pool, m == POOL_MAX, planes, sp, x->data,
+                       y->data);
+    return KN_OK;
+  }
   bool own;
   const float *xf = NULL;
   if (x->dtype != KN_DTYPE_F64) {
@@ -668,11 +721,15 @@ static kn_status roipool_run(kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_pool[] = {
-    {"MaxPool", NULL, 1, 1, 1, 2, 1, 22, pool_infer, pool_run, pool_flops},
-    {"AveragePool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops},
+    {"MaxPool", NULL, 1, 1, 1, 2, 1, 22, pool_infer, pool_run, pool_flops,
+     .select = pool_select},
+    {"AveragePool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops,
+     .select = pool_select},
     {"LpPool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops},
-    {"GlobalAveragePool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL},
-    {"GlobalMaxPool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL},
+    {"GlobalAveragePool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL,
+     .select = gpool_select},
+    {"GlobalMaxPool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL,
+     .select = gpool_select},
     {"GlobalLpPool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL},
     {"MaxUnpool", NULL, 2, 3, 1, 1, 9, 22, unpool_infer, unpool_run, NULL},
     {"MaxRoiPool", NULL, 2, 2, 1, 1, 1, 22, roipool_infer, roipool_run, NULL},

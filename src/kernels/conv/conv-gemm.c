@@ -1,0 +1,206 @@
+/*
+ * conv_gemm: convolution as one packed GEMM per (image, group),
+ *   C [m/group, oh*ow] = A [m/group, c/group*kh*kw] x B [c/group*kh*kw, oh*ow]
+ * with A the group's weights (prepacked once) and C the output planes.
+ *
+ * B is never materialised.  For a 1x1, stride-1, unpadded kernel it is the
+ * input image itself (rows = channels, ldb = h*w).  Otherwise the GEMM asks
+ * for B one packed panel at a time (NR output positions x kc rows of the
+ * im2col matrix, kernels/gemm/gemm.h) and im2col_panel writes it straight
+ * from the image: the columns of a panel are split into runs that lie in
+ * one output row, and each (channel, ky, kx) row of the panel is then a few
+ * contiguous (stride 1) or strided copies with zeros where the window
+ * leaves the image.  The GEMM packs a panel once per (kc x nc) block and
+ * reuses it for all output channels, so the copy costs about 1/m of the
+ * multiply-adds (oneDNN's and MLAS's NCHW convolutions make the same trade
+ * with an im2col tile; here the tile is the GEMM's own packed panel).
+ *
+ * Threads: one GEMM at a time threaded over its output tiles, or, when
+ * there are enough (image, group) pairs, one whole GEMM per task.  The
+ * GEMM's results do not depend on its thread split, so neither do ours.
+ */
+#include "kernels/conv/conv.h"
+#include "kernels/gemm/gemm.h"
+
+/* Longest panel the run table below holds (NR of every ISA is <= 64). */
+#define MAX_NR 64
+
+static int64_t kdim_of(const kn_conv2d *g) { return g->c / g->group * g->kh * g->kw; }
+
+static bool pointwise(const kn_conv2d *g) {
+  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+         g->oh == g->h && g->ow == g->w;
+}
+
+size_t kn_f32_conv_gemm_pack_size(kn_isa isa, const kn_conv2d *g) {
+  return (size_t)g->group * kn_sgemm_pack_a_size(isa, g->m / g->group, kdim_of(g));
+}
+
+void kn_f32_conv_gemm_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
+  int64_t mg = g->m / g->group, kd = kdim_of(g);
+  size_t per = kn_sgemm_pack_a_size(isa, mg, kd);
+  for (int64_t gi = 0; gi < g->group; gi++)
+    kn_sgemm_pack_a(isa, mg, kd, w + gi * mg * kd, kd, false, dst + (size_t)gi * per);
+}
+
+/* ---- implicit im2col ------------------------------------------------------ */
+
+typedef struct im2col {
+  const kn_conv2d *g;
+  const float *x; /* the group's c/group input planes of one image */
+  int64_t nr;
+} im2col;
+
+static void im2col_panel(void *arg, int64_t k0, int64_t kc, int64_t n0, int64_t ncols,
+                         float *dst) {
+  const im2col *a = arg;
+  const kn_conv2d *g = a->g;
+  int64_t nr = a->nr, ow = g->ow, sw = g->sw, w = g->w, h = g->h;
+  KN_ASSERT(nr <= MAX_NR && ncols <= nr);
+  /* runs of columns within one output row: (oy, first ox, length, column) */
+  int64_t r_oy[MAX_NR], r_ox[MAX_NR], r_len[MAX_NR], r_col[MAX_NR];
+  int32_t nruns = 0;
+  for (int64_t col = 0, p = n0; col < ncols; nruns++) {
+    int64_t oy = p / ow, ox = p % ow, len = ow - ox < ncols - col ? ow - ox : ncols - col;
+    r_oy[nruns] = oy;
+    r_ox[nruns] = ox;
+    r_len[nruns] = len;
+    r_col[nruns] = col;
+    col += len;
+    p += len;
+  }
+  int64_t ksz = g->kh * g->kw;
+  int64_t ch = k0 / ksz, rem = k0 % ksz, ky = rem / g->kw, kx = rem % g->kw;
+  for (int64_t kk = 0; kk < kc; kk++) {
+    float *d = dst + kk * nr;
+    const float *plane = a->x + ch * h * w;
+    for (int32_t r = 0; r < nruns; r++) {
+      float *dr = d + r_col[r];
+      int64_t len = r_len[r];
+      int64_t iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
+      if (iy < 0 || iy >= h) {
+        memset(dr, 0, (size_t)len * sizeof(float));
+        continue;
+      }
+      const float *row = plane + iy * w;
+      int64_t start = r_ox[r] * sw - g->pl + kx * g->dw; /* input column of dr[0] */
+      int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
+      int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
+      if (hi > len) hi = len;
+      if (lo > hi) lo = hi;
+      for (int64_t j = 0; j < lo; j++) dr[j] = 0.0f;
+      if (sw == 1) {
+        const float *s = row + start;
+        for (int64_t j = lo; j < hi; j++) dr[j] = s[j];
+      } else {
+        for (int64_t j = lo; j < hi; j++) dr[j] = row[start + j * sw];
+      }
+      for (int64_t j = hi; j < len; j++) dr[j] = 0.0f;
+    }
+    for (int64_t j = ncols; j < nr; j++) d[j] = 0.0f;
+    if (++kx == g->kw) {
+      kx = 0;
+      if (++ky == g->kh) {
+        ky = 0;
+        ch++;
+      }
+    }
+  }
+}
+
+/* ---- driver --------------------------------------------------------------- */
+
+typedef struct cg_job {
+  kn_isa isa;
+  const kn_conv2d *g;
+  const float *x, *wp;
+  const kn_epilogue *ep;
+  float *y;
+  char *scratch;
+  size_t per_task; /* scratch bytes per thread (parallel over GEMMs) */
+} cg_job;
+
+/* Arguments of the GEMM of image b, group gi; im and e are filled too. */
+static void cg_args(const cg_job *j, int64_t b, int64_t gi, im2col *im, kn_epilogue *e,
+                    kn_sgemm_args *a) {
+  const kn_conv2d *g = j->g;
+  int64_t mg = g->m / g->group, cgr = g->c / g->group, kd = kdim_of(g);
+  int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
+  const float *xg = j->x + (b * g->c + gi * cgr) * hw;
+  memset(a, 0, sizeof *a);
+  a->m = mg;
+  a->n = ohw;
+  a->k = kd;
+  a->alpha = 1.0f;
+  a->a_packed = j->wp + (size_t)gi * kn_sgemm_pack_a_size(j->isa, mg, kd);
+  if (pointwise(g)) {
+    a->b = xg;
+    a->ldb = hw;
+  } else {
+    im->g = g;
+    im->x = xg;
+    im->nr = kn_sgemm_nr(j->isa);
+    a->b_panel = im2col_panel;
+    a->b_panel_arg = im;
+  }
+  a->c = j->y + (b * g->m + gi * mg) * ohw;
+  a->ldc = ohw;
+  if (j->ep) {
+    *e = *j->ep;
+    e->bias = j->ep->bias ? j->ep->bias + gi * mg : NULL;
+    e->bias_per_row = true;
+    e->res = j->ep->res ? j->ep->res + (b * g->m + gi * mg) * ohw : NULL;
+    e->ldr = ohw;
+    a->ep = e;
+  }
+}
+
+/* Whole GEMMs per task when there are enough of them to share evenly. */
+static bool per_gemm_tasks(const kn_conv2d *g, int32_t threads) {
+  int64_t n = g->n * g->group;
+  return threads > 1 && (n % threads == 0 || n >= 4 * threads);
+}
+
+size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+  cg_job j = {.isa = isa, .g = g};
+  im2col im;
+  kn_epilogue e;
+  kn_sgemm_args a;
+  cg_args(&j, 0, 0, &im, &e, &a);
+  if (per_gemm_tasks(g, threads))
+    return (size_t)threads * ((kn_sgemm_scratch_size(isa, &a, 1) + 63) & ~(size_t)63);
+  return kn_sgemm_scratch_size(isa, &a, threads);
+}
+
+static void cg_task(void *arg, int64_t task, int32_t thread) {
+  const cg_job *j = arg;
+  im2col im;
+  kn_epilogue e;
+  kn_sgemm_args a;
+  cg_args(j, task / j->g->group, task % j->g->group, &im, &e, &a);
+  kn_sgemm(j->isa, NULL, &a, j->scratch + (size_t)thread * j->per_task);
+}
+
+void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                      const float *wpacked, const kn_epilogue *ep, float *y, void *scratch) {
+  if (g->n * g->m * g->oh * g->ow == 0) return;
+  cg_job j = {.isa = isa, .g = g, .x = x, .wp = wpacked, .ep = ep, .y = y, .scratch = scratch};
+  int32_t threads = kn_pool_threads(pool);
+  if (per_gemm_tasks(g, threads)) {
+    im2col im;
+    kn_epilogue e;
+    kn_sgemm_args a;
+    cg_args(&j, 0, 0, &im, &e, &a);
+    j.per_task = (kn_sgemm_scratch_size(isa, &a, 1) + 63) & ~(size_t)63;
+    kn_pool_for(pool, g->n * g->group, cg_task, &j);
+    return;
+  }
+  for (int64_t b = 0; b < g->n; b++)
+    for (int64_t gi = 0; gi < g->group; gi++) {
+      im2col im;
+      kn_epilogue e;
+      kn_sgemm_args a;
+      cg_args(&j, b, gi, &im, &e, &a);
+      kn_sgemm(isa, pool, &a, scratch);
+    }
+}

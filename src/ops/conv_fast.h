@@ -1,0 +1,30 @@
+/* The fast convolution tactics (src/kernels/conv) behind Conv,
+ * ConvTranspose and FusedConv: the ops' select / pack / unpack hooks and
+ * the run-time dispatch, in src/ops/conv.c. */
+#ifndef KN_CONV_FAST_H
+#define KN_CONV_FAST_H
+
+#include "conv_ref.h"
+#include "kernels/kernels.h"
+
+/* Tactic for a Conv, FusedConv or ConvTranspose node from its static
+ * types: conv_depthwise, conv_winograd, conv_gemm or conv_transpose_gemm
+ * for float32 4-D tensors, else 0 (reference). */
+int32_t kn_conv_select(const kn_graph *g, const kn_node *n, int32_t isa);
+/* Prepacks a constant float32 weight for the node's tactic (*packed NULL
+ * when the tactic needs no packing or W is not a constant). */
+kn_status kn_conv_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
+                       kn_error *err) KN_WUR;
+void kn_conv_unpack(void *packed);
+
+/* Runs the node's fast tactic on float32 x, w into y (geometry geo, from
+ * kn_conv_geometry; transpose: ConvTranspose) with the epilogue ep (the
+ * conventions of kernels/conv/conv.h: bias per output channel, residual
+ * of the output's shape), using ctx->rt and ctx->packed.  *done = false
+ * when this run is not a case the tactics take (not 2-D): y is then
+ * zeroed, ready for the reference driver. */
+kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
+                       const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
+                       kn_tensor *y, bool *done) KN_WUR;
+
+#endif

@@ -1,0 +1,410 @@
+/* The fast convolution and pooling tactics (src/kernels/conv,
+ * src/kernels/pool) against the reference kernels, through the ops
+ * (Conv, ConvTranspose, FusedConv, MaxPool, AveragePool, the global
+ * pools): each case builds a one-node graph, runs the op's run hook once
+ * without a runtime (the reference) and then, for every ISA this machine
+ * has, with the tactic its select hook picks, with and without prepacked
+ * weights, on 1 and 2 threads.  The fast runs start from an output full of
+ * NaNs (the executor does not zero it for them) and must agree with the
+ * reference up to float rounding, and with each other bit for bit. */
+#include <math.h>
+
+#include "core/cpu.h"
+#include "core/pool.h"
+#include "kernels/kernels.h"
+#include "ops/op.h"
+#include "plan/tactic.h"
+#include "testkit.h"
+
+typedef struct conv_case {
+  const char *op; /* Conv, ConvTranspose, FusedConv */
+  int64_t n, c, h, w, m, group;
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t pads[4]; /* top, left, bottom, right */
+  int64_t opad;    /* ConvTranspose output_padding (both dims) */
+  bool bias;
+  const char *act; /* FusedConv activation ("" none) */
+  int res;         /* FusedConv residual: 0 none, 1 after act, 2 before */
+  int32_t want;    /* expected tactic */
+} conv_case;
+
+typedef struct one_node {
+  kn_ir_model *m;
+  kn_node *node;
+  int32_t out;
+  int32_t n_in;
+  kn_slot in[4];
+  kn_slot *pin[4];
+} one_node;
+
+static void fill(kn_tensor *t, uint32_t seed) {
+  float *d = t->data;
+  for (int64_t i = 0; i < kn_tensor_numel(t); i++) d[i] = tk_pseudo(&seed);
+}
+
+/* Inputs: graph inputs get fresh data, constants are borrowed. */
+static void bind_inputs(one_node *o) {
+  kn_graph *g = o->m->graph;
+  o->n_in = o->node->n_inputs;
+  for (int32_t i = 0; i < o->n_in; i++) {
+    memset(&o->in[i], 0, sizeof o->in[i]);
+    o->pin[i] = NULL;
+    if (o->node->inputs[i] < 0) continue; /* omitted */
+    const kn_value *v = &g->values[o->node->inputs[i]];
+    o->in[i].kind = KN_KIND_TENSOR;
+    if (v->constant) {
+      o->in[i].t = *v->constant;
+      o->in[i].t.owned = 0;
+    } else {
+      assert_int_equal(kn_tensor_alloc(&o->in[i].t, KN_DTYPE_F32, v->type.rank, v->type.dims,
+                                       NULL),
+                       KN_OK);
+      fill(&o->in[i].t, 100u + (uint32_t)i);
+    }
+    o->pin[i] = &o->in[i];
+  }
+}
+
+static void free_node(one_node *o) {
+  for (int32_t i = 0; i < o->n_in; i++)
+    if (o->node->inputs[i] >= 0 && !o->m->graph->values[o->node->inputs[i]].constant)
+      kn_slot_release(&o->in[i]);
+  kn_ir_model_free(o->m);
+}
+
+/* Runs the node once: rt NULL is the reference (output zeroed first, as
+ * the executor does); otherwise the fast path on an output full of NaNs. */
+static void run_node(one_node *o, kn_rt *rt, const void *packed, kn_slot *out) {
+  const kn_value *yv = &o->m->graph->values[o->out];
+  memset(out, 0, sizeof *out);
+  out->kind = KN_KIND_TENSOR;
+  assert_int_equal(kn_tensor_alloc(&out->t, KN_DTYPE_F32, yv->type.rank, yv->type.dims, NULL),
+                   KN_OK);
+  float *y = out->t.data;
+  for (int64_t i = 0; i < kn_tensor_numel(&out->t); i++) y[i] = rt ? NAN : 0.0f;
+  kn_slot *outs[1] = {out};
+  kn_error err;
+  kn_op_ctx ctx = {.node = o->node, .opset = o->node->opset, .n_in = o->n_in, .in = o->pin,
+                   .n_out = 1, .out = outs, .err = &err, .label = "test", .rt = rt,
+                   .packed = packed};
+  if (o->node->op->run(&ctx)) fail_msg("%s", err.msg);
+}
+
+static void check_close(const kn_tensor *a, const kn_tensor *ref, double tol, const char *what) {
+  const float *x = a->data, *r = ref->data;
+  for (int64_t i = 0; i < kn_tensor_numel(ref); i++) {
+    double d = fabs((double)x[i] - (double)r[i]);
+    if (!(d <= tol * (1.0 + fabs((double)r[i]))))
+      fail_msg("%s: element %lld is %.9g, reference %.9g", what, (long long)i, (double)x[i],
+               (double)r[i]);
+  }
+}
+
+static void check_same(const kn_tensor *a, const kn_tensor *b, const char *what) {
+  if (memcmp(a->data, b->data, (size_t)kn_tensor_numel(a) * sizeof(float)))
+    fail_msg("%s: results differ between runs that must be bit-identical", what);
+}
+
+/* Reference vs every ISA x {1, 2 threads} x {packed, packed per run}. */
+static void compare_fast(one_node *o, int32_t want, double tol, const char *what) {
+  kn_slot ref;
+  run_node(o, NULL, NULL, &ref);
+  const kn_op_def *op = o->node->op;
+  uint64_t feat = kn_cpu_features();
+  kn_pool *pool2;
+  kn_error err;
+  assert_int_equal(kn_pool_create(2, &pool2, &err), KN_OK);
+  for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+    if (!kn_isa_available((kn_isa)isa, feat)) continue;
+    o->node->tactic = op->select(o->m->graph, o->node, isa);
+    if (o->node->tactic != want)
+      fail_msg("%s: select gave tactic %d, expected %d", what, (int)o->node->tactic, (int)want);
+    void *packed = NULL;
+    if (op->pack && op->pack(o->m->graph, o->node, isa, &packed, &err))
+      fail_msg("%s", err.msg);
+    kn_slot first;
+    bool have_first = false;
+    for (int threads = 1; threads <= 2; threads++)
+      for (int use_pack = 0; use_pack <= 1; use_pack++) {
+        kn_rt rt = {.isa = (kn_isa)isa, .pool = threads == 2 ? pool2 : NULL};
+        kn_slot out;
+        run_node(o, &rt, use_pack ? packed : NULL, &out);
+        free(rt.scratch);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s [%s, %d threads%s]", what, kn_isa_name((kn_isa)isa),
+                 threads, use_pack ? ", prepacked" : "");
+        check_close(&out.t, &ref.t, tol, msg);
+        if (!have_first) {
+          first = out;
+          have_first = true;
+        } else {
+          check_same(&out.t, &first.t, msg);
+          kn_slot_release(&out);
+        }
+      }
+    kn_slot_release(&first);
+    if (op->unpack) op->unpack(packed);
+  }
+  kn_pool_free(pool2);
+  kn_slot_release(&ref);
+}
+
+/* ---- convolutions --------------------------------------------------------- */
+
+static void set_ints(kn_node *n, const char *name, int32_t cnt, const int64_t *v) {
+  assert_true(kn_node_set_ints(n, name, v, cnt));
+}
+
+static void conv_case_run(const conv_case *cc) {
+  bool tr = !strcmp(cc->op, "ConvTranspose"), fused = !strcmp(cc->op, "FusedConv");
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t xd[4] = {cc->n, cc->c, cc->h, cc->w};
+  int64_t wd[4] = {tr ? cc->c : cc->m, (tr ? cc->m : cc->c) / cc->group, cc->kh, cc->kw};
+  int32_t in[4], nin = 0;
+  in[nin++] = tk_input(g, "x", 4, xd);
+  in[nin++] = tk_const_rand(g, 4, wd, 11u + (uint32_t)cc->kh, 0.0f);
+  if (cc->bias || cc->res) {
+    int64_t bd = cc->m;
+    in[nin++] = cc->bias ? tk_const_rand(g, 1, &bd, 5, 0.0f) : -1;
+  }
+  int64_t oh, ow; /* output dims, for the residual input */
+  {
+    int64_t ekh = (cc->kh - 1) * cc->dh + 1, ekw = (cc->kw - 1) * cc->dw + 1;
+    if (tr) {
+      oh = cc->sh * (cc->h - 1) + cc->opad + ekh - cc->pads[0] - cc->pads[2];
+      ow = cc->sw * (cc->w - 1) + cc->opad + ekw - cc->pads[1] - cc->pads[3];
+    } else {
+      oh = (cc->h + cc->pads[0] + cc->pads[2] - ekh) / cc->sh + 1;
+      ow = (cc->w + cc->pads[1] + cc->pads[3] - ekw) / cc->sw + 1;
+    }
+  }
+  if (cc->res) {
+    int64_t zd[4] = {cc->n, cc->m, oh, ow};
+    in[nin++] = tk_input(g, "z", 4, zd);
+  }
+  int32_t y = kn_graph_add_fresh_value(g, "y");
+  assert_true(kn_graph_new_node(g, cc->op, fused ? KN_DOMAIN : "", "node", nin, in, 1, &y) >= 0);
+  kn_node *n = tk_last(g);
+  int64_t k[2] = {cc->kh, cc->kw}, s[2] = {cc->sh, cc->sw}, d[2] = {cc->dh, cc->dw};
+  int64_t op2[2] = {cc->opad, cc->opad};
+  set_ints(n, "kernel_shape", 2, k);
+  set_ints(n, "strides", 2, s);
+  set_ints(n, "dilations", 2, d);
+  set_ints(n, "pads", 4, cc->pads);
+  if (tr && cc->opad) set_ints(n, "output_padding", 2, op2);
+  assert_true(kn_node_set_int(n, "group", cc->group));
+  if (fused) {
+    assert_true(kn_node_set_string(n, "activation", cc->act ? cc->act : ""));
+    if (cc->act && !strcmp(cc->act, "Clip")) {
+      assert_true(kn_node_set_float(n, "activation_min", -0.5f));
+      assert_true(kn_node_set_float(n, "activation_max", 0.75f));
+    }
+    if (cc->res == 2) assert_true(kn_node_set_int(n, "residual_before_activation", 1));
+  }
+  tk_output(g, y);
+  tk_prepare(m);
+  one_node o = {.m = m, .node = &g->nodes[0], .out = y};
+  assert_int_equal(g->values[y].type.dims[2], oh);
+  assert_int_equal(g->values[y].type.dims[3], ow);
+  bind_inputs(&o);
+  char what[256];
+  snprintf(what, sizeof what,
+           "%s n%lld c%lld %lldx%lld -> m%lld g%lld k%lldx%lld s%lldx%lld d%lldx%lld "
+           "pads %lld,%lld,%lld,%lld%s%s",
+           cc->op, (long long)cc->n, (long long)cc->c, (long long)cc->h, (long long)cc->w,
+           (long long)cc->m, (long long)cc->group, (long long)cc->kh, (long long)cc->kw,
+           (long long)cc->sh, (long long)cc->sw, (long long)cc->dh, (long long)cc->dw,
+           (long long)cc->pads[0], (long long)cc->pads[1], (long long)cc->pads[2],
+           (long long)cc->pads[3], cc->act ? " act " : "", cc->act ? cc->act : "");
+  double kdim = (double)(cc->c / cc->group * cc->kh * cc->kw);
+  compare_fast(&o, cc->want, 2e-6 * (4.0 + sqrt(kdim)), what);
+  free_node(&o);
+}
+
+/* Hand-picked cases: every tactic, the model shapes' kinds, the edges. */
+static void test_conv_cases(void **state) {
+  (void)state;
+  const int32_t G = KN_TACTIC_conv_gemm, D = KN_TACTIC_conv_depthwise,
+                T = KN_TACTIC_conv_transpose_gemm;
+  const conv_case cases[] = {
+      /* 1x1 pointwise (raw B), with bias; batch 2 */
+      {"Conv", 1, 16, 7, 7, 33, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, G},
+      {"Conv", 2, 17, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, false, NULL, 0, G},
+      /* 1x1 strided (im2col panels) */
+      {"Conv", 1, 7, 15, 15, 17, 1, 1, 1, 2, 2, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, G},
+      /* 3x3 padded, odd sizes, batch 2 */
+      {"Conv", 2, 3, 14, 14, 16, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, G},
+      {"Conv", 1, 33, 15, 15, 17, 1, 3, 3, 2, 2, 1, 1, {1, 1, 0, 0}, 0, true, NULL, 0, G},
+      /* 7x7 stride 2 stem-like, asymmetric pads */
+      {"Conv", 1, 3, 15, 14, 16, 1, 7, 7, 2, 2, 1, 1, {3, 2, 1, 3}, 0, true, NULL, 0, G},
+      /* 5x5 dilated */
+      {"Conv", 1, 7, 14, 15, 7, 1, 5, 5, 1, 1, 2, 2, {4, 4, 4, 4}, 0, false, NULL, 0, G},
+      /* grouped 2 */
+      {"Conv", 2, 16, 7, 7, 16, 2, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, G},
+      {"Conv", 1, 34, 5, 5, 18, 2, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, false, NULL, 0, G},
+      /* spatial 1 */
+      {"Conv", 1, 17, 1, 1, 33, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, G},
+      {"Conv", 1, 7, 1, 1, 5, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, G},
+      /* non-square kernel, stride */
+      {"Conv", 1, 5, 14, 15, 9, 1, 1, 5, 1, 2, 1, 1, {0, 2, 0, 2}, 0, true, NULL, 0, G},
+      /* depthwise: 3x3 and 5x5, stride 1 and 2, dilation, wide rows (vector tails) */
+      {"Conv", 1, 16, 14, 14, 16, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, D},
+      {"Conv", 2, 17, 15, 15, 17, 17, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, D},
+      {"Conv", 1, 7, 14, 15, 7, 7, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 0, false, NULL, 0, D},
+      {"Conv", 1, 3, 15, 14, 3, 3, 5, 5, 2, 2, 1, 1, {2, 1, 2, 3}, 0, true, NULL, 0, D},
+      {"Conv", 1, 5, 7, 7, 5, 5, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, 0, true, NULL, 0, D},
+      {"Conv", 1, 4, 9, 81, 4, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, D},
+      {"Conv", 1, 2, 5, 133, 2, 2, 7, 7, 2, 3, 1, 2, {3, 3, 3, 3}, 0, true, NULL, 0, D},
+      {"Conv", 1, 33, 1, 1, 33, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, D},
+      /* ConvTranspose: stride 2, pads, output_padding, groups */
+      {"ConvTranspose", 1, 16, 7, 7, 8, 1, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 1, true, NULL, 0, T},
+      {"ConvTranspose", 2, 6, 5, 5, 4, 2, 4, 4, 2, 2, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, T},
+      {"ConvTranspose", 1, 3, 7, 5, 5, 1, 2, 3, 1, 2, 2, 1, {0, 1, 0, 0}, 0, false, NULL, 0, T},
+      {"ConvTranspose", 1, 17, 1, 1, 7, 1, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, T},
+      /* FusedConv epilogues on each tactic */
+      {"FusedConv", 1, 16, 7, 7, 16, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Relu", 1, G},
+      {"FusedConv", 2, 17, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, "Clip", 2, G},
+      {"FusedConv", 1, 8, 14, 14, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, "HardSwish",
+       0, G},
+      {"FusedConv", 1, 16, 14, 14, 16, 16, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, true, "Clip", 0,
+       D},
+      {"FusedConv", 1, 16, 7, 7, 16, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Sigmoid", 1,
+       D},
+      {"FusedConv", 1, 7, 5, 5, 7, 7, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 0, false, "Silu", 2, D},
+      {"FusedConv", 2, 4, 7, 7, 6, 2, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, true, "LeakyRelu", 0,
+       G},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv_case_run(&cases[i]);
+}
+
+/* A seeded sample of the cross product of the shape parameters. */
+static void test_conv_sweep(void **state) {
+  (void)state;
+  static const int64_t ks[] = {1, 3, 5, 7}, chans[] = {1, 3, 7, 16, 17, 33},
+                       sps[] = {1, 5, 7, 14, 15};
+  uint32_t seed = 12345;
+  int done = 0;
+  for (int it = 0; it < 400 && done < 60; it++) {
+    seed = seed * 1664525u + 1013904223u;
+    uint32_t r = seed >> 4;
+    conv_case cc;
+    memset(&cc, 0, sizeof cc);
+    cc.op = "Conv";
+    cc.kh = cc.kw = ks[r % 4];
+    r /= 4;
+    if (r % 5 == 0) cc.kw = ks[(r / 5) % 4];
+    r /= 20;
+    cc.sh = cc.sw = 1 + r % 2;
+    r /= 2;
+    cc.dh = cc.dw = 1 + (r % 3 == 0);
+    r /= 3;
+    cc.c = chans[r % 6];
+    r /= 6;
+    cc.h = sps[r % 5];
+    r /= 5;
+    cc.w = sps[r % 5];
+    r /= 5;
+    cc.n = 1 + r % 2;
+    r /= 2;
+    int gsel = (int)(r % 3);
+    r /= 3;
+    cc.group = gsel == 0 ? 1 : gsel == 1 ? 2 : cc.c;
+    if (cc.c % cc.group) cc.group = 1;
+    cc.m = gsel == 2 ? cc.c : chans[r % 6] * cc.group / (cc.group > 1 ? cc.group : 1);
+    if (gsel == 1) cc.m = cc.group * (1 + (int64_t)(r % 9));
+    r /= 6;
+    for (int i = 0; i < 4; i++) {
+      cc.pads[i] = (int64_t)(r % 3);
+      r /= 3;
+    }
+    cc.bias = r % 2;
+    int64_t ekh = (cc.kh - 1) * cc.dh + 1, ekw = (cc.kw - 1) * cc.dw + 1;
+    if (cc.h + cc.pads[0] + cc.pads[2] < ekh || cc.w + cc.pads[1] + cc.pads[3] < ekw) continue;
+    cc.want = cc.group > 1 && cc.group == cc.c && cc.m == cc.c ? KN_TACTIC_conv_depthwise
+                                                                : KN_TACTIC_conv_gemm;
+    conv_case_run(&cc);
+    done++;
+  }
+  assert_true(done >= 40);
+}
+
+/* ---- pooling -------------------------------------------------------------- */
+
+typedef struct pool_case {
+  const char *op;
+  int64_t n, c, h, w, kh, kw, sh, sw, dh, dw;
+  int64_t pads[4];
+  int ceil_mode, cip;
+} pool_case;
+
+static void pool_case_run(const pool_case *pc) {
+  bool global = !strncmp(pc->op, "Global", 6);
+  kn_ir_model *m = tk_model_new(19);
+  kn_graph *g = m->graph;
+  int64_t xd[4] = {pc->n, pc->c, pc->h, pc->w};
+  int32_t x = tk_input(g, "x", 4, xd);
+  int32_t y = kn_graph_add_fresh_value(g, "y");
+  assert_true(kn_graph_new_node(g, pc->op, "", "node", 1, &x, 1, &y) >= 0);
+  kn_node *n = tk_last(g);
+  if (!global) {
+    int64_t k[2] = {pc->kh, pc->kw}, s[2] = {pc->sh, pc->sw}, d[2] = {pc->dh, pc->dw};
+    set_ints(n, "kernel_shape", 2, k);
+    set_ints(n, "strides", 2, s);
+    set_ints(n, "dilations", 2, d);
+    set_ints(n, "pads", 4, pc->pads);
+    assert_true(kn_node_set_int(n, "ceil_mode", pc->ceil_mode));
+    if (!strcmp(pc->op, "AveragePool"))
+      assert_true(kn_node_set_int(n, "count_include_pad", pc->cip));
+  }
+  tk_output(g, y);
+  tk_prepare(m);
+  one_node o = {.m = m, .node = &g->nodes[0], .out = y};
+  bind_inputs(&o);
+  char what[256];
+  snprintf(what, sizeof what,
+           "%s n%lld c%lld %lldx%lld k%lldx%lld s%lldx%lld d%lldx%lld pads %lld,%lld,%lld,%lld "
+           "ceil %d cip %d",
+           pc->op, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
+           (long long)pc->kh, (long long)pc->kw, (long long)pc->sh, (long long)pc->sw,
+           (long long)pc->dh, (long long)pc->dw, (long long)pc->pads[0], (long long)pc->pads[1],
+           (long long)pc->pads[2], (long long)pc->pads[3], pc->ceil_mode, pc->cip);
+  compare_fast(&o, KN_TACTIC_pool, 1e-5, what);
+  free_node(&o);
+}
+
+static void test_pool_cases(void **state) {
+  (void)state;
+  const pool_case cases[] = {
+      {"MaxPool", 1, 16, 14, 14, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 0},
+      {"MaxPool", 2, 3, 15, 15, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, 1, 0},
+      {"MaxPool", 1, 5, 7, 33, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, 0, 0},
+      {"MaxPool", 1, 7, 14, 15, 3, 5, 1, 3, 2, 1, {2, 1, 0, 3}, 1, 0},
+      {"MaxPool", 1, 3, 5, 5, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 0, 0},
+      {"MaxPool", 1, 17, 1, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
+      {"MaxPool", 1, 2, 9, 130, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, 0},
+      {"AveragePool", 1, 16, 14, 14, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 0},
+      {"AveragePool", 1, 16, 14, 14, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 1},
+      {"AveragePool", 2, 5, 15, 15, 3, 3, 2, 2, 1, 1, {1, 0, 1, 2}, 1, 1},
+      {"AveragePool", 2, 5, 15, 15, 3, 3, 2, 2, 1, 1, {1, 0, 1, 2}, 1, 0},
+      {"AveragePool", 1, 7, 7, 7, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
+      {"AveragePool", 1, 3, 14, 15, 2, 3, 2, 1, 2, 2, {0, 2, 1, 0}, 0, 1},
+      {"AveragePool", 1, 3, 5, 70, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, 0},
+      {"GlobalAveragePool", 2, 17, 7, 7, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+      {"GlobalAveragePool", 1, 5, 15, 14, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+      {"GlobalAveragePool", 1, 3, 1, 1, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+      {"GlobalMaxPool", 2, 17, 7, 7, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+      {"GlobalMaxPool", 1, 5, 15, 14, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+      {"GlobalMaxPool", 1, 128, 56, 56, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) pool_case_run(&cases[i]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv_cases),
+      cmocka_unit_test(test_conv_sweep),
+      cmocka_unit_test(test_pool_cases),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
