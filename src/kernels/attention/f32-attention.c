@@ -1,0 +1,255 @@
+/*
+ * Streamed attention: the portable driver (tiling, online softmax, threads)
+ * and the portable micro-kernels.  See attention.h for the contract.
+ */
+#include "attention.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- the exp approximation ------------------------------------------------
+ * Cephes' expf: x = n ln2 + r with n = floor(x log2(e) + 1/2), |r| <=
+ * ln2 / 2, ln2 split in two (C1 exact in 9 bits, so n C1 is exact for |n| <
+ * 2^15), exp(r) = 1 + r + r^2 P(r) with a degree-5 minimax P, and 2^n put
+ * in the exponent bits.  Measured by tests/unit/test_attention_kernel.c
+ * against double exp on every 251st float in [-87.33, 0] (the range
+ * attention uses): at most 0.95 ulp here, 1.22 ulp in the FMA versions
+ * (AVX2, AVX-512; the test allows 2).  Below -87.3365 (exp < FLT_MIN) it returns 0;
+ * above 88.376 it saturates at exp(88.376) (n must stay <= 127). */
+#define EXP_LO (-87.33654475f)
+#define EXP_HI 88.37626266f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_C1 0.693359375f
+#define EXP_C2 (-2.12194440e-4f)
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+float kn_attention_expf(float x) {
+  if (x != x) return x;
+  if (x < EXP_LO) return 0.0f;
+  if (x > EXP_HI) x = EXP_HI;
+  float n = floorf(x * EXP_LOG2E + 0.5f);
+  float r = x - n * EXP_C1;
+  r = r - n * EXP_C2;
+  float p = EXP_P0;
+  p = p * r + EXP_P1;
+  p = p * r + EXP_P2;
+  p = p * r + EXP_P3;
+  p = p * r + EXP_P4;
+  p = p * r + EXP_P5;
+  p = p * (r * r) + r + 1.0f;
+  union {
+    uint32_t u;
+    float f;
+  } two = {.u = (uint32_t)((int32_t)n + 127) << 23};
+  return p * two.f;
+}
+
+/* ---- portable micro-kernels ---------------------------------------------- */
+
+/* Row by row, the inner loop over n contiguous in B and C (the compiler
+ * vectorises it for the baseline ISA). */
+static void gemm_portable(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                          const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < m; i++) {
+    float *restrict ci = c + i * ldc;
+    const float *ai = a + i * lda;
+    if (!accumulate)
+      for (int64_t j = 0; j < n; j++) ci[j] = 0.0f;
+    for (int64_t p = 0; p < k; p++) {
+      float x = ai[p];
+      const float *restrict bp = b + p * ldb;
+      for (int64_t j = 0; j < n; j++) ci[j] += x * bp[j];
+    }
+  }
+}
+
+static float scale_mask_max_portable(float *s, int64_t n, float scale, const float *mask,
+                                     int64_t m_sj) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; j++) {
+    float x = s[j] * scale;
+    if (mask) x += mask[j * m_sj];
+    s[j] = x;
+    if (x > mx) mx = x;
+  }
+  return mx;
+}
+
+static float exp_sum_portable(float *s, int64_t n, float m) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; j++) {
+    float p = kn_attention_expf(s[j] - m);
+    s[j] = p;
+    sum += p;
+  }
+  return sum;
+}
+
+static void rescale_portable(float *y, int64_t n, float c) {
+  for (int64_t i = 0; i < n; i++) y[i] *= c;
+}
+
+static const kn_f32_attention_ukernels ukernels_portable = {
+    gemm_portable, scale_mask_max_portable, exp_sum_portable, rescale_portable};
+
+const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return &kn_f32_attention_ukernels__avx512;
+  if (isa == KN_ISA_AVX2) return &kn_f32_attention_ukernels__avx2;
+#endif
+  (void)isa;
+  return &ukernels_portable;
+}
+
+/* ---- the driver ------------------------------------------------------------ */
+
+static int64_t round64(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* Per-thread scratch, in floats (each part a multiple of 16 floats: 64
+ * bytes): the score tile, the accumulators, the running max and sum, and
+ * the head's keys packed as Dk x Sk (when k is not already that way). */
+typedef struct att_scratch_layout {
+  int64_t s, acc, mx, sum, kt, total;
+} att_scratch_layout;
+
+static bool keys_packed(const kn_f32_attention_args *a) {
+  return !(a->k_sj == 1 && a->sk > 1);
+}
+
+static att_scratch_layout scratch_layout(const kn_f32_attention_args *a) {
+  att_scratch_layout l;
+  l.s = 0;
+  l.acc = l.s + round64((int64_t)KN_ATT_QB * KN_ATT_KB);
+  l.mx = l.acc + round64(KN_ATT_QB * (a->dv > 0 ? a->dv : 1));
+  l.sum = l.mx + round64(KN_ATT_QB);
+  l.kt = l.sum + round64(KN_ATT_QB);
+  l.total = l.kt + (keys_packed(a) ? round64(a->dk * round64(a->sk)) : 0);
+  return l;
+}
+
+size_t kn_f32_attention_scratch(const kn_f32_attention_args *a, int32_t threads) {
+  return (size_t)scratch_layout(a).total * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
+}
+
+typedef struct att_job {
+  const kn_f32_attention_args *a;
+  const kn_f32_attention_ukernels *uk;
+  float *scratch;
+  att_scratch_layout l;
+  int64_t chunks;      /* query chunks per (batch, head) */
+  int64_t chunk_tiles; /* query tiles per chunk */
+} att_job;
+
+/* One tile of `rows` query rows against every key. */
+static void att_tile(const att_job *job, float *ws, const float *q, const float *kt,
+                     int64_t ldkt, const float *v, const float *mask, float *out,
+                     int64_t rows) {
+  const kn_f32_attention_args *a = job->a;
+  const kn_f32_attention_ukernels *uk = job->uk;
+  float *s = ws + job->l.s, *acc = ws + job->l.acc, *mx = ws + job->l.mx,
+        *sum = ws + job->l.sum;
+  int64_t Dk = a->dk, Dv = a->dv, Sk = a->sk;
+  for (int64_t r = 0; r < rows; r++) {
+    mx[r] = -INFINITY;
+    sum[r] = 0.0f;
+  }
+  if (Sk == 0) memset(acc, 0, (size_t)(rows * Dv) * sizeof *acc);
+  for (int64_t j0 = 0; j0 < Sk; j0 += KN_ATT_KB) {
+    int64_t cols = Sk - j0 < KN_ATT_KB ? Sk - j0 : KN_ATT_KB;
+    uk->gemm(rows, cols, Dk, q, a->q_si, kt + j0, ldkt, s, KN_ATT_KB, false);
+    for (int64_t r = 0; r < rows; r++) {
+      float *sr = s + r * KN_ATT_KB;
+      const float *mr = mask ? mask + r * a->m_si + j0 * a->m_sj : NULL;
+      float bmax = uk->scale_mask_max(sr, cols, a->scale, mr, a->m_sj);
+      float mnew = bmax > mx[r] ? bmax : mx[r];
+      if (mnew == -INFINITY) {
+        /* every score so far -inf: weights 0 (the row ends 0/0 = NaN) */
+        memset(sr, 0, (size_t)cols * sizeof *sr);
+      } else {
+        if (j0 > 0 && mnew != mx[r]) {
+          float corr = mx[r] == -INFINITY ? 0.0f : expf(mx[r] - mnew);
+          sum[r] *= corr;
+          uk->rescale(acc + r * Dv, Dv, corr);
+        }
+        sum[r] += uk->exp_sum(sr, cols, mnew);
+      }
+      mx[r] = mnew;
+    }
+    uk->gemm(rows, Dv, cols, s, KN_ATT_KB, v + j0 * a->v_sj, a->v_sj, acc, Dv, j0 > 0);
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    float *o = out + r * a->o_si;
+    const float *ar = acc + r * Dv;
+    /* x / sum as the reference divides (a row of all -inf scores: 0/0) */
+    for (int64_t e = 0; e < Dv; e++) o[e] = ar[e] / sum[r];
+  }
+}
+
+static void att_task(void *arg, int64_t task, int32_t thread) {
+  const att_job *job = arg;
+  const kn_f32_attention_args *a = job->a;
+  float *ws = job->scratch + (int64_t)thread * job->l.total;
+  int64_t chunk = task % job->chunks, bh = task / job->chunks;
+  int64_t h = bh % a->heads, b = bh / a->heads;
+  int64_t i0 = chunk * job->chunk_tiles * KN_ATT_QB;
+  int64_t i1 = i0 + job->chunk_tiles * KN_ATT_QB;
+  if (i1 > a->sq) i1 = a->sq;
+  if (i0 >= i1) return;
+  const float *k = a->k + b * a->k_sb + h * a->k_sh;
+  const float *kt = k;
+  int64_t ldkt = a->k_sd;
+  if (keys_packed(a)) {
+    /* the head's keys as Dk x Sk: both products then stream along keys */
+    float *p = ws + job->l.kt;
+    ldkt = round64(a->sk);
+    for (int64_t j = 0; j < a->sk; j++) {
+      const float *kj = k + j * a->k_sj;
+      for (int64_t d = 0; d < a->dk; d++) p[d * ldkt + j] = kj[d * a->k_sd];
+    }
+    kt = p;
+  }
+  const float *v = a->v + b * a->v_sb + h * a->v_sh;
+  for (int64_t i = i0; i < i1; i += KN_ATT_QB) {
+    int64_t rows = i1 - i < KN_ATT_QB ? i1 - i : KN_ATT_QB;
+    const float *q = a->q + b * a->q_sb + h * a->q_sh + i * a->q_si;
+    const float *mask =
+        a->mask ? a->mask + b * a->m_sb + h * a->m_sh + i * a->m_si : NULL;
+    float *out = a->out + b * a->o_sb + h * a->o_sh + i * a->o_si;
+    att_tile(job, ws, q, kt, ldkt, v, mask, out, rows);
+  }
+}
+
+void kn_f32_attention(kn_isa isa, kn_pool *pool, const kn_f32_attention_args *a,
+                      void *scratch) {
+  KN_ASSERT(a->q && a->k && a->v && a->out && scratch);
+  KN_ASSERT(a->k_sd == 1 || a->k_sj == 1 || a->sk <= 1);
+  KN_ASSERT(!a->mask || a->m_sj == 0 || a->m_sj == 1);
+  int64_t bh = a->batch * a->heads;
+  if (bh == 0 || a->sq == 0 || a->dv == 0) return;
+  int64_t tiles = (a->sq + KN_ATT_QB - 1) / KN_ATT_QB;
+  /* Split a head's query tiles only when there are too few heads to share
+   * among the threads (each chunk packs the head's keys again).  A row's
+   * arithmetic does not depend on the split: results are the same for any
+   * thread count. */
+  int32_t threads = kn_pool_threads(pool);
+  int64_t chunks = 1;
+  if (threads > 1) {
+    chunks = (4 * (int64_t)threads + bh - 1) / bh;
+    if (chunks > tiles) chunks = tiles;
+    if (chunks < 1) chunks = 1;
+  }
+  att_job job = {
+      .a = a,
+      .uk = kn_f32_attention_ukernels_for(isa),
+      .scratch = scratch,
+      .l = scratch_layout(a),
+      .chunks = chunks,
+      .chunk_tiles = (tiles + chunks - 1) / chunks,
+  };
+  kn_pool_for(pool, bh * chunks, att_task, &job);
+}
