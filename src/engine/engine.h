@@ -21,6 +21,9 @@ struct kn_model {
   uint64_t workspace;
   /* per model input: the profile's range (rank -1: no profile) */
   kn_value_info *prof_min, *prof_max;
+  /* per top-level node: its prepacked weights (op->pack), or NULL */
+  void **packed;
+  int32_t n_packed;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);

@@ -1,5 +1,7 @@
 #include "exec.h"
 
+#include "kernels/kernels.h"
+
 typedef struct frame {
   const kn_ir_model *m;
   const kn_graph *g;
@@ -82,39 +84,216 @@ static kn_status check_output(kn_op_ctx *ctx, int32_t o, kn_slot *s) {
   return KN_OK;
 }
 
-kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
-                        const kn_slot *parent_env, const kn_slot *const *inputs,
-                        kn_slot *outs, kn_mem_budget *mem, kn_error *err) {
-  kn_status st = KN_OK;
-  int32_t nv = g->n_values;
-  kn_slot *env = kn_calloc((size_t)nv + 1, sizeof *env);
-  int32_t *last = kn_malloc(((size_t)nv + 1) * sizeof *last);
-  kn_slot *scratch = NULL, **pin = NULL, **pout = NULL;
-  int32_t max_in = 1, max_out = 1;
-  /* the memory plan (top-level graph only): plan tensor of each value */
-  const kn_mem_plan *plan = g->parent == NULL && mem->arena ? mem->plan : NULL;
-  int32_t *planned = plan ? kn_malloc(((size_t)nv + 1) * sizeof *planned) : NULL;
-  if (!env || !last || (plan && !planned)) {
-    st = kn_fail(err, KN_ERR_OOM, "out of memory starting a run");
-    goto done;
+
+struct kn_runner {
+  const kn_ir_model *m;
+  const kn_graph *g;
+  int32_t nv;
+  kn_slot *env;        /* one slot per value of g */
+  int32_t *last;       /* per value: the last node reading it (n_nodes: a graph output) */
+  int32_t *out_index;  /* per value: its index in g->outputs, or -1 */
+  kn_slot *scratch;    /* outputs nobody reads */
+  kn_slot **pin, **pout;
+  /* the memory plan `planned` was made for: plan tensor per value or -1 */
+  const kn_mem_plan *plan_for;
+  int32_t *planned;
+  /* The prepared hot path.  Per node: whether its shapes may be reused
+   * (static rule), whether they are recorded for the current input
+   * shapes, and what the recorded run did. */
+  bool *reusable;
+  bool *recorded;
+  uint8_t *rflags;     /* REC_* */
+  int32_t *out_off;    /* per node: its first entry in rec */
+  kn_tensor *rec;      /* per node output: tensor header (data in the arena) */
+  bool have_sig;
+  kn_slot *sig;        /* per graph input: kind, dtype and shape of the last run */
+  bool *sig_given;
+};
+
+#define REC_SKIP_RUN 1u /* an in-place alias: run would copy bytes onto themselves */
+#define REC_ZERO 2u     /* outputs are zeroed before run (reference kernels) */
+
+/* Can node n's output shapes be reused between runs with equal input
+ * shapes?  Not when values decide them: subgraphs, data-shaped ops, and
+ * integer or bool inputs computed at run time (shape tensors, indices: a
+ * Reshape fed by Shape arithmetic). */
+static bool node_reusable(const kn_graph *g, const kn_node *n) {
+  if (g->parent || n->op->data_shape == KN_DATA_SHAPE_ALL) return false;
+  for (int32_t a = 0; a < n->n_attrs; a++)
+    if (n->attrs[a].type == KN_ATTR_GRAPH || n->attrs[a].type == KN_ATTR_GRAPHS) return false;
+  for (int32_t k = 0; k < n->n_inputs; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0 || g->values[v].constant) continue;
+    if (n->op->data_shape == KN_DATA_SHAPE_ARGS && k > 0) return false;
+    const kn_type *t = &g->values[v].type;
+    if (t->kind != KN_KIND_TENSOR || !kn_dtype_is_float(t->dtype)) return false;
   }
-  if (plan) {
-    for (int32_t v = 0; v < nv; v++) planned[v] = -1;
-    for (int32_t t = 0; t < plan->n_tensors; t++) {
-      const kn_plan_tensor *pt = &plan->tensors[t];
-      if (pt->offset < 0) continue;
-      if (pt->value < 0 || pt->value >= nv || g->values[pt->value].is_output) {
-        st = kn_fail(err, KN_ERR_INVALID_ARG,
-                     "%s: the memory plan was not made for this graph (tensor %d "
-                     "names value %d of %d)",
-                     m->label, t, pt->value, nv);
-        goto done;
-      }
-      planned[pt->value] = t;
-    }
+  return true;
+}
+
+void kn_runner_free(kn_runner *r) {
+  if (!r) return;
+  if (r->env)
+    for (int32_t v = 0; v < r->nv; v++) kn_slot_release(&r->env[v]);
+  free(r->env);
+  free(r->last);
+  free(r->out_index);
+  free(r->scratch);
+  free(r->pin);
+  free(r->pout);
+  free(r->planned);
+  free(r->reusable);
+  free(r->recorded);
+  free(r->rflags);
+  free(r->out_off);
+  free(r->rec);
+  free(r->sig);
+  free(r->sig_given);
+  free(r);
+}
+
+kn_status kn_runner_create(const kn_ir_model *m, const kn_graph *g, kn_runner **out,
+                           kn_error *err) {
+  *out = NULL;
+  kn_runner *r = kn_calloc(1, sizeof *r);
+  if (!r) return kn_fail(err, KN_ERR_OOM, "out of memory preparing a run");
+  r->m = m;
+  r->g = g;
+  r->nv = g->n_values;
+  int32_t nv = g->n_values, nn = g->n_nodes, max_in = 1, max_out = 1, n_outs = 0;
+  for (int32_t i = 0; i < nn; i++) {
+    if (g->nodes[i].n_inputs > max_in) max_in = g->nodes[i].n_inputs;
+    if (g->nodes[i].n_outputs > max_out) max_out = g->nodes[i].n_outputs;
+    n_outs += g->nodes[i].n_outputs;
+  }
+  r->env = kn_calloc((size_t)nv + 1, sizeof *r->env);
+  r->last = kn_malloc(((size_t)nv + 1) * sizeof *r->last);
+  r->out_index = kn_malloc(((size_t)nv + 1) * sizeof *r->out_index);
+  r->planned = kn_malloc(((size_t)nv + 1) * sizeof *r->planned);
+  r->scratch = kn_calloc((size_t)max_out, sizeof *r->scratch);
+  r->pin = kn_calloc((size_t)max_in, sizeof *r->pin);
+  r->pout = kn_calloc((size_t)max_out, sizeof *r->pout);
+  r->reusable = kn_calloc((size_t)nn + 1, sizeof *r->reusable);
+  r->recorded = kn_calloc((size_t)nn + 1, sizeof *r->recorded);
+  r->rflags = kn_calloc((size_t)nn + 1, sizeof *r->rflags);
+  r->out_off = kn_calloc((size_t)nn + 1, sizeof *r->out_off);
+  r->rec = kn_calloc((size_t)n_outs + 1, sizeof *r->rec);
+  r->sig = kn_calloc((size_t)g->n_inputs + 1, sizeof *r->sig);
+  r->sig_given = kn_calloc((size_t)g->n_inputs + 1, sizeof *r->sig_given);
+  if (!r->env || !r->last || !r->out_index || !r->planned || !r->scratch || !r->pin ||
+      !r->pout || !r->reusable || !r->recorded || !r->rflags || !r->out_off || !r->rec ||
+      !r->sig || !r->sig_given) {
+    kn_runner_free(r);
+    return kn_fail(err, KN_ERR_OOM, "out of memory preparing a run");
   }
   for (int32_t v = 0; v < nv; v++) {
-    last[v] = -1;
+    r->last[v] = -1;
+    r->out_index[v] = -1;
+  }
+  for (int32_t i = 0; i < nn; i++)
+    kn_node_foreach_read(g, &g->nodes[i], mark_last_use, i, r->last);
+  for (int32_t i = g->n_outputs - 1; i >= 0; i--) {
+    r->last[g->outputs[i]] = nn;
+    r->out_index[g->outputs[i]] = i;
+  }
+  for (int32_t i = 0, off = 0; i < nn; i++) {
+    r->out_off[i] = off;
+    off += g->nodes[i].n_outputs;
+    r->reusable[i] = node_reusable(g, &g->nodes[i]);
+  }
+  *out = r;
+  return KN_OK;
+}
+
+/* Map values to the plan's tensors (once per plan). */
+static kn_status bind_plan(kn_runner *r, const kn_mem_plan *plan, kn_error *err) {
+  const kn_graph *g = r->g;
+  int32_t nv = r->nv;
+  for (int32_t v = 0; v < nv; v++) r->planned[v] = -1;
+  r->plan_for = plan;
+  memset(r->recorded, 0, (size_t)g->n_nodes * sizeof *r->recorded);
+  if (!plan) return KN_OK;
+  for (int32_t t = 0; t < plan->n_tensors; t++) {
+    const kn_plan_tensor *pt = &plan->tensors[t];
+    if (pt->offset < 0) continue;
+    if (pt->value < 0 || pt->value >= nv || g->values[pt->value].is_output) {
+      r->plan_for = NULL;
+      return kn_fail(err, KN_ERR_INVALID_ARG,
+                     "%s: the memory plan was not made for this graph (tensor %d "
+                     "names value %d of %d)",
+                     r->m->label, t, pt->value, nv);
+    }
+    r->planned[pt->value] = t;
+  }
+  return KN_OK;
+}
+
+static bool same_shape(const kn_slot *a, const kn_slot *b) {
+  if (a->kind != b->kind) return false;
+  if (a->kind != KN_KIND_TENSOR) return a->kind == KN_KIND_NONE;
+  if (a->t.dtype != b->t.dtype || a->t.rank != b->t.rank) return false;
+  for (int32_t d = 0; d < a->t.rank; d++)
+    if (a->t.dims[d] != b->t.dims[d]) return false;
+  return true;
+}
+
+/* Compare this run's input shapes with the last run's; forget every
+ * recorded step when they differ. */
+static void check_signature(kn_runner *r, const kn_slot *const *inputs) {
+  const kn_graph *g = r->g;
+  bool same = r->have_sig;
+  for (int32_t i = 0; i < g->n_inputs && same; i++) {
+    const kn_slot *s = inputs ? inputs[i] : NULL;
+    same = s ? r->sig_given[i] && same_shape(s, &r->sig[i]) : !r->sig_given[i];
+  }
+  if (same) return;
+  memset(r->recorded, 0, (size_t)g->n_nodes * sizeof *r->recorded);
+  for (int32_t i = 0; i < g->n_inputs; i++) {
+    const kn_slot *s = inputs ? inputs[i] : NULL;
+    memset(&r->sig[i], 0, sizeof r->sig[i]);
+    r->sig_given[i] = s != NULL;
+    if (!s) continue;
+    r->sig[i].kind = s->kind; /* a sequence never compares equal */
+    if (s->kind == KN_KIND_TENSOR) {
+      r->sig[i].t.dtype = s->t.dtype;
+      r->sig[i].t.rank = s->t.rank;
+      memcpy(r->sig[i].t.dims, s->t.dims, sizeof s->t.dims);
+    }
+  }
+  r->have_sig = true;
+}
+
+/* Give output slot s (a graph output, index j) the buffer the previous run
+ * left in outs[j] when it has the same size: no allocation per run. */
+static bool recycle_output(kn_slot *s, kn_slot *prev, const kn_tensor *shape, size_t need) {
+  if (prev->kind != KN_KIND_TENSOR || !prev->t.owned || !prev->t.data ||
+      prev->t.dtype != shape->dtype || prev->t.nbytes != need || shape->dtype == KN_DTYPE_STRING)
+    return false;
+  void *data = prev->t.data;
+  memset(prev, 0, sizeof *prev);
+  s->t = *shape;
+  s->t.data = data;
+  s->t.nbytes = need;
+  s->t.owned = 1;
+  return true;
+}
+
+kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *const *inputs,
+                        kn_slot *outs, kn_mem_budget *mem, kn_error *err) {
+  const kn_ir_model *m = r->m;
+  const kn_graph *g = r->g;
+  kn_status st = KN_OK;
+  int32_t nv = r->nv;
+  kn_slot *env = r->env;
+  /* the memory plan (top-level graph only) */
+  const kn_mem_plan *plan = g->parent == NULL && mem->arena ? mem->plan : NULL;
+  if (plan != r->plan_for || (!plan && !r->have_sig)) {
+    st = bind_plan(r, plan, err);
+    if (st) return st;
+  }
+  check_signature(r, inputs);
+  for (int32_t v = 0; v < nv; v++) {
+    kn_slot_release(&env[v]);
     const kn_value *val = &g->values[v];
     if (val->constant) {
       env[v].kind = KN_KIND_TENSOR;
@@ -126,19 +305,8 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
   }
   for (int32_t i = 0; i < g->n_inputs; i++)
     if (inputs && inputs[i]) borrow(&env[g->inputs[i]], inputs[i]);
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    kn_node_foreach_read(g, &g->nodes[i], mark_last_use, i, last);
-    if (g->nodes[i].n_inputs > max_in) max_in = g->nodes[i].n_inputs;
-    if (g->nodes[i].n_outputs > max_out) max_out = g->nodes[i].n_outputs;
-  }
-  for (int32_t i = 0; i < g->n_outputs; i++) last[g->outputs[i]] = g->n_nodes;
-  scratch = kn_calloc((size_t)max_out, sizeof *scratch);
-  pin = kn_calloc((size_t)max_in, sizeof *pin);
-  pout = kn_calloc((size_t)max_out, sizeof *pout);
-  if (!scratch || !pin || !pout) {
-    st = kn_fail(err, KN_ERR_OOM, "out of memory starting a run");
-    goto done;
-  }
+  kn_slot *scratch = r->scratch, **pin = r->pin, **pout = r->pout;
+  const int32_t *last = r->last, *planned = r->planned;
   frame fr = {.m = m, .g = g, .env = env, .mem = mem, .err = err};
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     const kn_node *n = &g->nodes[i];
@@ -148,23 +316,38 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
       kn_slot_release(pout[o]);
       pout[o]->t.rank = -1;
     }
+    bool fast = mem->rt && n->tactic != 0;
     kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
                      .n_out = n->n_outputs, .out = pout, .static_infer = false,
                      .err = err, .label = m->label, .run_subgraph = run_subgraph,
-                     .exec = &fr};
-    for (int32_t k = 0; k < n->op->min_inputs && k < n->n_inputs; k++)
-      if (pin[k] && pin[k]->kind == KN_KIND_NONE && n->op->max_inputs >= 0 &&
-          !g->values[n->inputs[k]].type.optional) {
-        st = kn_op_fail(&ctx, KN_ERR_MISSING, "input %d '%s' has no value", k,
-                        g->values[n->inputs[k]].name);
-        break;
+                     .exec = &fr, .rt = fast ? mem->rt : NULL,
+                     .packed = mem->packed && !g->parent ? mem->packed[i] : NULL};
+    if (r->recorded[i]) {
+      /* the hot path: shapes and pointers as recorded, no inference */
+      const kn_tensor *rec = &r->rec[r->out_off[i]];
+      for (int32_t o = 0; o < n->n_outputs; o++) {
+        pout[o]->kind = KN_KIND_TENSOR;
+        pout[o]->t = rec[o];
+        if (r->rflags[i] & REC_ZERO) memset(rec[o].data, 0, rec[o].nbytes);
       }
-    if (st) break;
-    st = n->op->infer(&ctx);
-    bool skip_run = false;
-    for (int32_t o = 0; o < n->n_outputs && !st; o++) {
-      kn_slot *s = pout[o];
-      if (s->kind == KN_KIND_TENSOR && kn_shape_known(&s->t) && !s->t.data) {
+      if (!(r->rflags[i] & REC_SKIP_RUN)) st = n->op->run(&ctx);
+    } else {
+      for (int32_t k = 0; k < n->op->min_inputs && k < n->n_inputs; k++)
+        if (pin[k] && pin[k]->kind == KN_KIND_NONE && n->op->max_inputs >= 0 &&
+            !g->values[n->inputs[k]].type.optional) {
+          st = kn_op_fail(&ctx, KN_ERR_MISSING, "input %d '%s' has no value", k,
+                          g->values[n->inputs[k]].name);
+          break;
+        }
+      if (st) break;
+      st = n->op->infer(&ctx);
+      bool skip_run = false, in_arena = n->n_outputs > 0, zeroed = false;
+      for (int32_t o = 0; o < n->n_outputs && !st; o++) {
+        kn_slot *s = pout[o];
+        if (!(s->kind == KN_KIND_TENSOR && kn_shape_known(&s->t) && !s->t.data)) {
+          in_arena = false;
+          continue;
+        }
         kn_tensor shape = s->t;
         int64_t cnt = kn_tensor_numel(&shape);
         uint64_t need = cnt > 0 && kn_dtype_is_valid(shape.dtype)
@@ -181,7 +364,11 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
           bool over = p->inplace_of >= 0 && o == 0 && n->n_inputs > 0 &&
                       n->inputs[0] == p->inplace_of && pin[0] &&
                       pin[0]->kind == KN_KIND_TENSOR && pin[0]->t.data == at;
-          if (!over) memset(at, 0, need);
+          /* fast kernels write every output element */
+          if (!over && !fast) {
+            memset(at, 0, need);
+            zeroed = true;
+          }
           s->t = shape;
           s->t.data = at;
           s->t.nbytes = need;
@@ -189,6 +376,12 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
           /* an aliasing op's run would copy the bytes onto themselves */
           if (over && n->op->inplace == KN_INPLACE_ALIAS && pin[0]->t.dtype == shape.dtype)
             skip_run = true;
+          continue;
+        }
+        in_arena = false;
+        int32_t j = n->outputs[o] >= 0 ? r->out_index[n->outputs[o]] : -1;
+        if (j >= 0 && outs && need > 0 && recycle_output(s, &outs[j], &shape, need)) {
+          if (!fast) memset(s->t.data, 0, need);
           continue;
         }
         if (need > mem->limit || mem->live > mem->limit - need) {
@@ -207,9 +400,16 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
         if (st) kn_error_prefix(err, "%s: node '%s' (%s): output %d", m->label, n->name,
                                 n->op_type, o);
       }
+      if (!st && !skip_run) st = n->op->run(&ctx);
+      for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
+      if (!st && in_arena && r->reusable[i]) {
+        /* record the step for the next run with these input shapes */
+        kn_tensor *rec = &r->rec[r->out_off[i]];
+        for (int32_t o = 0; o < n->n_outputs; o++) rec[o] = pout[o]->t;
+        r->rflags[i] = (uint8_t)((skip_run ? REC_SKIP_RUN : 0) | (zeroed ? REC_ZERO : 0));
+        r->recorded[i] = true;
+      }
     }
-    if (!st && !skip_run) st = n->op->run(&ctx);
-    for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
     if (!st && mem->observe && !g->parent)
       for (int32_t o = 0; o < n->n_outputs; o++)
         if (n->outputs[o] >= 0 && pout[o]->kind == KN_KIND_TENSOR)
@@ -240,14 +440,18 @@ kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
       memset(s, 0, sizeof *s);
     }
   }
-done:
-  if (env)
-    for (int32_t v = 0; v < nv; v++) env_release(mem, &env[v]);
-  free(env);
-  free(last);
-  free(planned);
-  free(scratch);
-  free(pin);
-  free(pout);
+  if (st) memset(r->recorded, 0, (size_t)g->n_nodes * sizeof *r->recorded);
+  for (int32_t v = 0; v < nv; v++) env_release(mem, &env[v]);
+  return st;
+}
+
+kn_status kn_exec_graph(const kn_ir_model *m, const kn_graph *g,
+                        const kn_slot *parent_env, const kn_slot *const *inputs,
+                        kn_slot *outs, kn_mem_budget *mem, kn_error *err) {
+  kn_runner *r;
+  kn_status st = kn_runner_create(m, g, &r, err);
+  if (st) return st;
+  st = kn_runner_run(r, parent_env, inputs, outs, mem, err);
+  kn_runner_free(r);
   return st;
 }

@@ -23,7 +23,30 @@ typedef struct kn_mem_budget {
   /* Optional: called after each top-level step with each tensor it made. */
   void (*observe)(const char *name, const kn_tensor *t, void *arg);
   void *observe_arg;
+  /* Optional: the fast kernels' runtime (ISA, threads, scratch).  Nodes
+   * whose tactic is not 0 get it as ctx->rt; NULL runs every node with its
+   * reference kernel. */
+  struct kn_rt *rt;
+  /* Optional: per top-level node, its prepacked weights (ctx->packed). */
+  const void *const *packed;
 } kn_mem_budget;
+
+/* A graph prepared for repeated runs (a context's top-level graph): the
+ * bookkeeping is allocated once, and a run whose input shapes equal the
+ * previous run's reuses every step's output shapes and arena pointers
+ * instead of running shape inference again (the prepared hot path: a list
+ * of kernel calls on fixed pointers).  A step is re-inferred when its op's
+ * shapes depend on values (kn_op_def.data_shape, subgraphs, integer inputs
+ * computed at run time) or its outputs are not in the arena.  Graph outputs
+ * reuse the previous run's buffers (`outs`) when their size is unchanged. */
+typedef struct kn_runner kn_runner;
+kn_status kn_runner_create(const kn_ir_model *m, const kn_graph *g, kn_runner **out,
+                           kn_error *err) KN_WUR;
+void kn_runner_free(kn_runner *r);
+/* As kn_exec_graph, with the runner's graph; `mem` must carry the same
+ * plan and arena on every run. */
+kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *const *inputs,
+                        kn_slot *outs, kn_mem_budget *mem, kn_error *err) KN_WUR;
 
 /* Run graph g.  `inputs` has g->n_inputs entries (borrowed; NULL for an
  * input fed by its initializer); `parent_env` holds the values of the

@@ -1,4 +1,7 @@
 /* Public model and context API (kiln.h) over the reference executor. */
+#include "core/cpu.h"
+#include "kernels/kernels.h"
+#include "plan/tactic.h"
 #include "engine.h"
 #include "onnx/onnx.h"
 #include "passes/pass.h"
@@ -8,6 +11,10 @@
 
 struct kn_context {
   const kn_model *model;
+  int32_t threads;
+  kn_pool *pool;      /* threads - 1 workers, started at the first run */
+  kn_rt rt;           /* ISA, pool and scratch for the fast kernels */
+  kn_runner *runner;  /* the top-level graph, prepared at the first run */
   kn_slot *inputs;  /* borrowed views, one per model input */
   bool *bound;
   kn_slot *outputs; /* owned, one per graph output */
@@ -23,6 +30,7 @@ const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
 static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err);
 static int32_t input_named(const kn_model *m, const char *spec, const char *eq);
 static kn_status apply_profile(kn_model *m, const char *spec, kn_error *err);
+static kn_status pack_all(kn_model *m, kn_error *err);
 
 static void free_strings(char **v, int32_t n) {
   for (int32_t i = 0; v && i < n; i++) free(v[i]);
@@ -71,6 +79,7 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
       st = apply_profile(m, spec, err);
       if (v) memcpy(v->type.dims, keep, sizeof keep);
     }
+  if (!st) st = pack_all(m, err);
   if (st) {
     kn_model_free(m);
     *out = NULL;
@@ -128,8 +137,44 @@ kn_status kn_model_load(const char *path, kn_model **out, kn_error *err) {
   return st;
 }
 
+static void unpack_all(kn_model *m) {
+  if (!m->packed) return;
+  const kn_graph *g = m->ir->graph;
+  for (int32_t i = 0; i < m->n_packed && i < g->n_nodes; i++)
+    if (m->packed[i] && g->nodes[i].op->unpack) g->nodes[i].op->unpack(m->packed[i]);
+  free(m->packed);
+  m->packed = NULL;
+  m->n_packed = 0;
+}
+
+/* Prepack the weights of every top-level step whose tactic packs them
+ * (once per built or loaded model; contexts share them read-only). */
+static kn_status pack_all(kn_model *m, kn_error *err) {
+  unpack_all(m);
+  const kn_graph *g = m->ir->graph;
+  int32_t isa = (int32_t)kn_isa_detect(kn_cpu_features());
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (!n->tactic || !n->op->pack) continue;
+    if (!m->packed) {
+      m->packed = kn_calloc((size_t)g->n_nodes, sizeof *m->packed);
+      if (!m->packed) return kn_fail(err, KN_ERR_OOM, "out of memory packing weights");
+      m->n_packed = g->n_nodes;
+    }
+    kn_status st = n->op->pack(g, n, isa, &m->packed[i], err);
+    if (st) {
+      kn_error_prefix(err, "%s: node '%s' (%s): packing weights", m->ir->label, n->name,
+                      n->op_type);
+      unpack_all(m);
+      return st;
+    }
+  }
+  return KN_OK;
+}
+
 void kn_model_free(kn_model *m) {
   if (!m) return;
+  unpack_all(m);
   kn_ir_model_free(m->ir);
   free(m->inputs);
   kn_mem_plan_free(&m->plan);
@@ -341,6 +386,10 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   kn_mem_plan_free(&m->plan);
   st = plan_for_max(m, o->workspace, err);
   if (st) return st;
+  kn_tactics_select(m->ir, (int32_t)kn_isa_detect(kn_cpu_features()),
+                    o->reference_kernels != 0);
+  st = pack_all(m, err);
+  if (st) return st;
   free_strings(m->shapes, m->n_shapes);
   free_strings(m->profiles, m->n_profiles);
   m->profiles = dup_strings(o->profiles, o->n_profiles);
@@ -373,6 +422,8 @@ kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) 
   kn_context *c = kn_calloc(1, sizeof *c);
   if (!c) return kn_fail(err, KN_ERR_OOM, "out of memory");
   c->model = m;
+  c->threads = kn_default_threads();
+  c->rt.isa = kn_isa_detect(kn_cpu_features());
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   c->mem_limit = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
   c->inputs = kn_calloc((size_t)m->n_inputs + 1, sizeof *c->inputs);
@@ -397,8 +448,25 @@ void kn_context_free(kn_context *c) {
   free(c->bound);
   free(c->outputs);
   free(c->arena);
+  kn_runner_free(c->runner);
+  kn_pool_free(c->pool);
+  free(c->rt.scratch);
   free(c);
 }
+
+kn_status kn_context_set_threads(kn_context *c, int32_t n, kn_error *err) {
+  if (n < 1 || n > 1024)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "thread count %d: expected 1 to 1024", n);
+  if (n != c->threads) {
+    kn_pool_free(c->pool);
+    c->pool = NULL;
+    c->rt.pool = NULL;
+    c->threads = n;
+  }
+  return KN_OK;
+}
+
+int32_t kn_context_threads(const kn_context *c) { return c->threads; }
 
 static kn_status check_tensor_input(const kn_model *m, const kn_value *v,
                                     const kn_tensor *t, kn_error *err) {
@@ -533,7 +601,17 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
     mem.plan = &m->plan;
     mem.arena = c->arena;
   }
-  kn_status st = kn_exec_graph(m->ir, g, NULL, in, c->outputs, &mem, err);
+  kn_status st = KN_OK;
+  if (!c->runner) st = kn_runner_create(m->ir, g, &c->runner, err);
+  if (!st && c->threads > 1 && !c->pool) {
+    st = kn_pool_create(c->threads, &c->pool, err);
+    c->rt.pool = c->pool;
+  }
+  if (m->built) {
+    mem.rt = &c->rt;
+    mem.packed = (const void *const *)m->packed;
+  }
+  if (!st) st = kn_runner_run(c->runner, NULL, in, c->outputs, &mem, err);
   free(in);
   if (!st) c->ran = true;
   return st;

@@ -528,6 +528,6 @@ done:
 const kn_op_def kn_ops_detection[] = {
     {"GridSample", NULL, 2, 2, 1, 1, 16, 21, gs_infer, gs_run, NULL},
     {"RoiAlign", NULL, 3, 3, 1, 1, 10, 21, roi_infer, roi_run, NULL},
-    {"NonMaxSuppression", NULL, 2, 5, 1, 1, 10, 21, nms_infer, nms_run, NULL},
+    {"NonMaxSuppression", NULL, 2, 5, 1, 1, 10, 21, nms_infer, nms_run, NULL, 0, KN_DATA_SHAPE_ALL},
     KN_OP_END,
 };

@@ -87,10 +87,10 @@ typedef struct kn_op_def {
   /* Output 0 may share input 0's buffer when their sizes are equal (the
    * memory planner's in-place reuse): one of KN_INPLACE_* below. */
   uint8_t inplace;
-  /* Output shapes depend on input *values* that may vary between runs with
-   * the same input shapes (NonZero, NonMaxSuppression, Unique, control
-   * flow): the executor never reuses their shapes from an earlier run. */
-  bool data_shape;
+  /* Whether output shapes depend on input *values* (KN_DATA_SHAPE_*):
+   * the executor reuses a step's shapes from the previous run (same input
+   * shapes) only when they cannot have changed. */
+  uint8_t data_shape;
   /* ---- fast kernels (optional) ----
    * select: the tactic (src/plan/tactics.inc) for node n of graph g, from
    * the static types of its values and the ISA; 0 keeps the reference
@@ -115,6 +115,16 @@ typedef struct kn_op_def {
  * like); run only copies them, so the executor skips it when the two
  * buffers are the same. */
 #define KN_INPLACE_ALIAS 2
+
+/* kn_op_def.data_shape.  Besides these, a step is always re-inferred when
+ * it has subgraphs or a non-float input computed at run time (shape
+ * tensors, indices). */
+#define KN_DATA_SHAPE_NONE 0 /* shapes follow from input shapes */
+/* Values of inputs other than the first decide shapes (Resize scales,
+ * OneHot depth): reusable when those inputs are constants. */
+#define KN_DATA_SHAPE_ARGS 1
+/* Values of any input decide shapes (NonZero, NonMaxSuppression, Range). */
+#define KN_DATA_SHAPE_ALL 2
 
 /* Registry (src/ops/registry.c) */
 const kn_op_def *kn_op_find(const char *domain, const char *name);

@@ -609,7 +609,7 @@ const kn_op_def kn_ops_shape[] = {
     {"Shape", NULL, 1, 1, 1, 1, 1, 21, shape_infer, shape_run, no_flops},
     {"Size", NULL, 1, 1, 1, 1, 1, 21, size_infer, size_run, no_flops},
     {"ConstantOfShape", NULL, 1, 1, 1, 1, 9, 21, cos_infer, cos_run, no_flops},
-    {"Range", NULL, 3, 3, 1, 1, 11, 21, range_infer, range_run, NULL},
+    {"Range", NULL, 3, 3, 1, 1, 11, 21, range_infer, range_run, NULL, 0, KN_DATA_SHAPE_ALL},
     {"Identity", NULL, 1, 1, 1, 1, 1, 21, identity_infer, identity_run, no_flops, KN_INPLACE_ALIAS},
     {"EyeLike", NULL, 1, 1, 1, 1, 9, 21, eyelike_infer, eyelike_run, no_flops},
     KN_OP_END,

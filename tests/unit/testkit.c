@@ -167,7 +167,43 @@ const kn_node *tk_find_op(const kn_graph *g, const char *op) {
   return NULL;
 }
 
-tk_results tk_run(kn_ir_model *m, tk_fill fill) {
+static tk_results run_with(kn_ir_model *m, tk_fill fill, kn_rt *rt, const void *const *packed);
+
+tk_results tk_run(kn_ir_model *m, tk_fill fill) { return run_with(m, fill, NULL, NULL); }
+
+tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads) {
+  kn_graph *g = m->graph;
+  kn_tactics_select(m, isa, false);
+  void **packed = kn_calloc((size_t)g->n_nodes + 1, sizeof *packed);
+  assert_non_null(packed);
+  kn_error err;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (n->tactic && n->op->pack && n->op->pack(g, n, isa, &packed[i], &err))
+      fail_msg("%s", err.msg);
+  }
+  kn_rt rt = {.isa = (kn_isa)isa};
+  if (threads > 1 && kn_pool_create(threads, &rt.pool, &err)) fail_msg("%s", err.msg);
+  tk_results r = run_with(m, fill, &rt, (const void *const *)packed);
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (packed[i]) g->nodes[i].op->unpack(packed[i]);
+  free(packed);
+  kn_pool_free(rt.pool);
+  free(rt.scratch);
+  kn_tactics_select(m, isa, true);
+  return r;
+}
+
+int32_t tk_fast_tactic(const kn_ir_model *m, const char *op, int32_t isa) {
+  const kn_graph *g = m->graph;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (!n->dead && !strcmp(n->op_type, op)) return n->op->select ? n->op->select(g, n, isa) : 0;
+  }
+  return -1;
+}
+
+static tk_results run_with(kn_ir_model *m, tk_fill fill, kn_rt *rt, const void *const *packed) {
   kn_graph *g = m->graph;
   kn_slot *in = kn_calloc((size_t)g->n_inputs + 1, sizeof *in);
   const kn_slot **pin = kn_calloc((size_t)g->n_inputs + 1, sizeof *pin);
@@ -189,7 +225,7 @@ tk_results tk_run(kn_ir_model *m, tk_fill fill) {
                                     : (float)((k * 37 + i * 11) % 23) * 0.25f - 2.5f;
     pin[i] = &in[i];
   }
-  kn_mem_budget mem = {.limit = UINT64_MAX};
+  kn_mem_budget mem = {.limit = UINT64_MAX, .rt = rt, .packed = packed};
   kn_error err;
   if (kn_exec_graph(m, g, NULL, pin, r.outs, &mem, &err)) fail_msg("%s", err.msg);
   for (int32_t i = 0; i < g->n_inputs; i++) kn_slot_release(&in[i]);

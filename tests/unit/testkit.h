@@ -13,6 +13,8 @@
 
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "kernels/kernels.h"
+#include "plan/tactic.h"
 #include "passes/pass.h"
 
 /* ---- building graphs ---------------------------------------------------- */
@@ -93,6 +95,15 @@ typedef enum tk_fill {
 /* Runs the top-level graph with kn_exec_graph (no memory limit) on every
  * non-constant input filled as `fill` says; an unknown dim is taken as 2. */
 tk_results tk_run(kn_ir_model *m, tk_fill fill);
+
+/* As tk_run, with the fast kernels: every node gets its op's tactic for
+ * `isa` (a kn_isa), its weights packed, and the run a kn_rt with `threads`
+ * threads; the tactics are reset to the reference afterwards. */
+tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads);
+
+/* The tactic the first live node of type `op` would get for `isa` (0:
+ * reference), or -1 when there is no such node. */
+int32_t tk_fast_tactic(const kn_ir_model *m, const char *op, int32_t isa);
 
 void tk_results_free(tk_results *r);
 
