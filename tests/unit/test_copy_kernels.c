@@ -306,6 +306,101 @@ static void test_gather(void **state) {
   check_node(m, KN_TACTIC_copy, 13);
 }
 
+/* ---- Resize / Upsample ------------------------------------------------------ */
+
+static const char *const ctms[] = {"half_pixel",    "half_pixel_symmetric", "pytorch_half_pixel",
+                                   "align_corners", "asymmetric",           "tf_half_pixel_for_nn",
+                                   "tf_crop_and_resize"};
+static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+
+static void set_str(kn_node *n, const char *name, const char *v) {
+  assert_true(kn_node_set_string(n, name, v));
+}
+
+/* Resize-13 of x [dims] by scales (sizes NULL) or to sizes. */
+static void resize_case(int32_t r, const int64_t *dims, const float *scales,
+                        const int64_t *to, const char *mode, const char *ctm,
+                        const char *nm, bool exclude, uint32_t seed) {
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int32_t in[4] = {tk_input(g, "x", r, dims), -1, -1, -1};
+  if (!strcmp(ctm, "tf_crop_and_resize")) {
+    float roi[12];
+    for (int32_t i = 0; i < r; i++) {
+      roi[i] = i < r - 2 ? 0.0f : 0.1f * (float)i - 0.15f; /* partly outside */
+      roi[r + i] = i < r - 2 ? 1.0f : 0.8f + 0.2f * (float)i;
+    }
+    in[1] = tk_const_f32(g, 1, (int64_t[]){2 * r}, roi);
+  }
+  if (scales) in[2] = tk_const_f32(g, 1, (int64_t[]){r}, scales);
+  else in[3] = tk_const_i64(g, r, to);
+  int32_t y = tk_node(g, "Resize", 4, in);
+  kn_node *n = tk_last(g);
+  set_str(n, "mode", mode);
+  set_str(n, "coordinate_transformation_mode", ctm);
+  set_str(n, "nearest_mode", nm);
+  if (exclude) assert_true(kn_node_set_int(n, "exclude_outside", 1));
+  if (!strcmp(ctm, "tf_crop_and_resize")) assert_true(kn_node_set_float(n, "extrapolation_value", -7.5f));
+  tk_output(g, y);
+  tk_prepare(m);
+  check_node(m, KN_TACTIC_resize, seed);
+}
+
+static void test_resize(void **state) {
+  (void)state;
+  static const float sc[][2] = {{2, 2}, {0.5f, 0.5f}, {3, 1}, {1, 0.6f}, {1.7f, 0.37f}, {0.8f, 2.5f}};
+  static const int64_t hw[][2] = {{1, 1}, {5, 7}, {8, 16}, {17, 3}};
+  uint32_t seed = 20;
+  for (size_t c = 0; c < sizeof ctms / sizeof *ctms; c++)
+    for (int32_t mode = 0; mode < 2; mode++)
+      for (size_t k = 0; k < sizeof sc / sizeof *sc; k++) {
+        const int64_t *d2 = hw[(k + c) % 4];
+        int64_t dims[4] = {2, 3, d2[0], d2[1]};
+        float scales[4] = {1, 1, sc[k][0], sc[k][1]};
+        resize_case(4, dims, scales, NULL, mode ? "linear" : "nearest", ctms[c],
+                    nms[(k + c) % 4], mode && k % 3 == 2, seed++);
+      }
+  /* by sizes, other ranks, every nearest mode */
+  for (size_t k = 0; k < 4; k++) {
+    resize_case(3, (int64_t[]){3, 6, 9}, NULL, (int64_t[]){3, 13, 4}, "nearest", "asymmetric",
+                nms[k], false, seed++);
+    resize_case(2, (int64_t[]){6, 9}, NULL, (int64_t[]){11, 23}, "linear", ctms[k], nms[k],
+                false, seed++);
+    resize_case(5, (int64_t[]){2, 1, 2, 7, 5}, NULL, (int64_t[]){2, 1, 2, 3, 10}, "nearest",
+                ctms[k], nms[k], false, seed++);
+  }
+  /* a leading axis resized: the fast path declines, the reference runs */
+  resize_case(4, (int64_t[]){1, 2, 3, 4}, (float[]){1, 2, 2, 2}, NULL, "linear", "half_pixel",
+              nms[0], false, seed++);
+  resize_case(4, (int64_t[]){1, 2, 3, 4}, (float[]){1, 2, 2, 2}, NULL, "nearest", "half_pixel",
+              nms[0], false, seed++);
+  /* large enough for two threads */
+  resize_case(4, (int64_t[]){1, 16, 56, 56}, (float[]){1, 1, 2, 2}, NULL, "linear",
+              "half_pixel", nms[0], false, seed++);
+  resize_case(4, (int64_t[]){1, 16, 56, 56}, (float[]){1, 1, 2, 2}, NULL, "nearest",
+              "asymmetric", nms[2], false, seed++);
+  resize_case(4, (int64_t[]){1, 16, 112, 112}, (float[]){1, 1, 0.5f, 0.5f}, NULL, "linear",
+              "align_corners", nms[0], false, seed++);
+}
+
+/* Upsample-9 (scales input) and Resize-10: the legacy asymmetric modes. */
+static void test_upsample(void **state) {
+  (void)state;
+  for (int32_t op = 0; op < 2; op++)
+    for (int32_t mode = 0; mode < 2; mode++)
+      for (int32_t k = 0; k < 3; k++) {
+        kn_ir_model *m = tk_model_new(op ? 10 : 9);
+        kn_graph *g = m->graph;
+        static const float sc[3][4] = {{1, 1, 2, 3}, {1, 1, 0.5f, 0.7f}, {1, 1, 1.5f, 1}};
+        int32_t in[2] = {tk_input(g, "x", 4, (int64_t[]){2, 2, 7, 6}),
+                         tk_const_f32(g, 1, (int64_t[]){4}, sc[k])};
+        tk_output(g, tk_node(g, op ? "Resize" : "Upsample", 2, in));
+        set_str(tk_last(g), "mode", mode ? "linear" : "nearest");
+        tk_prepare(m);
+        check_node(m, KN_TACTIC_resize, 40 + (uint32_t)k);
+      }
+}
+
 int main(void) {
   kn_error err;
   if (kn_pool_create(2, &pool2, &err)) return 1;
@@ -313,6 +408,7 @@ int main(void) {
       cmocka_unit_test(test_x32_transpose), cmocka_unit_test(test_transpose),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_slice),
       cmocka_unit_test(test_split),         cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_resize),        cmocka_unit_test(test_upsample),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   kn_pool_free(pool2);
