@@ -1,0 +1,134 @@
+/* The executor's prepared hot path and threads: repeated runs reuse each
+ * step's shapes and arena pointers only while that is sound (same input
+ * shapes, shapes not decided by values), and results do not depend on
+ * how often a context ran, on the thread count or on the ISA. */
+#include "testkit.h"
+
+#include "core/cpu.h"
+
+#include <math.h>
+
+#ifndef KILN_SOURCE_DIR
+#define KILN_SOURCE_DIR "."
+#endif
+
+/* Relu then NonZero: the second step's output shape follows the values. */
+static void test_data_shaped_step_reinferred(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t d4[] = {6};
+  int32_t x = tk_input(g, "x", 1, d4);
+  int32_t r = tk_node(g, "Relu", 1, &x);
+  int32_t nz = tk_node(g, "NonZero", 1, &r);
+  int32_t s = tk_node(g, "Relu", 1, &r);
+  tk_output(g, nz);
+  tk_output(g, s);
+  tk_prepare(m);
+  kn_mem_plan plan;
+  kn_error err;
+  assert_int_equal(kn_plan_memory(g, 0, &plan, &err), KN_OK);
+  void *arena = aligned_alloc(64, plan.arena_bytes ? (plan.arena_bytes + 63) & ~63ull : 64);
+  kn_runner *run;
+  assert_int_equal(kn_runner_create(m, g, &run, &err), KN_OK);
+  static const float vals[3][6] = {{1, 0, 2, 0, 0, 0}, {1, 1, 1, 0, -1, 3}, {0, 0, 0, 0, 0, 5}};
+  static const int64_t count[3] = {2, 4, 1};
+  for (int k = 0; k < 3; k++) {
+    kn_slot in, outs[2];
+    memset(&in, 0, sizeof in);
+    memset(outs, 0, sizeof outs);
+    in.kind = KN_KIND_TENSOR;
+    assert_int_equal(kn_tensor_alloc(&in.t, KN_DTYPE_F32, 1, d4, NULL), KN_OK);
+    memcpy(in.t.data, vals[k], sizeof vals[k]);
+    const kn_slot *pin[1] = {&in};
+    kn_mem_budget mem = {.limit = UINT64_MAX, .plan = &plan, .arena = arena};
+    assert_int_equal(kn_runner_run(run, NULL, pin, outs, &mem, &err), KN_OK);
+    assert_int_equal(outs[0].t.rank, 2);
+    assert_int_equal(outs[0].t.dims[1], count[k]);
+    const float *y = outs[1].t.data;
+    for (int i = 0; i < 6; i++) assert_true(y[i] == (vals[k][i] > 0 ? vals[k][i] : 0));
+    kn_slot_release(&outs[0]);
+    kn_slot_release(&outs[1]);
+    kn_slot_release(&in);
+  }
+  kn_runner_free(run);
+  free(arena);
+  kn_mem_plan_free(&plan);
+  kn_ir_model_free(m);
+}
+
+static void fill(float *x, int64_t n, uint32_t seed) {
+  for (int64_t i = 0; i < n; i++) x[i] = 2.0f * tk_pseudo(&seed);
+}
+
+/* Runs ctx on a batch of b images (seeded) and returns the logits. */
+static float *run_batch(kn_context *ctx, int64_t b, uint32_t seed) {
+  int64_t dims[4] = {b, 3, 32, 32};
+  kn_tensor t;
+  kn_error err;
+  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_F32, 4, dims, NULL), KN_OK);
+  fill(t.data, kn_tensor_numel(&t), seed);
+  assert_int_equal(kn_context_set_input(ctx, 0, &t, &err), KN_OK);
+  if (kn_context_run(ctx, &err)) fail_msg("%s", err.msg);
+  const kn_tensor *y = kn_context_output(ctx, 0);
+  assert_non_null(y);
+  assert_int_equal(y->dims[0], b);
+  float *out = malloc(y->nbytes);
+  memcpy(out, y->data, y->nbytes);
+  kn_tensor_release(&t);
+  return out;
+}
+
+static void test_tinycnn_repeated_runs_and_threads(void **state) {
+  (void)state;
+  const char *path = KILN_SOURCE_DIR "/models/tinycnn/model.onnx";
+  kn_error err;
+  kn_model *ref, *fast;
+  assert_int_equal(kn_model_load(path, &ref, &err), KN_OK);
+  assert_int_equal(kn_model_load(path, &fast, &err), KN_OK);
+  kn_build_options o;
+  kn_build_options_init(&o);
+  const char *prof[] = {"input=1x3x32x32:2x3x32x32:4x3x32x32"};
+  o.profiles = prof;
+  o.n_profiles = 1;
+  assert_int_equal(kn_model_build(fast, &o, &err), KN_OK);
+  kn_context *cr, *c1, *c2;
+  assert_int_equal(kn_context_create(ref, &cr, &err), KN_OK);
+  assert_int_equal(kn_context_create(fast, &c1, &err), KN_OK);
+  assert_int_equal(kn_context_create(fast, &c2, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(c1, 1, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(c2, 2, &err), KN_OK);
+  assert_int_equal(kn_context_threads(c2), 2);
+  assert_int_not_equal(kn_context_set_threads(c2, 0, &err), KN_OK);
+  /* batches in an order that changes shape, repeats it, and comes back */
+  static const int64_t batch[] = {2, 2, 2, 4, 1, 2, 4, 4};
+  for (size_t k = 0; k < sizeof batch / sizeof batch[0]; k++) {
+    uint32_t seed = 100 + (uint32_t)k;
+    float *yr = run_batch(cr, batch[k], seed);
+    float *y1 = run_batch(c1, batch[k], seed);
+    float *y2 = run_batch(c2, batch[k], seed);
+    int64_t n = batch[k] * 10;
+    for (int64_t i = 0; i < n; i++) {
+      if (fabsf(y1[i] - yr[i]) > 1e-4f + 1e-3f * fabsf(yr[i]))
+        fail_msg("run %zu batch %lld: logit %lld is %g, reference %g", k,
+                 (long long)batch[k], (long long)i, y1[i], yr[i]);
+      assert_memory_equal(&y1[i], &y2[i], sizeof(float)); /* 1 vs 2 threads: same bits */
+    }
+    free(yr);
+    free(y1);
+    free(y2);
+  }
+  kn_context_free(cr);
+  kn_context_free(c1);
+  kn_context_free(c2);
+  kn_model_free(ref);
+  kn_model_free(fast);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_data_shaped_step_reinferred),
+      cmocka_unit_test(test_tinycnn_repeated_runs_and_threads),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
