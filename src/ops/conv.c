@@ -696,12 +696,14 @@ static kn_conv2d conv2d_of(const conv_geom *geo) {
 /* Packed floats of tactic t (0: the tactic packs nothing). */
 static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   if (t == KN_TACTIC_conv_gemm) return kn_f32_conv_gemm_pack_size(isa, c);
+  if (t == KN_TACTIC_conv_winograd) return kn_f32_conv_winograd_pack_size(isa, c);
   if (t == KN_TACTIC_conv_transpose_gemm) return kn_f32_deconv_pack_size(isa, c);
   return 0;
 }
 
 static void pack_into(int32_t t, kn_isa isa, const kn_conv2d *c, const float *w, float *dst) {
   if (t == KN_TACTIC_conv_gemm) kn_f32_conv_gemm_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_winograd) kn_f32_conv_winograd_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
 }
 
@@ -757,8 +759,11 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
   if (transpose) t = KN_TACTIC_conv_transpose_gemm;
   else if (ctx->node->tactic == KN_TACTIC_conv_depthwise && c.group == c.c && c.m == c.c)
     t = KN_TACTIC_conv_depthwise;
+  else if (ctx->node->tactic == KN_TACTIC_conv_winograd && kn_f32_conv_winograd_fits(&c))
+    t = KN_TACTIC_conv_winograd;
   size_t kbytes = t == KN_TACTIC_conv_depthwise  ? kn_f32_dwconv_scratch(isa, &c, threads)
                   : t == KN_TACTIC_conv_gemm     ? kn_f32_conv_gemm_scratch(isa, &c, threads)
+                  : t == KN_TACTIC_conv_winograd ? kn_f32_conv_winograd_scratch(isa, &c, threads)
                                                  : kn_f32_deconv_scratch(isa, &c, threads);
   const conv_packed *pk = ctx->packed;
   const float *wp = NULL;
@@ -781,6 +786,8 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
     kn_f32_dwconv(isa, rt->pool, &c, x->data, w->data, ep, y->data, ks);
   else if (t == KN_TACTIC_conv_gemm)
     kn_f32_conv_gemm(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
+  else if (t == KN_TACTIC_conv_winograd)
+    kn_f32_conv_winograd(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
   else
     kn_f32_deconv(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
   *done = true;

@@ -53,7 +53,7 @@ static void dw_task(void *arg, int64_t task, int32_t thread) {
   int64_t nr = (oy1 - oy0 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
   float *strip = (float *)(j->scratch + (size_t)thread * j->per_thread);
   const float **src = (const float **)(strip + j->strip_floats);
-  kn_f32_taprow_strip(j->x + plane * g->h * g->w, g->h, g->w, oy0 * g->sh - g->pt, nr, g->pl,
+  kn_f32_taprow_strip(j->isa, j->x + plane * g->h * g->w, g->h, g->w, oy0 * g->sh - g->pt, nr, g->pl,
                       sw, pw, 0.0f, strip);
   const float *wt = j->w + ch * ntaps;
   float init = j->ep && j->ep->bias ? j->ep->bias[ch] : 0.0f;

@@ -79,4 +79,20 @@ static void avg_avx2(const float *const *src, int32_t ntaps, const float *dx, fl
   }
 }
 
-const kn_taprow_fns kn_f32_taprow__avx2 = {dw_avx2, max_avx2, avg_avx2};
+static void deint2_avx2(const float *src, int64_t n, float *even, float *odd) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 a = _mm256_loadu_ps(src + 2 * j), b = _mm256_loadu_ps(src + 2 * j + 8);
+    /* within each 128-bit half: [a0 a2 b0 b2], then put the halves in order */
+    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(even + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8)));
+    _mm256_storeu_ps(odd + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
+  }
+  for (; j < n; j++) {
+    even[j] = src[2 * j];
+    odd[j] = src[2 * j + 1];
+  }
+}
+
+const kn_taprow_fns kn_f32_taprow__avx2 = {dw_avx2, max_avx2, avg_avx2, deint2_avx2};

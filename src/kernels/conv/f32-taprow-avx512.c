@@ -75,4 +75,19 @@ static void avg_avx512(const float *const *src, int32_t ntaps, const float *dx, 
   }
 }
 
-const kn_taprow_fns kn_f32_taprow__avx512 = {dw_avx512, max_avx512, avg_avx512};
+static void deint2_avx512(const float *src, int64_t n, float *even, float *odd) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 a = _mm512_loadu_ps(src + 2 * j), b = _mm512_loadu_ps(src + 2 * j + 16);
+    _mm512_storeu_ps(even + j, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(odd + j, _mm512_permutex2var_ps(a, io, b));
+  }
+  for (; j < n; j++) {
+    even[j] = src[2 * j];
+    odd[j] = src[2 * j + 1];
+  }
+}
+
+const kn_taprow_fns kn_f32_taprow__avx512 = {dw_avx512, max_avx512, avg_avx512, deint2_avx512};

@@ -2,8 +2,34 @@
  * row kernels and the ISA dispatch. */
 #include "kernels/conv/taprows.h"
 
-void kn_f32_taprow_strip(const float *x, int64_t h, int64_t w, int64_t iy0, int64_t nrows,
-                         int64_t pl, int64_t sw, int64_t pw, float pad, float *dst) {
+/* Stride-2 rows: the columns both phases read from the input are split in
+ * one vector pass (deint2), the edges element by element. */
+static void strip_row2(const kn_taprow_fns *fns, const float *src, int64_t w, int64_t pl,
+                       int64_t pw, float pad, float *row) {
+  float *ph0 = row, *ph1 = row + pw;
+  /* phase q element j reads src[2j + q - pl] */
+  int64_t j0 = (pl + 1) / 2;                 /* first j with 2j - pl >= 0 */
+  int64_t j1 = w + pl >= 1 ? (w + pl - 1) / 2 : 0; /* first j with 2j + 1 - pl >= w */
+  if (j1 > pw) j1 = pw;
+  if (j0 > j1) j0 = j1;
+  for (int64_t q = 0; q < 2; q++) {
+    float *ph = q ? ph1 : ph0;
+    for (int64_t j = 0; j < j0; j++) {
+      int64_t c = 2 * j + q - pl;
+      ph[j] = c >= 0 && c < w ? src[c] : pad;
+    }
+    for (int64_t j = j1; j < pw; j++) {
+      int64_t c = 2 * j + q - pl;
+      ph[j] = c >= 0 && c < w ? src[c] : pad;
+    }
+  }
+  if (j1 > j0) fns->deint2(src + 2 * j0 - pl, j1 - j0, ph0 + j0, ph1 + j0);
+}
+
+void kn_f32_taprow_strip(kn_isa isa, const float *x, int64_t h, int64_t w, int64_t iy0,
+                         int64_t nrows, int64_t pl, int64_t sw, int64_t pw, float pad,
+                         float *dst) {
+  const kn_taprow_fns *fns = kn_f32_taprow_fns(isa);
   for (int64_t r = 0; r < nrows; r++) {
     int64_t iy = iy0 + r;
     float *row = dst + r * sw * pw;
@@ -12,6 +38,10 @@ void kn_f32_taprow_strip(const float *x, int64_t h, int64_t w, int64_t iy0, int6
       continue;
     }
     const float *src = x + iy * w;
+    if (sw == 2) {
+      strip_row2(fns, src, w, pl, pw, pad, row);
+      continue;
+    }
     for (int64_t q = 0; q < sw; q++) {
       float *ph = row + q * pw;
       /* element j reads src[j*sw + q - pl]: valid for j in [lo, hi) */
@@ -92,7 +122,15 @@ static void avg_portable(const float *const *src, int32_t ntaps, const float *dx
   }
 }
 
-static const kn_taprow_fns taprow_portable = {dw_portable, max_portable, avg_portable};
+static void deint2_portable(const float *src, int64_t n, float *even, float *odd) {
+  for (int64_t j = 0; j < n; j++) {
+    even[j] = src[2 * j];
+    odd[j] = src[2 * j + 1];
+  }
+}
+
+static const kn_taprow_fns taprow_portable = {dw_portable, max_portable, avg_portable,
+                                              deint2_portable};
 
 const kn_taprow_fns *kn_f32_taprow_fns(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS

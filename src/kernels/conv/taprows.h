@@ -41,8 +41,9 @@ static inline int64_t kn_taprow_pw(int64_t ow, int64_t kw, int64_t dw, int64_t s
 /* Copy input rows [iy0, iy0 + nrows) of plane x (h x w) into a strip of
  * phase rows at dst (nrows * sw * pw floats); rows outside [0, h) and
  * columns outside the input are `pad`. */
-void kn_f32_taprow_strip(const float *x, int64_t h, int64_t w, int64_t iy0, int64_t nrows,
-                         int64_t pl, int64_t sw, int64_t pw, float pad, float *dst);
+void kn_f32_taprow_strip(kn_isa isa, const float *x, int64_t h, int64_t w, int64_t iy0,
+                         int64_t nrows, int64_t pl, int64_t sw, int64_t pw, float pad,
+                         float *dst);
 
 /* Row kernels, n outputs each, taps in the order given:
  *   dw:   y[i] = init + sum_t wt[t] * src[t][i]   (fma, t ascending)
@@ -54,6 +55,8 @@ typedef struct kn_taprow_fns {
   void (*max)(const float *const *src, int32_t ntaps, float *y, int64_t n);
   void (*avg)(const float *const *src, int32_t ntaps, const float *dx, float dy, float *y,
               int64_t n);
+  /* even[j] = src[2j], odd[j] = src[2j+1] for j < n: stride-2 strips */
+  void (*deint2)(const float *src, int64_t n, float *even, float *odd);
 } kn_taprow_fns;
 
 const kn_taprow_fns *kn_f32_taprow_fns(kn_isa isa);

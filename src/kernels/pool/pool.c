@@ -12,6 +12,7 @@
 #include "kernels/conv/taprows.h"
 
 typedef struct pool_job {
+  kn_isa isa;
   const kn_pool2d *p;
   const float *x;
   float *y;
@@ -67,7 +68,7 @@ static void pool_task(void *arg, int64_t task, int32_t thread) {
   float *strip = (float *)(j->scratch + (size_t)thread * j->per_thread);
   float *dx = strip + j->strip_floats;
   const float **src = (const float **)(dx + kn_taprow_round(p->ow));
-  kn_f32_taprow_strip(j->x + plane * p->h * p->w, p->h, p->w, oy0 * p->sh - p->pt, nr, p->pl,
+  kn_f32_taprow_strip(j->isa, j->x + plane * p->h * p->w, p->h, p->w, oy0 * p->sh - p->pt, nr, p->pl,
                       sw, pw, p->is_max ? -INFINITY : 0.0f, strip);
   if (!p->is_max)
     for (int64_t ox = 0; ox < p->ow; ox++)
@@ -96,7 +97,7 @@ static void pool_task(void *arg, int64_t task, int32_t thread) {
 void kn_f32_pool2d(kn_isa isa, kn_pool *pool, const kn_pool2d *p, const float *x, float *y,
                    void *scratch) {
   if (p->planes * p->oh * p->ow == 0) return;
-  pool_job j = {.p = p, .x = x, .y = y, .fns = kn_f32_taprow_fns(isa), .scratch = scratch};
+  pool_job j = {.isa = isa, .p = p, .x = x, .y = y, .fns = kn_f32_taprow_fns(isa), .scratch = scratch};
   pool_layout(p, kn_pool_threads(pool), &j.pw, &j.rows, &j.strip_floats, &j.per_thread);
   j.chunks = (p->oh + j.rows - 1) / j.rows;
   kn_pool_for(pool, p->planes * j.chunks, pool_task, &j);
