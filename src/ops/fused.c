@@ -40,6 +40,7 @@
 
 #include "conv_fast.h"
 #include "conv_ref.h"
+#include "gemm_tactic.h"
 #include "plan/tactic.h"
 #include "ref_gemm.h"
 
@@ -389,6 +390,77 @@ static int64_t gemm_block_rows(int64_t n) {
   return r < 64 ? 64 : r;
 }
 
+/* The activation kinds above are kernels.h's kn_act, in the same order. */
+_Static_assert((int)ACT_GELU_TANH == (int)KN_ACT_GELU_TANH && (int)ACT_CLIP == (int)KN_ACT_CLIP,
+               "act_kind and kn_act must list the activations in one order");
+
+/* FusedGemm on the packed GEMM (tactics gemm_packed, gemm).  The epilogue
+ * rides in the GEMM, on each tile while it is in cache, when beta * C is a
+ * bias per column (C with one value or N values along the last axis) or
+ * per row (C of the output's shape with a last dim of 1) and Z is absent
+ * or of the output's exact shape; otherwise the product is computed first
+ * and the epilogue applied after it as in the reference. */
+static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
+                            const kn_tensor *c, bool ta, bool tb,
+                            float alpha, float beta, epilogue *e, const gemm_dims *gd,
+                            kn_tensor *y) {
+  kn_rt *rt = ctx->rt;
+  int64_t rows = gd->rows, n = gd->n;
+  kn_sgemm_args g = {.m = rows, .n = n, .k = gd->k, .alpha = alpha, .a = a->data,
+                     .lda = a->dims[a->rank - 1], .trans_a = ta, .b = b->data,
+                     .ldb = b->dims[1], .trans_b = tb, .c = y->data, .ldc = n};
+  const kn_gemm_packed *pk = kn_gemm_packed_for(ctx, gd->k, n);
+  if (pk) {
+    g.b = NULL;
+    g.b_packed = kn_gemm_packed_b(pk);
+    g.blocking = &pk->blocking;
+  }
+  const float *cd = c && beta != 0.0f && kn_tensor_numel(c) > 0 ? c->data : NULL;
+  int64_t cn = cd ? kn_tensor_numel(c) : 0;
+  int64_t clast = cd && c->rank > 0 ? c->dims[c->rank - 1] : 1;
+  bool per_col = cd && (cn == 1 || (cn == n && clast == n));
+  bool per_row = cd && !per_col && clast == 1 && cn == rows && c->rank == e->rank;
+  for (int32_t i = 0; per_row && i + 1 < e->rank; i++) per_row = c->dims[i] == e->dims[i];
+  bool fused = (!cd || per_col || per_row) && (!e->z || e->z_same);
+  kn_epilogue ep;
+  memset(&ep, 0, sizeof ep);
+  ep.act = (kn_act_params){.act = (kn_act)e->act, .alpha = e->alpha, .beta = e->beta,
+                           .lo = e->lo, .hi = e->hi};
+  ep.res = e->z;
+  ep.ldr = n;
+  ep.res_first = e->res_first;
+  if (fused) g.ep = &ep;
+  size_t extra = fused && per_col ? (size_t)n : fused && per_row ? (size_t)rows : 0;
+  void *buf, *scratch;
+  kn_status st;
+  if ((st = kn_gemm_scratch(ctx, &g, kn_rt_threads(rt), extra * sizeof(float), &buf,
+                            &scratch)))
+    return st;
+  if (extra) {
+    float *bias = buf;
+    for (size_t i = 0; i < extra; i++) bias[i] = beta * cd[cn == 1 ? 0 : i];
+    ep.bias = bias;
+    ep.bias_per_row = per_row;
+  }
+  kn_sgemm(rt->isa, rt->pool, &g, scratch);
+  if (fused) return KN_OK;
+  /* The general epilogue, as the reference applies it. */
+  float *cs = NULL;
+  if (cd) {
+    kn_broadcast_strides(c->rank, c->dims, e->rank, e->dims, e->bs);
+    cs = kn_malloc((size_t)cn * sizeof(float));
+    if (!cs) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for the scaled bias");
+    for (int64_t i = 0; i < cn; i++) cs[i] = beta * cd[i];
+    e->bias = cs;
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    const float *brow = cs ? cs + bcast_offset(e, e->bs, r * n) : NULL;
+    epi_run(e, y->data, r * n, n, brow, cs ? e->bs[e->rank - 1] : 0);
+  }
+  free(cs);
+  return KN_OK;
+}
+
 static kn_status fgemm_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1), *c = kn_in(ctx, 2),
                   *z = kn_in(ctx, 3);
@@ -405,6 +477,11 @@ static kn_status fgemm_run(kn_op_ctx *ctx) {
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
   epi_shape(&e, y);
+  if (ctx->rt && (ctx->node->tactic == KN_TACTIC_gemm_packed ||
+                  ctx->node->tactic == KN_TACTIC_gemm)) {
+    epi_set_z(&e, z);
+    return fgemm_fast(ctx, a, b, c, ta, tb, alpha, beta, &e, &gd, y);
+  }
   if (c && beta != 0.0f && kn_tensor_numel(c) > 0) {
     e.bias = c->data;
     kn_broadcast_strides(c->rank, c->dims, e.rank, e.dims, e.bs);
@@ -445,6 +522,25 @@ static kn_status fgemm_run(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+/* fp32, A of known rank >= 2 (2 with transA), B 2-D: the packed GEMM,
+ * B prepacked when constant. */
+static int32_t fgemm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  const kn_attr *ta = kn_node_attr(n, "transA");
+  if (n->n_inputs < 2 || !kn_gemm_f32_rank(g, n->inputs[0], 2, ta && ta->i ? 2 : KN_MAX_RANK) ||
+      !kn_gemm_f32_rank(g, n->inputs[1], 2, 2))
+    return 0;
+  return g->values[n->inputs[1]].constant ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
+}
+
+static kn_status fgemm_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
+                            kn_error *err) {
+  *packed = NULL;
+  if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
+  const kn_attr *tb = kn_node_attr(n, "transB");
+  return kn_gemm_pack_const_b(g, n, isa, 1, tb && tb->i != 0, packed, err);
+}
+
 static double fgemm_flops(const kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0);
   const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
@@ -459,6 +555,7 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 const kn_op_def kn_ops_fused[] = {
     {"FusedConv", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
-    {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops},
+    {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
+     .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack},
     KN_OP_END,
 };

@@ -7,7 +7,9 @@
  * a 6x8 micro-kernel accumulates in a local tile with constant trip
  * counts so that gcc -O2 / clang vectorise it without intrinsics.
  */
+#include "gemm_tactic.h"
 #include "op.h"
+#include "plan/tactic.h"
 #include "ref_gemm.h"
 
 #include <math.h>
@@ -401,6 +403,80 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
   return st;
 }
 
+
+/* ---- MatMul on the fast GEMM (tactics gemm_packed and gemm) ------------- */
+
+typedef struct mm_batch_task {
+  const mm_geom *g;
+  kn_isa isa;
+  kn_sgemm_args args; /* a, b, c of batch 0; the rest shared */
+  char *scratch;
+  size_t per_thread;
+} mm_batch_task;
+
+static void mm_batch_run(void *arg, int64_t bi, int32_t thread) {
+  const mm_batch_task *t = arg;
+  int64_t ia, ib;
+  mm_batch_index(t->g, bi, &ia, &ib);
+  kn_sgemm_args g = t->args;
+  g.a += ia * g.m * g.k;
+  g.b += ib * g.k * g.n;
+  g.c += bi * g.m * g.n;
+  kn_sgemm(t->isa, NULL, &g, t->scratch + (size_t)thread * t->per_thread);
+}
+
+/* y = a @ b in float32 on ctx->rt.  One product when B is a single matrix
+ * (A's batches are then rows of one tall product, and a constant 2-D B
+ * comes prepacked); otherwise one product per batch, the batches spread
+ * over the threads when there are enough of them. */
+static kn_status matmul_fast(kn_op_ctx *ctx, const mm_geom *gm, const kn_tensor *a,
+                             const kn_tensor *b, kn_tensor *y) {
+  kn_rt *rt = ctx->rt;
+  int64_t m = gm->m, n = gm->n, k = gm->k;
+  if (m * n == 0 || gm->batches == 0) return KN_OK;
+  int32_t threads = kn_rt_threads(rt);
+  kn_sgemm_args g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .a = a->data, .lda = k,
+                     .b = b->data, .ldb = n, .c = y->data, .ldc = n};
+  void *extra, *scratch;
+  kn_status st;
+  if (gm->b_batches == 1) {
+    g.m = m * gm->batches;
+    const kn_gemm_packed *pk = b->rank == 2 ? kn_gemm_packed_for(ctx, k, n) : NULL;
+    if (pk) {
+      g.b = NULL;
+      g.b_packed = kn_gemm_packed_b(pk);
+      g.blocking = &pk->blocking;
+    }
+    if ((st = kn_gemm_scratch(ctx, &g, threads, 0, &extra, &scratch))) return st;
+    kn_sgemm(rt->isa, rt->pool, &g, scratch);
+    return KN_OK;
+  }
+  mm_batch_task t = {.g = gm, .isa = rt->isa, .args = g};
+  t.per_thread = kn_sgemm_scratch_size(rt->isa, &g, 1);
+  bool by_batch = threads > 1 && gm->batches >= threads;
+  if ((st = kn_gemm_scratch(ctx, &g, threads, 0, &extra, &scratch))) return st;
+  t.scratch = scratch;
+  if (by_batch) {
+    kn_pool_for(rt->pool, gm->batches, mm_batch_run, &t);
+  } else {
+    for (int64_t bi = 0; bi < gm->batches; bi++) {
+      int64_t ia, ib;
+      mm_batch_index(gm, bi, &ia, &ib);
+      kn_sgemm_args gi = g;
+      gi.a += ia * m * k;
+      gi.b += ib * k * n;
+      gi.c += bi * m * n;
+      kn_sgemm(rt->isa, rt->pool, &gi, scratch);
+    }
+  }
+  return KN_OK;
+}
+
+static bool fast_tactic(const kn_op_ctx *ctx) {
+  return ctx->rt && (ctx->node->tactic == KN_TACTIC_gemm_packed ||
+                     ctx->node->tactic == KN_TACTIC_gemm);
+}
+
 static kn_status matmul_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   int32_t r;
@@ -408,7 +484,28 @@ static kn_status matmul_run(kn_op_ctx *ctx) {
   mm_geom g;
   kn_status st = mm_shape(ctx, a, b, &r, d, &g);
   if (st) return st;
-  return matmul_compute(ctx, &g, a, b, kn_out(ctx, 0));
+  kn_tensor *y = kn_out(ctx, 0);
+  if (fast_tactic(ctx) && y->dtype == KN_DTYPE_F32 && a->dtype == KN_DTYPE_F32 &&
+      b->dtype == KN_DTYPE_F32)
+    return matmul_fast(ctx, &g, a, b, y);
+  return matmul_compute(ctx, &g, a, b, y);
+}
+
+/* fp32 with known ranks: the packed GEMM, B prepacked when constant 2-D. */
+static int32_t matmul_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 2 || !kn_gemm_f32_rank(g, n->inputs[0], 1, KN_MAX_RANK) ||
+      !kn_gemm_f32_rank(g, n->inputs[1], 1, KN_MAX_RANK))
+    return 0;
+  const kn_value *b = &g->values[n->inputs[1]];
+  return b->constant && b->constant->rank == 2 ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
+}
+
+static kn_status matmul_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
+                             kn_error *err) {
+  *packed = NULL;
+  if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
+  return kn_gemm_pack_const_b(g, n, isa, 1, false, packed, err);
 }
 
 /* 2 * M * N * K per output matrix; unknown dims count as 1, and when the
@@ -501,6 +598,58 @@ static kn_status gemm_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+/* Gemm in float32 on ctx->rt: Y = alpha * op(A) op(B) + beta * C.  beta * C
+ * rides in the GEMM's epilogue when it is a bias per column (C scalar, [N]
+ * or [1, N]), per row ([M, 1]) or, with beta = 1, a full [M, N] addend;
+ * any other C is added after the product. */
+static kn_status gemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
+                           const kn_tensor *c, bool ta, bool tb, float alpha, float beta,
+                           int64_t m, int64_t n, int64_t k, kn_tensor *y) {
+  kn_rt *rt = ctx->rt;
+  kn_sgemm_args g = {.m = m, .n = n, .k = k, .alpha = alpha, .a = a->data,
+                     .lda = a->dims[1], .trans_a = ta, .b = b->data, .ldb = b->dims[1],
+                     .trans_b = tb, .c = y->data, .ldc = n};
+  const kn_gemm_packed *pk = kn_gemm_packed_for(ctx, k, n);
+  if (pk) {
+    g.b = NULL;
+    g.b_packed = kn_gemm_packed_b(pk);
+    g.blocking = &pk->blocking;
+  }
+  kn_epilogue ep;
+  memset(&ep, 0, sizeof ep);
+  const float *cd = c && beta != 0.0f && kn_tensor_numel(c) > 0 ? c->data : NULL;
+  int64_t cn = cd ? kn_tensor_numel(c) : 0;
+  int64_t clast = cd && c->rank > 0 ? c->dims[c->rank - 1] : 1;
+  bool per_col = cd && (cn == 1 || (cn == n && clast == n));
+  bool per_row = cd && !per_col && c->rank == 2 && clast == 1 && cn == m;
+  bool full = cd && !per_col && !per_row && cn == m * n;
+  size_t extra = per_col ? (size_t)n : per_row ? (size_t)m : 0;
+  void *buf, *scratch;
+  kn_status st;
+  if (per_col || per_row || (full && beta == 1.0f)) g.ep = &ep;
+  if ((st = kn_gemm_scratch(ctx, &g, kn_rt_threads(rt), extra * sizeof(float), &buf,
+                            &scratch)))
+    return st;
+  if (per_col || per_row) {
+    float *bias = buf;
+    for (size_t i = 0; i < extra; i++) bias[i] = beta * cd[cn == 1 ? 0 : i];
+    ep.bias = bias;
+    ep.bias_per_row = per_row;
+  } else if (full && beta == 1.0f) {
+    ep.res = cd;
+    ep.ldr = n;
+  }
+  kn_sgemm(rt->isa, rt->pool, &g, scratch);
+  if (cd && !g.ep) {
+    int64_t cs[2] = {0, 0}, od[2] = {m, n};
+    kn_broadcast_strides(c->rank, c->dims, 2, od, cs);
+    float *yd = y->data;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) yd[i * n + j] += beta * cd[i * cs[0] + j * cs[1]];
+  }
+  return KN_OK;
+}
+
 static kn_status gemm_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1), *c = kn_in(ctx, 2);
   bool ta = kn_attr_int(ctx, "transA", 0) != 0;
@@ -514,6 +663,9 @@ static kn_status gemm_run(kn_op_ctx *ctx) {
   kn_dtype t = y->dtype;
   int64_t lda = a->dims[1], ldb = b->dims[1];
   if (m * n == 0) return KN_OK;
+  if (fast_tactic(ctx) && t == KN_DTYPE_F32 && a->dtype == t && b->dtype == t &&
+      (!c || c->dtype == t))
+    return gemm_fast(ctx, a, b, c, ta, tb, alpha, beta, m, n, k, y);
   bool int_type = kn_dtype_is_int(t);
 
   /* Work buffer w (float/double/uint64 matching the compute type). */
@@ -571,6 +723,24 @@ static kn_status gemm_run(kn_op_ctx *ctx) {
   }
   if (own_w) free(w);
   return st;
+}
+
+/* fp32 2-D operands: the packed GEMM, B prepacked when constant. */
+static int32_t gemm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 2 || !kn_gemm_f32_rank(g, n->inputs[0], 2, 2) ||
+      !kn_gemm_f32_rank(g, n->inputs[1], 2, 2) ||
+      (n->n_inputs > 2 && n->inputs[2] >= 0 && !kn_gemm_f32_rank(g, n->inputs[2], 0, 2)))
+    return 0;
+  return g->values[n->inputs[1]].constant ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
+}
+
+static kn_status gemm_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
+                           kn_error *err) {
+  *packed = NULL;
+  if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
+  const kn_attr *tb = kn_node_attr(n, "transB");
+  return kn_gemm_pack_const_b(g, n, isa, 1, tb && tb->i != 0, packed, err);
 }
 
 static double gemm_flops(const kn_op_ctx *ctx) {
@@ -881,8 +1051,10 @@ static kn_status det_run(kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_matmul[] = {
-    {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops},
-    {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops},
+    {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops,
+     .select = matmul_select, .pack = matmul_pack, .unpack = kn_gemm_unpack},
+    {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops,
+     .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack},
     {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},

@@ -314,7 +314,9 @@ static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan 
 size_t kn_sgemm_scratch_size(kn_isa isa, const kn_sgemm_args *g, int32_t threads) {
   plan p;
   make_plan(isa, g, 1, &p);
-  return (size_t)(threads > 0 ? threads : 1) * p.thread_bytes + 64;
+  /* T times the size for 1 (never 0), so that a caller may split it
+   * into per-thread shares (gemm.h). */
+  return (size_t)(threads > 0 ? threads : 1) * (p.thread_bytes + 64);
 }
 
 /* ---- one task ----------------------------------------------------------- */
@@ -381,15 +383,13 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
               as = 1;
             }
             s.accumulate = !first;
-            if (last) {
-              s.bias_row = p->bias && p->bias_per_row ? p->bias + ir : NULL;
-              s.bias_col = p->bias && !p->bias_per_row ? p->bias + col : NULL;
-              s.res = p->kres ? p->kres + ir * p->ldr + col : NULL;
-              s.ldr = p->ldr;
-              s.clamp = p->clamp;
-              s.lo = p->lo;
-              s.hi = p->hi;
-            }
+            s.bias_row = last && p->bias && p->bias_per_row ? p->bias + ir : NULL;
+            s.bias_col = last && p->bias && !p->bias_per_row ? p->bias + col : NULL;
+            s.res = last && p->kres ? p->kres + ir * p->ldr + col : NULL;
+            s.ldr = p->ldr;
+            s.clamp = last && p->clamp;
+            s.lo = p->lo;
+            s.hi = p->hi;
             float *c = g->c + ir * g->ldc + col;
             uk->fn[h - 1](kcur, ap, as, bp, bs, c, g->ldc, w, &s);
             if (last && p->has_rest) kn_f32_epilogue(p->isa, &p->rest, c, g->ldc, ir, h, col, w);

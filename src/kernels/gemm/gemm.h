@@ -87,10 +87,11 @@ typedef struct kn_sgemm_args {
   const kn_sgemm_blocking *blocking;
 } kn_sgemm_args;
 
-/* Scratch bytes kn_sgemm needs for these arguments on `threads` threads
- * (each thread uses its own 1/threads share: a caller running several
- * products at once on one pool, say one batch per task, may call
- * kn_sgemm with pool NULL on its thread's share of scratch sized for 1). */
+/* Scratch bytes kn_sgemm needs for these arguments on `threads` threads:
+ * always threads * kn_sgemm_scratch_size(isa, g, 1), so a caller running
+ * several products at once on one pool (say one batch per task) may call
+ * kn_sgemm with pool NULL on its thread's share.  Depends on m, n, k, the
+ * operand modes (raw, packed, callback) and the blocking, not on pointers. */
 size_t kn_sgemm_scratch_size(kn_isa isa, const kn_sgemm_args *g, int32_t threads);
 /* Run the GEMM on the pool (NULL: this thread).  scratch: at least
  * kn_sgemm_scratch_size bytes, 64-byte aligned. */

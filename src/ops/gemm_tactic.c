@@ -1,0 +1,49 @@
+#include "gemm_tactic.h"
+
+kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
+                               int32_t input, bool trans, void **packed, kn_error *err) {
+  *packed = NULL;
+  int32_t v = input < n->n_inputs ? n->inputs[input] : -1;
+  const kn_tensor *t = v >= 0 ? g->values[v].constant : NULL;
+  if (!t || t->dtype != KN_DTYPE_F32 || t->rank != 2) return KN_OK; /* packs per run */
+  int64_t k = trans ? t->dims[1] : t->dims[0], nn = trans ? t->dims[0] : t->dims[1];
+  size_t floats = kn_sgemm_pack_b_size((kn_isa)isa, k, nn);
+  size_t head = (sizeof(kn_gemm_packed) + 63) & ~(size_t)63;
+  kn_gemm_packed *p = kn_packed_alloc(head + floats * sizeof(float), isa, n->tactic);
+  if (!p) return kn_fail(err, KN_ERR_OOM, "out of memory for %zu packed weights", floats);
+  p->b_off = head;
+  kn_sgemm_pack_b((kn_isa)isa, k, nn, t->data, t->dims[1], trans, (float *)((char *)p + head));
+  size_t l1, l2, l3;
+  kn_cache_sizes(&l1, &l2, &l3);
+  p->k = k;
+  p->n = nn;
+  p->blocking = kn_sgemm_blocking_for((kn_isa)isa, l1, l2, l3);
+  *packed = p;
+  return KN_OK;
+}
+
+void kn_gemm_unpack(void *packed) { free(packed); }
+
+const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n) {
+  const kn_gemm_packed *p = ctx->packed;
+  if (!p || !ctx->rt || p->hdr.isa != (int32_t)ctx->rt->isa || p->k != k || p->n != n) return NULL;
+  return p;
+}
+
+bool kn_gemm_f32_rank(const kn_graph *g, int32_t v, int32_t min_rank, int32_t max_rank) {
+  if (v < 0) return false;
+  const kn_type *t = &g->values[v].type;
+  return t->kind == KN_KIND_TENSOR && t->dtype == KN_DTYPE_F32 && t->rank >= min_rank &&
+         t->rank <= max_rank;
+}
+
+kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t threads,
+                          size_t extra, void **extra_out, void **gemm_out) {
+  extra = (extra + 63) / 64 * 64;
+  size_t total = extra + kn_sgemm_scratch_size(ctx->rt->isa, g, threads);
+  char *s = kn_rt_scratch(ctx->rt, total);
+  if (!s) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for %zu bytes of GEMM scratch", total);
+  *extra_out = s;
+  *gemm_out = s + extra;
+  return KN_OK;
+}

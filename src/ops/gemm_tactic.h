@@ -1,0 +1,44 @@
+/*
+ * The fast GEMM tactics (gemm_packed, gemm) as MatMul, Gemm and FusedGemm
+ * use them: prepacking a constant B in the ops' `pack` hooks, finding it
+ * again at run, and running kn_sgemm on the context's runtime.
+ */
+#ifndef KN_GEMM_TACTIC_H
+#define KN_GEMM_TACTIC_H
+
+#include "kernels/gemm/gemm.h"
+#include "op.h"
+
+/* What a pack hook stores: op(B) (k x n) packed for `isa`, and the cache
+ * blocking of the machine it was packed on (read once, here). */
+typedef struct kn_gemm_packed {
+  kn_packed hdr; /* a relocatable block (op.h): no pointers inside */
+  int64_t k, n;
+  kn_sgemm_blocking blocking;
+  uint64_t b_off; /* packed B, from the block's start (64-byte aligned) */
+} kn_gemm_packed;
+
+static inline const float *kn_gemm_packed_b(const kn_gemm_packed *p) {
+  return (const float *)((const char *)p + p->b_off);
+}
+
+/* Pack hook body: input `input` of node n must be a 2-D float constant;
+ * packs op(B) (trans: stored n x k) into a new kn_gemm_packed. */
+kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
+                               int32_t input, bool trans, void **packed, kn_error *err) KN_WUR;
+void kn_gemm_unpack(void *packed);
+
+/* ctx->packed when it was made for this ISA and these sizes, else NULL. */
+const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n);
+
+/* Whether value v of g is statically a float32 tensor of known rank in
+ * [min_rank, max_rank]. */
+bool kn_gemm_f32_rank(const kn_graph *g, int32_t v, int32_t min_rank, int32_t max_rank);
+
+/* Scratch from ctx->rt for `extra` bytes of the op's own (returned in
+ * *extra_out, 64-byte aligned) followed by kn_sgemm's for g on `threads`
+ * (in *gemm_out); an OOM status when it cannot be had. */
+kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t threads,
+                          size_t extra, void **extra_out, void **gemm_out) KN_WUR;
+
+#endif
