@@ -22,7 +22,8 @@ struct kn_model {
   /* per model input: the profile's range (rank -1: no profile) */
   kn_value_info *prof_min, *prof_max;
   /* per top-level node: its prepacked weights (op->pack), or NULL */
-  void **packed;
+  void **packed;       /* kn_packed blocks (src/ops/op.h) */
+  bool *packed_owned;  /* false: mapped from the engine file */
   int32_t n_packed;
 };
 

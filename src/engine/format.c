@@ -21,7 +21,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define PLAN_ENTRY_BYTES 32u
 #define NO_STRING 0xFFFFFFFFu
 #define MAX_GRAPH_DEPTH 64
-#define N_SECTION_TYPES 4
+#define N_SECTION_TYPES 5
+#define PACKED_ENTRY_BYTES 32u
 
 static const char *section_name(uint32_t type) {
   switch (type) {
@@ -29,6 +30,7 @@ static const char *section_name(uint32_t type) {
   case KN_ENGINE_SECTION_TENSORS: return "TENSORS";
   case KN_ENGINE_SECTION_PLAN: return "PLAN";
   case KN_ENGINE_SECTION_WEIGHTS: return "WEIGHTS";
+  case KN_ENGINE_SECTION_PACKED: return "PACKED";
   default: return "?";
   }
 }
@@ -304,6 +306,44 @@ static bool emit_weights(const writer *w, bool (*fn)(const void *, size_t, void 
   return true;
 }
 
+/* Layout of the PACKED section: the entry table, then each block at a
+ * 64-byte multiple.  Returns the section size; offsets into offs. */
+static uint64_t packed_layout(const kn_engine_config *cfg, uint64_t *offs) {
+  uint64_t pos = 8 + (uint64_t)PACKED_ENTRY_BYTES * (uint64_t)cfg->n_packed;
+  for (int32_t i = 0; i < cfg->n_packed; i++) {
+    offs[i] = align_up(pos, KN_ENGINE_ALIGN);
+    pos = offs[i] + cfg->packed[i].bytes;
+  }
+  return pos;
+}
+
+/* Emit the PACKED section through fn. */
+static bool emit_packed(const kn_engine_config *cfg, const uint64_t *offs,
+                        bool (*fn)(const void *, size_t, void *), void *arg) {
+  uint8_t e[PACKED_ENTRY_BYTES];
+  wr_u32(e, (uint32_t)cfg->n_packed);
+  wr_u32(e + 4, 0);
+  if (!fn(e, 8, arg)) return false;
+  uint64_t pos = 8;
+  for (int32_t i = 0; i < cfg->n_packed; i++) {
+    const kn_engine_packed *p = &cfg->packed[i];
+    wr_u32(e, (uint32_t)p->node);
+    wr_u32(e + 4, (uint32_t)p->isa);
+    wr_u32(e + 8, (uint32_t)p->tactic);
+    wr_u32(e + 12, 0);
+    wr_u64(e + 16, offs[i]);
+    wr_u64(e + 24, p->bytes);
+    if (!fn(e, PACKED_ENTRY_BYTES, arg)) return false;
+    pos += PACKED_ENTRY_BYTES;
+  }
+  for (int32_t i = 0; i < cfg->n_packed; i++) {
+    if (offs[i] > pos && !fn(kZeros, (size_t)(offs[i] - pos), arg)) return false;
+    if (!fn(cfg->packed[i].data, (size_t)cfg->packed[i].bytes, arg)) return false;
+    pos = offs[i] + cfg->packed[i].bytes;
+  }
+  return true;
+}
+
 static void put_config(wbuf *b, const kn_engine_config *cfg) {
   char ws[32];
   uint32_t count = 2;
@@ -360,6 +400,7 @@ kn_status kn_engine_write(const kn_ir_model *m, const kn_mem_plan *plan,
   XXH64_state_t *hs = NULL;
   char *tmp = NULL;
   FILE *f = NULL;
+  uint64_t *packed_offs = NULL;
 
   /* GRAPH */
   put_i64(&w.graph, m->ir_version);
@@ -395,8 +436,20 @@ kn_status kn_engine_write(const kn_ir_model *m, const kn_mem_plan *plan,
   uint64_t weights_size = wpos;
   if (plan) put_plan(&planb, plan);
 
+  /* PACKED layout */
+  bool has_packed = cfg && cfg->n_packed > 0;
+  uint64_t packed_size = 0;
+  if (has_packed) {
+    packed_offs = kn_calloc((size_t)cfg->n_packed, sizeof *packed_offs);
+    if (!packed_offs) {
+      st = kn_fail(err, KN_ERR_OOM, "%s: out of memory writing the engine", path);
+      goto done;
+    }
+    packed_size = packed_layout(cfg, packed_offs);
+  }
+
   /* header + config; the table follows */
-  uint32_t n_sections = plan ? 4 : 3;
+  uint32_t n_sections = (plan ? 4 : 3) + (has_packed ? 1 : 0);
   uint8_t *h = wb_grow(&head, KN_ENGINE_HEADER_BYTES);
   if (h) memset(h, 0, KN_ENGINE_HEADER_BYTES);
   put_config(&head, cfg);
@@ -413,6 +466,7 @@ kn_status kn_engine_write(const kn_ir_model *m, const kn_mem_plan *plan,
   sec[ns++] = (wsec){.type = KN_ENGINE_SECTION_TENSORS, .data = &tens};
   if (plan) sec[ns++] = (wsec){.type = KN_ENGINE_SECTION_PLAN, .data = &planb};
   sec[ns++] = (wsec){.type = KN_ENGINE_SECTION_WEIGHTS, .data = NULL}; /* streamed */
+  if (has_packed) sec[ns++] = (wsec){.type = KN_ENGINE_SECTION_PACKED, .data = NULL};
   uint64_t pos = table_end;
   hs = XXH64_createState();
   if (!hs) {
@@ -424,10 +478,15 @@ kn_status kn_engine_write(const kn_ir_model *m, const kn_mem_plan *plan,
     if (sec[i].data) {
       sec[i].size = sec[i].data->n;
       sec[i].hash = XXH64(sec[i].data->p, sec[i].data->n, 0);
-    } else {
+    } else if (sec[i].type == KN_ENGINE_SECTION_WEIGHTS) {
       sec[i].size = weights_size;
       XXH64_reset(hs, 0);
       emit_weights(&w, hash_fn, hs);
+      sec[i].hash = XXH64_digest(hs);
+    } else {
+      sec[i].size = packed_size;
+      XXH64_reset(hs, 0);
+      emit_packed(cfg, packed_offs, hash_fn, hs);
       sec[i].hash = XXH64_digest(hs);
     }
     pos = sec[i].off + sec[i].size;
@@ -476,7 +535,9 @@ kn_status kn_engine_write(const kn_ir_model *m, const kn_mem_plan *plan,
   for (int i = 0; i < ns && ok; i++) {
     if (sec[i].off > pos) ok = file_fn(kZeros, (size_t)(sec[i].off - pos), f);
     if (ok) ok = sec[i].data ? file_fn(sec[i].data->p, sec[i].data->n, f)
-                             : emit_weights(&w, file_fn, f);
+                 : sec[i].type == KN_ENGINE_SECTION_WEIGHTS
+                     ? emit_weights(&w, file_fn, f)
+                     : emit_packed(cfg, packed_offs, file_fn, f);
     pos = sec[i].off + sec[i].size;
   }
   if (fflush(f) != 0) ok = false;
@@ -499,6 +560,7 @@ done:
     unlink(tmp);
   }
   free(tmp);
+  free(packed_offs);
   XXH64_freeState(hs);
   free(w.graph.p);
   free(w.tensors);
@@ -520,6 +582,7 @@ typedef struct reader {
   const uint8_t *base;
   size_t size;
   bool copy; /* constants copied (buffer) or pointing into base (mapping) */
+  bool drop;  /* base is our private mapping: verified pages may be dropped */
   const char *label;
   kn_error *err;
   rsec sec[N_SECTION_TYPES + 1];
@@ -990,6 +1053,30 @@ static kn_status read_config(reader *r, uint64_t off, uint32_t bytes, kn_engine_
   return KN_OK;
 }
 
+/* xxhash64 of a mapped section, read in chunks that are dropped from the
+ * process's resident set once hashed: verifying a large engine must not
+ * make every weight page resident (they fault back in from the page cache
+ * when a step reads them; prepacked steps never read their originals). */
+static uint64_t hash_dropping(const uint8_t *p, uint64_t n) {
+  enum { CHUNK = 4 << 20 };
+  XXH64_state_t *hs = XXH64_createState();
+  if (!hs) return XXH64(p, (size_t)n, 0);
+  XXH64_reset(hs, 0);
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
+  for (uint64_t at = 0; at < n; at += CHUNK) {
+    size_t len = (size_t)(n - at < CHUNK ? n - at : CHUNK);
+    XXH64_update(hs, p + at, len);
+    /* whole pages inside this chunk only */
+    uintptr_t lo = ((uintptr_t)(p + at) + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)(p + at + len)) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+  }
+  uint64_t h = XXH64_digest(hs);
+  XXH64_freeState(hs);
+  return h;
+}
+
 /* Everything up to and including the checksums: header, table, bounds,
  * CPU features. */
 static kn_status verify(reader *r, kn_engine_info *info) {
@@ -1059,8 +1146,11 @@ static kn_status verify(reader *r, kn_engine_info *info) {
     s->p = b + off;
   }
   for (uint32_t type = 1; type <= N_SECTION_TYPES; type++)
-    if (!r->sec[type].present && type != KN_ENGINE_SECTION_PLAN)
+    if (!r->sec[type].present && type != KN_ENGINE_SECTION_PLAN &&
+        type != KN_ENGINE_SECTION_PACKED)
       return bad(r, "section %s is missing", section_name(type));
+  if (version < 2 && r->sec[KN_ENGINE_SECTION_PACKED].present)
+    return bad(r, "section PACKED needs format version 2, the file is version %u", version);
   uint64_t file_size = rd_u64(b + 56);
   if (file_size != size)
     return bad(r, "%s: the header says %llu bytes but the file has %zu",
@@ -1078,7 +1168,8 @@ static kn_status verify(reader *r, kn_engine_info *info) {
   for (uint32_t i = 0; i < n_sec; i++) {
     const uint8_t *e = t + (size_t)i * TABLE_ENTRY_BYTES;
     const rsec *s = &r->sec[rd_u32(e)];
-    if (XXH64(s->p, (size_t)s->size, 0) != rd_u64(e + 24))
+    uint64_t h = r->drop ? hash_dropping(s->p, s->size) : XXH64(s->p, (size_t)s->size, 0);
+    if (h != rd_u64(e + 24))
       return bad(r, "section %s checksum mismatch: the file is corrupted",
                  section_name(rd_u32(e)));
   }
@@ -1158,6 +1249,41 @@ static kn_status decode(reader *r, kn_ir_model *m, kn_mem_plan *plan_out) {
   return KN_OK;
 }
 
+/* The PACKED section's entries, checked against the top-level graph. */
+static kn_status read_packed(reader *r, const kn_graph *g, kn_engine_info *info) {
+  const rsec *s = &r->sec[KN_ENGINE_SECTION_PACKED];
+  if (!s->present) return KN_OK;
+  if (s->size < 8) return bad(r, "section PACKED is inconsistent: %llu bytes is too short",
+                              (unsigned long long)s->size);
+  uint32_t n = rd_u32(s->p);
+  if (n > (s->size - 8) / PACKED_ENTRY_BYTES)
+    return bad(r, "section PACKED is inconsistent: %u entries do not fit in %llu bytes", n,
+               (unsigned long long)s->size);
+  if (r->copy || !info || n == 0) return KN_OK; /* a copied image repacks */
+  info->packed = kn_calloc(n, sizeof *info->packed);
+  if (!info->packed) return kn_fail(r->err, KN_ERR_OOM, "%s: out of memory", r->label);
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *e = s->p + 8 + (size_t)i * PACKED_ENTRY_BYTES;
+    uint32_t node = rd_u32(e), tactic = rd_u32(e + 8);
+    int32_t isa = (int32_t)rd_u32(e + 4);
+    uint64_t off = rd_u64(e + 16), bytes = rd_u64(e + 24);
+    if (node >= (uint32_t)g->n_nodes || (int32_t)tactic != g->nodes[node].tactic ||
+        off % KN_ENGINE_ALIGN || off > s->size || bytes > s->size - off || bytes < 16 ||
+        rd_u64(s->p + off) != bytes || (int32_t)rd_u32(s->p + off + 8) != isa ||
+        rd_u32(s->p + off + 12) != tactic ||
+        (i > 0 && node <= (uint32_t)info->packed[i - 1].node))
+      return bad(r, "section PACKED is inconsistent: entry %u (step %u, tactic %u, bytes "
+                    "%llu..%llu) does not match the graph or the section",
+                 i, node, tactic, (unsigned long long)off, (unsigned long long)(off + bytes));
+    info->packed[i] = (kn_engine_packed){.node = (int32_t)node, .isa = isa,
+                                         .tactic = (int32_t)tactic, .data = s->p + off,
+                                         .bytes = bytes};
+    info->n_packed++;
+    info->packed_bytes += bytes;
+  }
+  return KN_OK;
+}
+
 static kn_status read_image(reader *r, kn_ir_model *m, kn_ir_model **model_out,
                             kn_mem_plan *plan_out, kn_engine_info *info_out) {
   kn_engine_info info_tmp;
@@ -1165,6 +1291,7 @@ static kn_status read_image(reader *r, kn_ir_model *m, kn_ir_model **model_out,
   if (plan_out) memset(plan_out, 0, sizeof *plan_out);
   kn_status st = verify(r, info_out ? &info_tmp : NULL);
   if (!st) st = decode(r, m, plan_out);
+  if (!st) st = read_packed(r, m->graph, info_out ? &info_tmp : NULL);
   free(r->graphs);
   if (st) {
     kn_ir_model_free(m);
@@ -1213,7 +1340,7 @@ kn_status kn_engine_read(const char *path, kn_ir_model **model_out, kn_mem_plan 
   size_t size = (size_t)sb.st_size;
   void *map = NULL;
   if (size) {
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
       int e = errno;
       close(fd);
@@ -1232,8 +1359,8 @@ kn_status kn_engine_read(const char *path, kn_ir_model **model_out, kn_mem_plan 
   m->mapping = map;
   m->mapping_size = size;
   static const uint8_t empty[1];
-  reader r = {.base = map ? map : empty, .size = size, .copy = false, .label = path,
-              .err = err};
+  reader r = {.base = map ? map : empty, .size = size, .copy = false, .drop = map != NULL,
+              .label = path, .err = err};
   return read_image(&r, m, model_out, plan_out, info_out);
 }
 
@@ -1248,6 +1375,7 @@ void kn_engine_info_free(kn_engine_info *info) {
     free(info->config_keys[info->n_config]);
   free(info->config_keys);
   free(info->config_values);
+  free(info->packed);
   memset(info, 0, sizeof *info);
 }
 

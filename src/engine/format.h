@@ -1,5 +1,5 @@
 /*
- * kiln engine file format, version 1
+ * kiln engine file format, version 2 (a reader also reads version 1: no PACKED)
  *
  * An engine is one file.  Every integer is little-endian and fixed-width
  * (u8/u32/i32/u64/i64; f32 is an IEEE-754 binary32 in its little-endian bit
@@ -38,14 +38,15 @@
  *    no cap).
  *
  * 3. Section table (at the table offset): one 32-byte entry per section
- *      0  u32  type: 1 GRAPH, 2 TENSORS, 3 PLAN, 4 WEIGHTS
+ *      0  u32  type: 1 GRAPH, 2 TENSORS, 3 PLAN, 4 WEIGHTS, 5 PACKED
  *      4  u32  reserved (0)
  *      8  u64  offset of the section from the file start (a multiple of 64)
  *     16  u64  size in bytes
  *     24  u64  xxhash64 (seed 0) of the section's bytes
- *    GRAPH, TENSORS and WEIGHTS appear exactly once, PLAN at most once.  A
- *    writer places them after the table in that order, WEIGHTS ending the
- *    file; a reader requires each to start after the table, within the file.
+ *    GRAPH, TENSORS and WEIGHTS appear exactly once, PLAN and PACKED (from
+ *    version 2) at most once.  A writer places them after the table in the
+ *    order GRAPH, TENSORS, PLAN, WEIGHTS, PACKED; a reader requires each to
+ *    start after the table, within the file.
  *
  * 4. GRAPH section: the optimized model.
  *    A string is u32 length + bytes (no NUL); an optional string is the same
@@ -112,6 +113,24 @@
  *    mapping without copying.  A string tensor is, per element, u32 length +
  *    bytes.
  *
+ * 8. PACKED section (optional, version 2): weights prepacked at build time
+ *    for the steps' fast kernels (the op's `pack` hook), stored as made so
+ *    a loader maps them in place and never repacks.
+ *      u32 count, u32 reserved (0), then per entry 32 bytes:
+ *        0  u32  step: node index in the top-level graph
+ *        4  i32  ISA the block was packed for (src/kernels/kernels.h:
+ *                0 portable, 1 avx2, 2 avx512)
+ *        8  u32  tactic of that step when packed (must equal the step's)
+ *       12  u32  reserved (0)
+ *       16  u64  offset of the block from the section start (a multiple of
+ *                64; the section starts 64-byte aligned)
+ *       24  u64  size of the block in bytes
+ *    Each block is relocatable (offsets, no pointers) and starts with its
+ *    own size (u64), ISA (i32) and tactic (i32), which must agree with the
+ *    entry; the rest is the op's (src/ops).  A loader on a machine whose
+ *    best ISA differs ignores the blocks and packs the original weights,
+ *    which the file always keeps in WEIGHTS.
+ *
  * A loader checks, once, before building anything: magic, version, header
  * checksum, every section in bounds ("truncated: section X needs bytes A..B
  * but the file has N"), CPU features, every section checksum, then every
@@ -124,7 +143,7 @@
 #include "plan/plan.h"
 
 #define KN_ENGINE_MAGIC "KILNENG"           /* 8 bytes with its NUL */
-#define KN_ENGINE_FORMAT_VERSION 1u
+#define KN_ENGINE_FORMAT_VERSION 2u
 #define KN_ENGINE_HEADER_BYTES 96u
 #define KN_ENGINE_ALIGN 64u
 
@@ -133,7 +152,17 @@ typedef enum kn_engine_section {
   KN_ENGINE_SECTION_TENSORS = 2,
   KN_ENGINE_SECTION_PLAN = 3,
   KN_ENGINE_SECTION_WEIGHTS = 4,
+  KN_ENGINE_SECTION_PACKED = 5,
 } kn_engine_section;
+
+/* One prepacked block (8. above). */
+typedef struct kn_engine_packed {
+  int32_t node;   /* top-level node index */
+  int32_t isa;
+  int32_t tactic;
+  const void *data; /* starts with u64 size, i32 isa, i32 tactic */
+  uint64_t bytes;
+} kn_engine_packed;
 
 /* How the engine was built (2. above).  Every pointer may be NULL. */
 typedef struct kn_engine_config {
@@ -148,6 +177,8 @@ typedef struct kn_engine_config {
   uint64_t cpu_features;              /* features the chosen tactics need
                                          (KN_CPU_BIT), on top of the build's
                                          own (kn_cpu_build_features) */
+  int32_t n_packed;                   /* prepacked weights (PACKED) */
+  const kn_engine_packed *packed;
 } kn_engine_config;
 
 /* What a read found besides the model (kn_engine_info_free frees it). */
@@ -162,6 +193,11 @@ typedef struct kn_engine_info {
   int32_t n_config;   /* build configuration, in file order */
   char **config_keys;
   char **config_values;
+  /* PACKED blocks, checked against the graph; data points into the
+   * mapping (kn_engine_read only: a buffer read drops them) */
+  int32_t n_packed;
+  kn_engine_packed *packed;
+  uint64_t packed_bytes;
 } kn_engine_info;
 
 /* Write model m (its top-level graph topologically sorted, no dead nodes)

@@ -31,6 +31,7 @@ static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err);
 static int32_t input_named(const kn_model *m, const char *spec, const char *eq);
 static kn_status apply_profile(kn_model *m, const char *spec, kn_error *err);
 static kn_status pack_all(kn_model *m, kn_error *err);
+static kn_status adopt_packed(kn_model *m, kn_error *err);
 
 static void free_strings(char **v, int32_t n) {
   for (int32_t i = 0; v && i < n; i++) free(v[i]);
@@ -79,6 +80,7 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
       st = apply_profile(m, spec, err);
       if (v) memcpy(v->type.dims, keep, sizeof keep);
     }
+  if (!st) st = adopt_packed(m, err);
   if (!st) st = pack_all(m, err);
   if (st) {
     kn_model_free(m);
@@ -139,35 +141,69 @@ kn_status kn_model_load(const char *path, kn_model **out, kn_error *err) {
 
 static void unpack_all(kn_model *m) {
   if (!m->packed) return;
-  const kn_graph *g = m->ir->graph;
-  for (int32_t i = 0; i < m->n_packed && i < g->n_nodes; i++)
-    if (m->packed[i] && g->nodes[i].op->unpack) g->nodes[i].op->unpack(m->packed[i]);
+  for (int32_t i = 0; i < m->n_packed; i++)
+    if (m->packed_owned[i]) free(m->packed[i]);
   free(m->packed);
+  free(m->packed_owned);
   m->packed = NULL;
+  m->packed_owned = NULL;
   m->n_packed = 0;
 }
 
 /* Prepack the weights of every top-level step whose tactic packs them
- * (once per built or loaded model; contexts share them read-only). */
+ * and that has no block for this machine's ISA yet (an engine's mapped
+ * blocks are kept); contexts share them read-only. */
 static kn_status pack_all(kn_model *m, kn_error *err) {
-  unpack_all(m);
   const kn_graph *g = m->ir->graph;
   int32_t isa = (int32_t)kn_isa_detect(kn_cpu_features());
+  if (m->packed && m->n_packed != g->n_nodes) unpack_all(m);
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
     if (!n->tactic || !n->op->pack) continue;
     if (!m->packed) {
       m->packed = kn_calloc((size_t)g->n_nodes, sizeof *m->packed);
-      if (!m->packed) return kn_fail(err, KN_ERR_OOM, "out of memory packing weights");
+      m->packed_owned = kn_calloc((size_t)g->n_nodes, sizeof *m->packed_owned);
+      if (!m->packed || !m->packed_owned) {
+        unpack_all(m);
+        return kn_fail(err, KN_ERR_OOM, "out of memory packing weights");
+      }
       m->n_packed = g->n_nodes;
     }
-    kn_status st = n->op->pack(g, n, isa, &m->packed[i], err);
+    const kn_packed *have = m->packed[i];
+    if (have && have->isa == isa && have->tactic == n->tactic) continue;
+    if (m->packed_owned[i]) free(m->packed[i]);
+    m->packed[i] = NULL;
+    m->packed_owned[i] = false;
+    void *p = NULL;
+    kn_status st = n->op->pack(g, n, isa, &p, err);
     if (st) {
       kn_error_prefix(err, "%s: node '%s' (%s): packing weights", m->ir->label, n->name,
                       n->op_type);
       unpack_all(m);
       return st;
     }
+    m->packed[i] = p;
+    m->packed_owned[i] = p != NULL;
+  }
+  return KN_OK;
+}
+
+/* Take an engine's PACKED blocks made for this machine's ISA (mapped, not
+ * copied); the rest are packed by pack_all. */
+static kn_status adopt_packed(kn_model *m, kn_error *err) {
+  const kn_graph *g = m->ir->graph;
+  int32_t isa = (int32_t)kn_isa_detect(kn_cpu_features());
+  if (!m->info.n_packed) return KN_OK;
+  m->packed = kn_calloc((size_t)g->n_nodes + 1, sizeof *m->packed);
+  m->packed_owned = kn_calloc((size_t)g->n_nodes + 1, sizeof *m->packed_owned);
+  if (!m->packed || !m->packed_owned) {
+    unpack_all(m);
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  }
+  m->n_packed = g->n_nodes;
+  for (int32_t k = 0; k < m->info.n_packed; k++) {
+    const kn_engine_packed *e = &m->info.packed[k];
+    if (e->isa == isa) m->packed[e->node] = (void *)e->data;
   }
   return KN_OK;
 }
@@ -408,13 +444,26 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
   if (!m->built)
     return kn_fail(err, KN_ERR_INVALID_ARG, "%s: build the model before saving an engine",
                    m->ir->label);
-  kn_engine_config cfg = {.n_shapes = m->n_shapes, .shapes = (const char *const *)m->shapes,
+  /* the prepacked blocks, in step order */
+  kn_engine_packed *pk = kn_calloc((size_t)m->n_packed + 1, sizeof *pk);
+  if (!pk) return kn_fail(err, KN_ERR_OOM, "out of memory");
+  int32_t npk = 0;
+  for (int32_t i = 0; i < m->n_packed; i++) {
+    const kn_packed *b = m->packed[i];
+    if (!b) continue;
+    pk[npk++] = (kn_engine_packed){.node = i, .isa = b->isa, .tactic = b->tactic, .data = b,
+                                   .bytes = b->bytes};
+  }
+  kn_engine_config cfg = {.n_packed = npk, .packed = pk,
+                          .n_shapes = m->n_shapes, .shapes = (const char *const *)m->shapes,
                           .n_profiles = m->n_profiles,
                           .profiles = (const char *const *)m->profiles,
                           .n_disabled_passes = m->n_disabled,
                           .disabled_passes = (const char *const *)m->disabled,
                           .workspace_bytes = m->workspace};
-  return kn_engine_write(m->ir, &m->plan, &cfg, path, err);
+  kn_status st = kn_engine_write(m->ir, &m->plan, &cfg, path, err);
+  free(pk);
+  return st;
 }
 
 kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) {

@@ -619,10 +619,9 @@ static double convt_flops(const kn_op_ctx *ctx) { return conv_flops_common(ctx, 
 /* Weights packed for one tactic and ISA (kn_conv_pack), with the weight
  * shape they were made from, checked at run time. */
 typedef struct conv_packed {
-  int32_t tactic;
-  int32_t isa;
+  kn_packed hdr; /* a relocatable block (op.h): tactic and ISA */
   int64_t wdims[4], group;
-  float *data; /* 64-byte aligned */
+  uint64_t data_off; /* packed weights, from the block's start (64-byte aligned) */
 } conv_packed;
 
 static bool is_transpose_node(const kn_node *n) { return !strcmp(n->op_type, "ConvTranspose"); }
@@ -717,30 +716,20 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void *
   kn_conv2d c = conv2d_of(&geo);
   size_t nf = pack_floats(n->tactic, (kn_isa)isa, &c);
   if (nf == 0) return KN_OK;
-  conv_packed *p = kn_calloc(1, sizeof *p);
-  size_t bytes = (nf * sizeof(float) + 63) & ~(size_t)63;
-  float *data = p ? aligned_alloc(64, bytes) : NULL;
-  if (!data) {
-    free(p);
+  size_t head = (sizeof(conv_packed) + 63) & ~(size_t)63;
+  conv_packed *p = kn_packed_alloc(head + nf * sizeof(float), isa, n->tactic);
+  if (!p)
     return kn_fail(err, KN_ERR_OOM, "node '%s' (%s): out of memory packing %zu weight bytes",
-                   n->name, n->op_type, bytes);
-  }
-  pack_into(n->tactic, (kn_isa)isa, &c, w->data, data);
-  p->tactic = n->tactic;
-  p->isa = isa;
+                   n->name, n->op_type, nf * sizeof(float));
+  p->data_off = head;
+  pack_into(n->tactic, (kn_isa)isa, &c, w->data, (float *)((char *)p + head));
   memcpy(p->wdims, w->dims, sizeof p->wdims);
   p->group = geo.group;
-  p->data = data;
   *packed = p;
   return KN_OK;
 }
 
-void kn_conv_unpack(void *packed) {
-  conv_packed *p = packed;
-  if (!p) return;
-  free(p->data);
-  free(p);
-}
+void kn_conv_unpack(void *packed) { free(packed); }
 
 kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
                        const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
@@ -769,9 +758,9 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
   const float *wp = NULL;
   size_t nf = pack_floats(t, isa, &c), pbytes = 0;
   if (nf) {
-    if (pk && pk->tactic == t && pk->isa == (int32_t)isa && pk->group == c.group &&
+    if (pk && pk->hdr.tactic == t && pk->hdr.isa == (int32_t)isa && pk->group == c.group &&
         !memcmp(pk->wdims, w->dims, sizeof pk->wdims))
-      wp = pk->data;
+      wp = (const float *)((const char *)pk + pk->data_off);
     else
       pbytes = (nf * sizeof(float) + 63) & ~(size_t)63;
   }

@@ -95,11 +95,14 @@ typedef struct kn_op_def {
    * select: the tactic (src/plan/tactics.inc) for node n of graph g, from
    * the static types of its values and the ISA; 0 keeps the reference
    * kernel.  Called at build (kn_model_build) for every node.
-   * pack: prepack the node's constant inputs (weights) for its tactic;
-   * *packed receives an object `unpack` frees.  Called once at build or
-   * engine load for top-level nodes whose tactic is not 0; the run gets it
-   * as ctx->packed.  The run must still work (packing per run, or the
-   * reference kernel) when ctx->packed is NULL. */
+   * pack: prepack the node's constant inputs (weights) for its tactic and
+   * ISA into *packed, a kn_packed block (kn_packed_alloc; NULL: nothing to
+   * pack).  Called once at build (and at engine load when the file holds
+   * no block for this machine's ISA) for top-level nodes whose tactic is
+   * not 0; the run gets it as ctx->packed.  The run must still work
+   * (packing per run, or the reference kernel) when ctx->packed is NULL.
+   * unpack: unused by the engine (blocks are freed with free()); kept for
+   * ops whose tests free what they packed. */
   int32_t (*select)(const kn_graph *g, const kn_node *n, int32_t isa);
   kn_status (*pack)(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
                     kn_error *err);
@@ -115,6 +118,31 @@ typedef struct kn_op_def {
  * like); run only copies them, so the executor skips it when the two
  * buffers are the same. */
 #define KN_INPLACE_ALIAS 2
+
+/* Prepacked weights (kn_op_def.pack) are one relocatable block: a single
+ * 64-byte-aligned allocation (kn_packed_alloc) that holds no pointers and
+ * starts with this header; the op finds its data by offsets from the
+ * block's start.  Engine files store blocks verbatim (PACKED section) and
+ * a loaded engine maps them in place, so nothing is repacked at load.
+ * Blocks are freed with free() unless mapped. */
+typedef struct kn_packed {
+  uint64_t bytes; /* the whole block, this header included */
+  int32_t isa;    /* the kn_isa it was packed for */
+  int32_t tactic; /* the step's tactic */
+} kn_packed;
+
+/* A zeroed block of `bytes` (header included, rounded up to 64) with its
+ * header filled; NULL when out of memory. */
+static inline void *kn_packed_alloc(size_t bytes, int32_t isa, int32_t tactic) {
+  size_t n = (bytes + 63) & ~(size_t)63;
+  kn_packed *p = n ? aligned_alloc(64, n) : NULL;
+  if (!p) return NULL;
+  memset(p, 0, n);
+  p->bytes = n;
+  p->isa = isa;
+  p->tactic = tactic;
+  return p;
+}
 
 /* kn_op_def.data_shape.  Besides these, a step is always re-inferred when
  * it has subgraphs or a non-float input computed at run time (shape

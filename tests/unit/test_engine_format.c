@@ -522,10 +522,14 @@ static void test_flipped_bytes(void **state) {
   b[0] = 'X';
   expect_refused(b, size, KN_ERR_PARSE, "not a kiln engine (bad magic)");
   b[0] = 'K';
-  b[8] = 2;
-  expect_refused(b, size, KN_ERR_UNSUPPORTED,
-                 "engine format version 2 is newer than this kiln supports (1); rebuild it");
-  b[8] = 1;
+  uint8_t v0 = b[8];
+  b[8] = (uint8_t)(KN_ENGINE_FORMAT_VERSION + 1);
+  char vmsg[128];
+  snprintf(vmsg, sizeof vmsg,
+           "engine format version %u is newer than this kiln supports (%u); rebuild it",
+           KN_ENGINE_FORMAT_VERSION + 1, KN_ENGINE_FORMAT_VERSION);
+  expect_refused(b, size, KN_ERR_UNSUPPORTED, vmsg);
+  b[8] = v0;
   /* trailing garbage */
   uint8_t *longer = calloc(size + 64, 1);
   memcpy(longer, b, size);

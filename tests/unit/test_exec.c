@@ -7,6 +7,7 @@
 #include "core/cpu.h"
 
 #include <math.h>
+#include <unistd.h>
 
 #ifndef KILN_SOURCE_DIR
 #define KILN_SOURCE_DIR "."
@@ -125,10 +126,60 @@ static void test_tinycnn_repeated_runs_and_threads(void **state) {
   kn_model_free(fast);
 }
 
+/* Weights packed at build are stored in the engine (PACKED) and mapped at
+ * load, not repacked; the loaded engine gives the built model's bits. */
+static void test_engine_keeps_packed_weights(void **state) {
+  (void)state;
+  const char *path = KILN_SOURCE_DIR "/models/tinycnn/model.onnx";
+  kn_error err;
+  kn_model *built, *loaded;
+  assert_int_equal(kn_model_load(path, &built, &err), KN_OK);
+  kn_build_options o;
+  kn_build_options_init(&o);
+  const char *shape[] = {"input=2x3x32x32"};
+  o.shapes = shape;
+  o.n_shapes = 1;
+  assert_int_equal(kn_model_build(built, &o, &err), KN_OK);
+  int32_t n_built = 0;
+  for (int32_t i = 0; i < built->n_packed; i++) n_built += built->packed[i] != NULL;
+  assert_true(n_built > 0);
+  char tmp[] = "/tmp/kiln_test_exec_XXXXXX";
+  int fd = mkstemp(tmp);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(kn_model_save(built, tmp, &err), KN_OK);
+  assert_int_equal(kn_model_load(tmp, &loaded, &err), KN_OK);
+  assert_int_equal(loaded->info.n_packed, n_built);
+  const char *lo = loaded->ir->mapping, *hi = lo + loaded->ir->mapping_size;
+  for (int32_t i = 0; i < loaded->n_packed; i++) {
+    if (!loaded->packed[i]) continue;
+    assert_false(loaded->packed_owned[i]); /* mapped, not repacked */
+    assert_true((const char *)loaded->packed[i] >= lo && (const char *)loaded->packed[i] < hi);
+    const kn_packed *a = built->packed[i], *b = loaded->packed[i];
+    assert_int_equal(a->bytes, b->bytes);
+    assert_memory_equal(a, b, a->bytes);
+  }
+  kn_context *cb, *cl;
+  assert_int_equal(kn_context_create(built, &cb, &err), KN_OK);
+  assert_int_equal(kn_context_create(loaded, &cl, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(cb, 1, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(cl, 1, &err), KN_OK);
+  float *yb = run_batch(cb, 2, 5), *yl = run_batch(cl, 2, 5);
+  assert_memory_equal(yb, yl, 20 * sizeof(float));
+  free(yb);
+  free(yl);
+  kn_context_free(cb);
+  kn_context_free(cl);
+  kn_model_free(built);
+  kn_model_free(loaded);
+  unlink(tmp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_data_shaped_step_reinferred),
       cmocka_unit_test(test_tinycnn_repeated_runs_and_threads),
+      cmocka_unit_test(test_engine_keeps_packed_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
