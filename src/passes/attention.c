@@ -13,6 +13,18 @@
  * becomes one kiln Attention(q, k, v[, mask]) with num_heads H and scale
  * (src/ops/attention.c), computed flash-style without the S x S matrix.
  *
+ * Any other form (match_heads below) becomes an Attention in per-head mode
+ * (q_perm, k_perm, v_perm, out_perm): Softmax over the last axis of rank-3
+ * or rank-4 scores MatMul(Qh, Kt) [* c | / c] [+ mask], then MatMul with
+ * Vh, where Qh, Kt and Vh are any per-head tensors ([B,H,S,D], [B*H,S,D],
+ * keys pre-transposed or transposed by a Transpose) and scalar constant
+ * scales may sit on Q or K before the product (torch's
+ * scaled_dot_product_attention scales both by sqrt(scale)).  The Transposes
+ * around Qh, Kt, Vh and the result fold into the permutations; whatever made
+ * the per-head tensors (Reshape, Slice, Split or Gather of one packed QKV
+ * projection) stays and feeds the op.  The mask is any float tensor of rank
+ * <= the scores' rank, constant or computed.
+ *
  * Checked exactly: every permutation; each Reshape's target, constant or
  * computed at run time by Shape -> Gather -> Unsqueeze -> Concat chains (read
  * symbolically: an element is a constant or "dim i of value X"), keeps the
@@ -28,7 +40,9 @@
  */
 #include "pattern.h"
 
-#define ATT_MAX 24
+#include <math.h>
+
+#define ATT_MAX 32
 #define ATT_SHAPES 8
 #define SYM_DEPTH 12
 
@@ -412,6 +426,164 @@ static bool match(const kn_pat *p, int32_t smi, att_match *m) {
   return true;
 }
 
+/* ---- the per-head form -------------------------------------------------------
+ * Any exporter's block around Softmax(MatMul(Qh, Kt) [scale] [+ mask]) @ Vh
+ * on rank-3 or rank-4 per-head tensors: the Transposes next to Qh, Kt, Vh
+ * and the result become the op's q/k/v/out permutations, scalar constant
+ * Mul/Div on Q or K (before the product, anywhere among those Transposes)
+ * or on the scores fold into its scale.  The Reshapes, Slices, Splits or
+ * Gathers that made the per-head tensors stay (Reshape is an alias step,
+ * the splits copies): the op reads their results. */
+
+/* Walks back from v (read only by `reader`) through Transposes of rank r
+ * and scalar float constant Mul/Div (scale_ok), each read only by the next;
+ * returns the tensor reached, with perm such that v[a] = x[perm[a]]. */
+static int32_t walk_back(const kn_pat *p, int32_t v, int32_t reader, int32_t r, bool scale_ok,
+                         int64_t *perm, double *scale, att_match *m) {
+  const kn_graph *g = p->g;
+  for (int32_t a = 0; a < r; a++) perm[a] = a;
+  for (int32_t steps = 0; steps < 8; steps++) {
+    if (kn_pat_sole_reader(p, v) != reader || m->n + 2 > ATT_MAX) return v;
+    int32_t ti = kn_pat_producer(g, v, "Transpose");
+    if (ti >= 0) {
+      const kn_attr *pa = kn_node_attr(&g->nodes[ti], "perm");
+      int32_t x = g->nodes[ti].inputs[0];
+      if (!pa || pa->type != KN_ATTR_INTS || pa->n != r || kn_pat_rank(g, x) != r) return v;
+      int64_t c[KN_MAX_RANK];
+      for (int32_t a = 0; a < r; a++) {
+        if (pa->ints[a] < 0 || pa->ints[a] >= r) return v;
+        c[a] = pa->ints[perm[a]];
+      }
+      memcpy(perm, c, (size_t)r * sizeof *perm);
+      add_node(m, ti);
+      reader = ti;
+      v = x;
+      continue;
+    }
+    int32_t mi = kn_pat_producer(g, v, "Mul"), di = kn_pat_producer(g, v, "Div");
+    int32_t si = mi >= 0 ? mi : di;
+    if (!scale_ok || si < 0 || g->nodes[si].n_inputs != 2) return v;
+    const kn_node *n = &g->nodes[si];
+    double c;
+    int32_t k;
+    for (k = 0; k < 2; k++) {
+      int32_t cv = n->inputs[k], x = n->inputs[1 - k];
+      if ((di >= 0 && k == 0) || cv == x) continue;
+      if (f32_value(g, cv) && kn_pat_rank(g, cv) <= kn_pat_rank(g, x) &&
+          kn_pat_rank(g, x) == r && kn_pat_scalar(g, cv, r, &c) && (mi >= 0 || c != 0))
+        break;
+    }
+    if (k == 2) return v;
+    *scale = mi >= 0 ? *scale * c : *scale / c;
+    add_node(m, si);
+    reader = si;
+    v = n->inputs[1 - k];
+  }
+  return v;
+}
+
+typedef struct head_match {
+  int32_t r;
+  int64_t perm[4][4]; /* q, k, v, out */
+} head_match;
+
+/* scores s (read only by `reader`) = MatMul(Qh', Kt') [* c | / c], the
+ * primes being Qh, Kt through Transposes and scalar scales. */
+static bool match_head_scores(const kn_pat *p, int32_t s, int32_t reader, att_match *m,
+                              head_match *hm, double *scale) {
+  const kn_graph *g = p->g;
+  int32_t r = hm->r;
+  int64_t id[4];
+  int32_t n_before = m->n;
+  int32_t mm = walk_back(p, s, reader, r, true, id, scale, m);
+  for (int32_t a = 0; a < r; a++)
+    if (id[a] != a) return false; /* no Transpose between the product and softmax */
+  int32_t qk = kn_pat_producer(g, mm, "MatMul");
+  int32_t mm_reader = m->n > n_before ? m->nodes[m->n - 1] : reader;
+  if (qk < 0 || kn_pat_sole_reader(p, mm) != mm_reader) return false;
+  const kn_node *n = &g->nodes[qk];
+  if (n->inputs[0] == n->inputs[1] || kn_pat_rank(g, n->inputs[0]) != r ||
+      kn_pat_rank(g, n->inputs[1]) != r)
+    return false;
+  add_node(m, qk);
+  m->q = walk_back(p, n->inputs[0], qk, r, true, hm->perm[0], scale, m);
+  int64_t kt[4];
+  m->k = walk_back(p, n->inputs[1], qk, r, true, kt, scale, m);
+  /* Kh = Kt with its last two axes swapped */
+  for (int32_t a = 0; a < r; a++) hm->perm[1][a] = kt[a == r - 2 ? r - 1 : a == r - 1 ? r - 2 : a];
+  return true;
+}
+
+static bool match_heads(const kn_pat *p, int32_t smi, att_match *m, head_match *hm) {
+  const kn_graph *g = p->g;
+  const kn_node *sm = &g->nodes[smi];
+  int32_t a = sm->inputs[0], r = kn_pat_rank(g, a);
+  if ((r != 3 && r != 4) || !f32_value(g, a) || !softmax_last_axis(sm, r)) return false;
+  hm->r = r;
+  add_node(m, smi);
+  double scale = 1.0;
+  int32_t ai = kn_pat_producer(g, a, "Add");
+  bool ok = false;
+  if (ai >= 0 && kn_pat_sole_reader(p, a) == smi && g->nodes[ai].n_inputs == 2) {
+    const kn_node *an = &g->nodes[ai];
+    for (int32_t k = 0; k < 2 && !ok; k++) {
+      int32_t s = an->inputs[k], mk = an->inputs[1 - k];
+      if (s == mk) break;
+      att_match t = *m;
+      double sc = 1.0;
+      add_node(&t, ai);
+      int32_t mr = kn_pat_rank(g, mk);
+      if (!f32_value(g, mk) || mr < 0 || mr > r || kn_pat_rank(g, s) != r ||
+          !match_head_scores(p, s, ai, &t, hm, &sc))
+        continue;
+      t.mask = mk;
+      *m = t;
+      scale = sc;
+      ok = true;
+    }
+  }
+  if (!ok && !match_head_scores(p, a, smi, m, hm, &scale)) return false;
+  if (!isfinite(scale) || scale == 0) return false;
+  m->scale = (float)scale;
+  /* probs @ Vh */
+  int32_t probs = sm->outputs[0];
+  int32_t pv = kn_pat_sole_reader_op(p, probs, "MatMul");
+  if (pv < 0 || g->nodes[pv].inputs[0] != probs || g->nodes[pv].inputs[1] == probs) return false;
+  int32_t vh = g->nodes[pv].inputs[1];
+  if (kn_pat_rank(g, vh) != r || kn_pat_rank(g, g->nodes[pv].outputs[0]) != r) return false;
+  add_node(m, pv);
+  double one = 1.0;
+  m->v = walk_back(p, vh, pv, r, false, hm->perm[2], &one, m);
+  if (!f32_value(g, m->q) || !f32_value(g, m->k) || !f32_value(g, m->v)) return false;
+  /* the static shapes agree: Sk of Kh and Vh, Dk of Qh and Kh */
+  const kn_type *qt = &g->values[m->q].type, *kt = &g->values[m->k].type,
+                *vt = &g->values[m->v].type;
+  int64_t qd = qt->dims[hm->perm[0][r - 1]], kd = kt->dims[hm->perm[1][r - 1]];
+  int64_t ks = kt->dims[hm->perm[1][r - 2]], vs = vt->dims[hm->perm[2][r - 2]];
+  if ((qd >= 0 && kd >= 0 && qd != kd) || (ks >= 0 && vs >= 0 && ks != vs)) return false;
+  /* Transposes of the result fold into out_perm */
+  int32_t o = g->nodes[pv].outputs[0];
+  for (int32_t i = 0; i < r; i++) hm->perm[3][i] = i;
+  for (int32_t steps = 0; steps < 4 && m->n < ATT_MAX; steps++) {
+    int32_t ti = kn_pat_sole_reader_op(p, o, "Transpose");
+    if (ti < 0) break;
+    const kn_attr *pa = kn_node_attr(&g->nodes[ti], "perm");
+    if (!pa || pa->type != KN_ATTR_INTS || pa->n != r) break;
+    int64_t c[4];
+    bool valid = true;
+    for (int32_t t = 0; t < r; t++) {
+      valid &= pa->ints[t] >= 0 && pa->ints[t] < r;
+      if (valid) c[t] = hm->perm[3][pa->ints[t]];
+    }
+    if (!valid) break;
+    memcpy(hm->perm[3], c, sizeof c);
+    add_node(m, ti);
+    o = g->nodes[ti].outputs[0];
+  }
+  m->y = o;
+  return true;
+}
+
 kn_status kn_pass_attention(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
   kn_pat p;
   kn_status st = kn_pat_init(&p, g, ctx->err);
@@ -420,7 +592,13 @@ kn_status kn_pass_attention(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
   for (int32_t i = 0; i < n0 && !st; i++) {
     if (!kn_pat_is(&g->nodes[i], "Softmax")) continue;
     att_match m = {.q = -1, .k = -1, .v = -1, .mask = -1, .y = -1};
-    if (!match(&p, i, &m)) continue;
+    head_match hm = {0};
+    bool heads = false;
+    if (!match(&p, i, &m)) {
+      m = (att_match){.q = -1, .k = -1, .v = -1, .mask = -1, .y = -1};
+      if (!match_heads(&p, i, &m, &hm)) continue;
+      heads = true;
+    }
     int32_t in[4] = {m.q, m.k, m.v, m.mask};
     int32_t last = g->values[m.y].producer;
     for (int32_t s = 0; s < m.n_shapes; s++) g->nodes[m.shapes[s]].inputs[0] = m.y;
@@ -430,9 +608,15 @@ kn_status kn_pass_attention(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
       st = KN_ERR_OOM;
       break;
     }
-    if (!kn_node_set_int(&g->nodes[idx], "num_heads", m.H) ||
-        !kn_node_set_float(&g->nodes[idx], "scale", m.scale))
-      st = kn_fail(ctx->err, KN_ERR_OOM, "out of memory setting Attention attributes");
+    kn_node *an = &g->nodes[idx];
+    bool ok = kn_node_set_float(an, "scale", m.scale);
+    if (heads) {
+      static const char *const names[4] = {"q_perm", "k_perm", "v_perm", "out_perm"};
+      for (int32_t k = 0; k < 4 && ok; k++) ok = kn_node_set_ints(an, names[k], hm.perm[k], hm.r);
+    } else {
+      ok = ok && kn_node_set_int(an, "num_heads", m.H);
+    }
+    if (!ok) st = kn_fail(ctx->err, KN_ERR_OOM, "out of memory setting Attention attributes");
     *changed = true;
   }
   kn_pat_free(&p);

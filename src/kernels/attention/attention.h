@@ -12,8 +12,9 @@
  * pre-transposed as [B,H,D,S]) and broadcast batch or head dims (stride 0)
  * all run without copies.  The innermost dim of q, v and out (the feature
  * within a head) must be contiguous; k may be either way round (k_sd == 1:
- * rows of keys, packed transposed per key tile; k_sj == 1: already [D, S],
- * read in place).  The mask's key stride is 0 (one value per row) or 1.
+ * rows of keys; k_sj == 1: already [D, S]); each head's keys are packed
+ * as Dk x KB tiles and its values, when their rows are strided, copied to
+ * contiguous rows, once per task.  The mask's key stride is 0 (one value per row) or 1.
  *
  * Algorithm (Milakov and Gimelshein 2018; Dao et al., FlashAttention 2022):
  * one task per (batch, head, tile of KN_ATT_QB query rows) streams over
@@ -82,7 +83,14 @@ typedef struct kn_f32_attention_ukernels {
   float (*exp_sum)(float *s, int64_t n, float m);
   /* y[e] *= c */
   void (*rescale)(float *y, int64_t n, float c);
+  /* kt[d * KN_ATT_KB + c] = k[c * k_sj + d * k_sd] for c < cols, d < dk:
+   * one key tile transposed (k_sd == 1: 8x8 register transposes). */
+  void (*pack_kt)(float *kt, const float *k, int64_t k_sj, int64_t k_sd, int64_t cols,
+                  int64_t dk);
 } kn_f32_attention_ukernels;
+
+void kn_f32_attention_pack_kt_portable(float *kt, const float *k, int64_t k_sj, int64_t k_sd,
+                                       int64_t cols, int64_t dk);
 
 /* The ISA's micro-kernels (portable ones for an ISA this build lacks). */
 const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa);
@@ -96,6 +104,8 @@ float kn_attention_expf(float x);
 #ifdef KN_HAVE_X86_KERNELS
 extern const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx2;
 extern const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx512;
+void kn_f32_attention_pack_kt__avx2(float *kt, const float *k, int64_t k_sj, int64_t k_sd,
+                                    int64_t cols, int64_t dk);
 #endif
 
 #endif

@@ -152,5 +152,43 @@ static void rescale_avx2(float *y, int64_t n, float c) {
   }
 }
 
+/* 8 keys x 8 features transposed in registers (unpack, shuffle,
+ * permute2f128: 24 shuffles per 64 floats); tails element by element. */
+void kn_f32_attention_pack_kt__avx2(float *kt, const float *k, int64_t k_sj, int64_t k_sd,
+                                    int64_t cols, int64_t dk) {
+  if (k_sd != 1) {
+    kn_f32_attention_pack_kt_portable(kt, k, k_sj, k_sd, cols, dk);
+    return;
+  }
+  int64_t c8 = cols & ~(int64_t)7, d8 = dk & ~(int64_t)7;
+  for (int64_t c = 0; c < c8; c += 8)
+    for (int64_t d = 0; d < d8; d += 8) {
+      const float *src = k + c * k_sj + d;
+      __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + k_sj);
+      __m256 r2 = _mm256_loadu_ps(src + 2 * k_sj), r3 = _mm256_loadu_ps(src + 3 * k_sj);
+      __m256 r4 = _mm256_loadu_ps(src + 4 * k_sj), r5 = _mm256_loadu_ps(src + 5 * k_sj);
+      __m256 r6 = _mm256_loadu_ps(src + 6 * k_sj), r7 = _mm256_loadu_ps(src + 7 * k_sj);
+      __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float *dst = kt + d * KN_ATT_KB + c;
+      _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(dst + KN_ATT_KB, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(dst + 2 * KN_ATT_KB, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(dst + 3 * KN_ATT_KB, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(dst + 4 * KN_ATT_KB, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(dst + 5 * KN_ATT_KB, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(dst + 6 * KN_ATT_KB, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(dst + 7 * KN_ATT_KB, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+  for (int64_t c = 0; c < cols; c++)
+    for (int64_t d = c < c8 ? d8 : 0; d < dk; d++) kt[d * KN_ATT_KB + c] = k[c * k_sj + d];
+}
+
 const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx2 = {
-    gemm_avx2, scale_mask_max_avx2, exp_sum_avx2, rescale_avx2};
+    gemm_avx2, scale_mask_max_avx2, exp_sum_avx2, rescale_avx2, kn_f32_attention_pack_kt__avx2};

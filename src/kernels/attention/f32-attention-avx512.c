@@ -141,4 +141,5 @@ static void rescale_avx512(float *y, int64_t n, float c) {
 }
 
 const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx512 = {
-    gemm_avx512, scale_mask_max_avx512, exp_sum_avx512, rescale_avx512};
+    gemm_avx512, scale_mask_max_avx512, exp_sum_avx512, rescale_avx512,
+    kn_f32_attention_pack_kt__avx2};

@@ -94,8 +94,20 @@ static void rescale_portable(float *y, int64_t n, float c) {
   for (int64_t i = 0; i < n; i++) y[i] *= c;
 }
 
+void kn_f32_attention_pack_kt_portable(float *kt, const float *k, int64_t k_sj, int64_t k_sd,
+                                       int64_t cols, int64_t dk) {
+  if (k_sd == 1) {
+    for (int64_t c = 0; c < cols; c++)
+      for (int64_t d = 0; d < dk; d++) kt[d * KN_ATT_KB + c] = k[c * k_sj + d];
+  } else {
+    for (int64_t d = 0; d < dk; d++)
+      for (int64_t c = 0; c < cols; c++) kt[d * KN_ATT_KB + c] = k[c * k_sj + d * k_sd];
+  }
+}
+
 static const kn_f32_attention_ukernels ukernels_portable = {
-    gemm_portable, scale_mask_max_portable, exp_sum_portable, rescale_portable};
+    gemm_portable, scale_mask_max_portable, exp_sum_portable, rescale_portable,
+    kn_f32_attention_pack_kt_portable};
 
 const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS
@@ -111,14 +123,17 @@ const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa) {
 static int64_t round64(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 /* Per-thread scratch, in floats (each part a multiple of 16 floats: 64
- * bytes): the score tile, the accumulators, the running max and sum, and
- * the head's keys packed as Dk x Sk (when k is not already that way). */
+ * bytes): the score tile, the accumulators, the running max and sum, the
+ * head's keys packed tile by tile as Dk x KB (each tile contiguous: 64
+ * rows of 256 bytes, where strided rows of a long sequence would fall into
+ * a few L1 sets and evict each other), and its values with contiguous rows
+ * when they are not already. */
 typedef struct att_scratch_layout {
-  int64_t s, acc, mx, sum, kt, total;
+  int64_t s, acc, mx, sum, kt, vp, total;
 } att_scratch_layout;
 
-static bool keys_packed(const kn_f32_attention_args *a) {
-  return !(a->k_sj == 1 && a->sk > 1);
+static bool values_packed(const kn_f32_attention_args *a) {
+  return a->v_sj != a->dv && a->sk > 1;
 }
 
 static att_scratch_layout scratch_layout(const kn_f32_attention_args *a) {
@@ -128,7 +143,9 @@ static att_scratch_layout scratch_layout(const kn_f32_attention_args *a) {
   l.mx = l.acc + round64(KN_ATT_QB * (a->dv > 0 ? a->dv : 1));
   l.sum = l.mx + round64(KN_ATT_QB);
   l.kt = l.sum + round64(KN_ATT_QB);
-  l.total = l.kt + (keys_packed(a) ? round64(a->dk * round64(a->sk)) : 0);
+  int64_t tiles = (a->sk + KN_ATT_KB - 1) / KN_ATT_KB;
+  l.vp = l.kt + round64(tiles * KN_ATT_KB * (a->dk > 0 ? a->dk : 1));
+  l.total = l.vp + (values_packed(a) ? round64(a->sk * a->dv) : 0);
   return l;
 }
 
@@ -147,7 +164,7 @@ typedef struct att_job {
 
 /* One tile of `rows` query rows against every key. */
 static void att_tile(const att_job *job, float *ws, const float *q, const float *kt,
-                     int64_t ldkt, const float *v, const float *mask, float *out,
+                     const float *v, int64_t v_sj, const float *mask, float *out,
                      int64_t rows) {
   const kn_f32_attention_args *a = job->a;
   const kn_f32_attention_ukernels *uk = job->uk;
@@ -161,7 +178,7 @@ static void att_tile(const att_job *job, float *ws, const float *q, const float 
   if (Sk == 0) memset(acc, 0, (size_t)(rows * Dv) * sizeof *acc);
   for (int64_t j0 = 0; j0 < Sk; j0 += KN_ATT_KB) {
     int64_t cols = Sk - j0 < KN_ATT_KB ? Sk - j0 : KN_ATT_KB;
-    uk->gemm(rows, cols, Dk, q, a->q_si, kt + j0, ldkt, s, KN_ATT_KB, false);
+    uk->gemm(rows, cols, Dk, q, a->q_si, kt + j0 * Dk, KN_ATT_KB, s, KN_ATT_KB, false);
     for (int64_t r = 0; r < rows; r++) {
       float *sr = s + r * KN_ATT_KB;
       const float *mr = mask ? mask + r * a->m_si + j0 * a->m_sj : NULL;
@@ -180,7 +197,7 @@ static void att_tile(const att_job *job, float *ws, const float *q, const float 
       }
       mx[r] = mnew;
     }
-    uk->gemm(rows, Dv, cols, s, KN_ATT_KB, v + j0 * a->v_sj, a->v_sj, acc, Dv, j0 > 0);
+    uk->gemm(rows, Dv, cols, s, KN_ATT_KB, v + j0 * v_sj, v_sj, acc, Dv, j0 > 0);
   }
   for (int64_t r = 0; r < rows; r++) {
     float *o = out + r * a->o_si;
@@ -200,27 +217,29 @@ static void att_task(void *arg, int64_t task, int32_t thread) {
   int64_t i1 = i0 + job->chunk_tiles * KN_ATT_QB;
   if (i1 > a->sq) i1 = a->sq;
   if (i0 >= i1) return;
+  /* the head's keys as Dk x KB tiles, its values as contiguous rows */
   const float *k = a->k + b * a->k_sb + h * a->k_sh;
-  const float *kt = k;
-  int64_t ldkt = a->k_sd;
-  if (keys_packed(a)) {
-    /* the head's keys as Dk x Sk: both products then stream along keys */
-    float *p = ws + job->l.kt;
-    ldkt = round64(a->sk);
-    for (int64_t j = 0; j < a->sk; j++) {
-      const float *kj = k + j * a->k_sj;
-      for (int64_t d = 0; d < a->dk; d++) p[d * ldkt + j] = kj[d * a->k_sd];
-    }
-    kt = p;
+  float *kt = ws + job->l.kt;
+  for (int64_t j0 = 0; j0 < a->sk; j0 += KN_ATT_KB) {
+    int64_t cols = a->sk - j0 < KN_ATT_KB ? a->sk - j0 : KN_ATT_KB;
+    job->uk->pack_kt(kt + j0 * a->dk, k + j0 * a->k_sj, a->k_sj, a->k_sd, cols, a->dk);
   }
   const float *v = a->v + b * a->v_sb + h * a->v_sh;
+  int64_t v_sj = a->v_sj;
+  if (values_packed(a)) {
+    float *vp = ws + job->l.vp;
+    for (int64_t j = 0; j < a->sk; j++)
+      memcpy(vp + j * a->dv, v + j * a->v_sj, (size_t)a->dv * sizeof *vp);
+    v = vp;
+    v_sj = a->dv;
+  }
   for (int64_t i = i0; i < i1; i += KN_ATT_QB) {
     int64_t rows = i1 - i < KN_ATT_QB ? i1 - i : KN_ATT_QB;
     const float *q = a->q + b * a->q_sb + h * a->q_sh + i * a->q_si;
     const float *mask =
         a->mask ? a->mask + b * a->m_sb + h * a->m_sh + i * a->m_si : NULL;
     float *out = a->out + b * a->o_sb + h * a->o_sh + i * a->o_si;
-    att_tile(job, ws, q, kt, ldkt, v, mask, out, rows);
+    att_tile(job, ws, q, kt, v, v_sj, mask, out, rows);
   }
 }
 
