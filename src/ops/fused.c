@@ -23,8 +23,15 @@
  * The element expressions are those of the standalone ops (unary.c), so a
  * fused step differs from the ops it replaces by float rounding at most.
  *
- * FusedConv   inputs X, W, B?, Z?; Conv's attributes; P = Conv(X, W) (the
- *             reference driver of conv.c); B is [M], added per channel.
+ * FusedConv   inputs X, W, B?, Z?, S?; Conv's attributes; P = Conv(X', W)
+ *             (the reference driver of conv.c); B is [M], added per channel.
+ *             S (optional, [N, C]: a squeeze-and-excite channel scale folded
+ *             in by src/passes/fuse_se.c) scales the input channels as the
+ *             conv reads them: X'[n, c, ...] = X[n, c, ...] * S[n, c]; X' = X
+ *             without S.  (Today the run makes X' in a buffer of its own
+ *             before the reference or fast conv; a fast kernel may instead
+ *             scale while packing its input panels, or scale the weights'
+ *             input-channel columns per image when group == 1.)
  * FusedGemm   inputs A, B, C?, Z?; attributes alpha, beta, transA, transB
  *             (as Gemm); P = alpha * op(A) op(B).  A is 2-D, or with transA
  *             = 0 of any rank >= 2 (a MatMul by a 2-D B: the leading dims of
@@ -248,6 +255,13 @@ static kn_status fconv_infer(kn_op_ctx *ctx) {
                       "(%lld), got rank %d",
                       (long long)(r >= 2 ? d[1] : -1), (int)b->rank);
   if ((st = check_residual(ctx, 3, z, r, d))) return st;
+  const kn_tensor *cs = kn_in(ctx, 4);
+  if (cs && cs->rank >= 0 && x->rank >= 2 &&
+      (cs->rank != 2 || (cs->dims[0] >= 0 && x->dims[0] >= 0 && cs->dims[0] != x->dims[0]) ||
+       (cs->dims[1] >= 0 && x->dims[1] >= 0 && cs->dims[1] != x->dims[1])))
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "channel scale (input 4) must be [N, C] = [%lld, %lld] of the input",
+                      (long long)x->dims[0], (long long)x->dims[1]);
   kn_out_set(ctx, 0, KN_DTYPE_F32, r, d);
   return KN_OK;
 }
@@ -261,9 +275,8 @@ static void fconv_epilogue(void *arg, float *y, int64_t b, int64_t m0, int64_t m
   }
 }
 
-static kn_status fconv_run(kn_op_ctx *ctx) {
-  const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *b = kn_in(ctx, 2),
-                  *z = kn_in(ctx, 3);
+static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
+  const kn_tensor *w = kn_in(ctx, 1), *b = kn_in(ctx, 2), *z = kn_in(ctx, 3);
   epilogue e;
   memset(&e, 0, sizeof e);
   kn_status st = read_activation(ctx, &e);
@@ -300,6 +313,26 @@ static kn_status fconv_run(kn_op_ctx *ctx) {
                            &e))
     return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   return KN_OK;
+}
+
+/* With the channel scale S (input 4): the conv of X' = X * S[n, c], made in
+ * a buffer of its own (fuse_se.c's fold; see the header comment). */
+static kn_status fconv_run(kn_op_ctx *ctx) {
+  const kn_tensor *x = kn_in(ctx, 0), *cs = kn_in(ctx, 4);
+  if (!cs || kn_tensor_numel(cs) == 0 || kn_tensor_numel(x) == 0) return fconv_run_x(ctx, x);
+  if (x->rank < 2 || cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[1])
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "channel scale (input 4) must be [N, C] of the input");
+  int64_t nc = x->dims[0] * x->dims[1], per = kn_tensor_numel(x) / nc;
+  kn_tensor xs = *x;
+  xs.data = kn_malloc((size_t)kn_tensor_numel(x) * sizeof(float));
+  if (!xs.data) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for the scaled input");
+  const float *xd = x->data, *sd = cs->data;
+  float *od = xs.data;
+  for (int64_t i = 0; i < nc; i++)
+    for (int64_t p = 0; p < per; p++) od[i * per + p] = xd[i * per + p] * sd[i];
+  kn_status st = fconv_run_x(ctx, &xs);
+  free(xs.data);
+  return st;
 }
 
 static double epi_flops(const kn_op_ctx *ctx) {
@@ -553,7 +586,7 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_fused[] = {
-    {"FusedConv", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
+    {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
     {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
      .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack},
