@@ -8,7 +8,11 @@ typedef struct frame {
   kn_slot *env; /* one slot per value of g */
   kn_mem_budget *mem;
   kn_error *err;
+  struct kn_runner *runner; /* running g: keeps its subgraphs' runners */
 } frame;
+
+static kn_status sub_runner(struct kn_runner *r, const kn_graph *g, struct kn_runner **out,
+                            kn_error *err);
 
 /* Bytes a slot owns. */
 static uint64_t slot_bytes(const kn_slot *s) {
@@ -37,7 +41,12 @@ static kn_status run_subgraph(kn_op_ctx *ctx, const kn_graph *g, int32_t n_in,
     return kn_op_fail(ctx, KN_ERR_SHAPE, "subgraph '%s' has %d outputs, expected %d",
                       g->name ? g->name : "", g->n_outputs, n_out);
   for (int32_t i = 0; i < n_out; i++) kn_slot_release(&out[i]);
-  return kn_exec_graph(f->m, g, f->env, in, out, f->mem, ctx->err);
+  /* a Loop or Scan body runs once per iteration: its runner (bookkeeping
+     allocated once) lives as long as the enclosing graph's */
+  struct kn_runner *r;
+  kn_status st = sub_runner(f->runner, g, &r, ctx->err);
+  if (st) return st;
+  return kn_runner_run(r, f->env, in, out, f->mem, ctx->err);
 }
 
 static void mark_last_use(int32_t v, int32_t node, void *arg) {
@@ -108,7 +117,27 @@ struct kn_runner {
   bool have_sig;
   kn_slot *sig;        /* per graph input: kind, dtype and shape of the last run */
   bool *sig_given;
+  /* runners of the subgraphs this graph's nodes run */
+  int32_t n_sub, cap_sub;
+  struct sub_entry {
+    const kn_graph *g;
+    struct kn_runner *r;
+  } *sub;
 };
+
+static kn_status sub_runner(kn_runner *r, const kn_graph *g, kn_runner **out, kn_error *err) {
+  for (int32_t i = 0; i < r->n_sub; i++)
+    if (r->sub[i].g == g) {
+      *out = r->sub[i].r;
+      return KN_OK;
+    }
+  if (!KN_GROW(r->sub, r->cap_sub, (int64_t)r->n_sub + 1))
+    return kn_fail(err, KN_ERR_OOM, "out of memory preparing a subgraph");
+  kn_status st = kn_runner_create(r->m, g, out, err);
+  if (st) return st;
+  r->sub[r->n_sub++] = (struct sub_entry){.g = g, .r = *out};
+  return KN_OK;
+}
 
 #define REC_SKIP_RUN 1u /* an in-place alias: run would copy bytes onto themselves */
 #define REC_ZERO 2u     /* outputs are zeroed before run (reference kernels) */
@@ -133,6 +162,8 @@ static bool node_reusable(const kn_graph *g, const kn_node *n) {
 
 void kn_runner_free(kn_runner *r) {
   if (!r) return;
+  for (int32_t i = 0; i < r->n_sub; i++) kn_runner_free(r->sub[i].r);
+  free(r->sub);
   if (r->env)
     for (int32_t v = 0; v < r->nv; v++) kn_slot_release(&r->env[v]);
   free(r->env);
@@ -307,7 +338,7 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
     if (inputs && inputs[i]) borrow(&env[g->inputs[i]], inputs[i]);
   kn_slot *scratch = r->scratch, **pin = r->pin, **pout = r->pout;
   const int32_t *last = r->last, *planned = r->planned;
-  frame fr = {.m = m, .g = g, .env = env, .mem = mem, .err = err};
+  frame fr = {.m = m, .g = g, .env = env, .mem = mem, .err = err, .runner = r};
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     const kn_node *n = &g->nodes[i];
     for (int32_t k = 0; k < n->n_inputs; k++) pin[k] = n->inputs[k] >= 0 ? &env[n->inputs[k]] : NULL;
