@@ -3,7 +3,7 @@
  * reference GEMM (src/ops/matmul.c), for each ISA, on 1 and 2 threads.
  *
  *   bench_gemm [--reps N] [--isa portable|avx2|avx512] [--threads T]
- *              [--kc KC --mc MC --nc NC] [--shape MxNxK] [--raw]
+ *              [--kc KC --mc MC --nc NC] [--shape MxNxK] [--raw] [--cpu]
  *
  * B is prepacked (a weight) unless --raw.  Each figure is the best of
  * `reps` runs of enough repetitions for about 50 ms: the machine is
@@ -17,17 +17,18 @@
 #include <string.h>
 #include <time.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "core/cpu.h"
 #include "kernels/gemm/gemm.h"
 #include "ops/ref_gemm.h"
 
+/* --cpu: process CPU time instead of wall time.  On a loaded machine it
+ * leaves out the time other processes had the core (1 thread only: with 2,
+ * spinning workers count too). */
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now_s(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock_id, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -75,28 +76,6 @@ static double time_it(void (*fn)(void *), void *arg, int reps) {
   return best;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-/* The FMA limit of this core right now: 12 independent zmm FMA chains
- * (BENCHMARKING.md's method), timed like the kernels, between them, so a
- * busy machine shows in both. */
-__attribute__((target("avx512f"))) static void peak_loop(void *arg) {
-  float *out = arg;
-  __m512 acc[12];
-  for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps(0.001f * (float)i);
-  const __m512 x = _mm512_set1_ps(0.9999f), y = _mm512_set1_ps(1e-5f);
-  for (int it = 0; it < 100000; it++) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; j++) acc[j] = _mm512_fmadd_ps(acc[j], x, y);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]),
-                     "+v"(acc[4]), "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]),
-                     "+v"(acc[8]), "+v"(acc[9]), "+v"(acc[10]), "+v"(acc[11]));
-  }
-  float s = 0;
-  for (int j = 0; j < 12; j++) s += _mm512_reduce_add_ps(acc[j]);
-  *out = s;
-}
-#define PEAK_FLOPS (100000.0 * 12 * 32)
-#endif
 
 static void run_fast(void *arg) {
   run_ctx *r = arg;
@@ -143,13 +122,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mc") && i + 1 < argc) custom.mc = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--nc") && i + 1 < argc) custom.nc = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--raw")) raw = true;
+    else if (!strcmp(argv[i], "--cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
       long long m, n, k;
       if (sscanf(argv[++i], "%lldx%lldx%lld", &m, &n, &k) != 3) return 2;
       one.m = m, one.n = n, one.k = k;
     } else {
       fprintf(stderr, "usage: bench_gemm [--reps N] [--isa I] [--threads T] [--kc KC "
-                      "--mc MC --nc NC] [--shape MxNxK] [--raw]\n");
+                      "--mc MC --nc NC] [--shape MxNxK] [--raw] [--cpu]\n");
       return 2;
     }
   }
@@ -176,12 +156,6 @@ int main(int argc, char **argv) {
     double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
     ref_ctx rc = {s, a, b, cref};
     double tref = time_it(run_ref, &rc, reps);
-#ifdef PEAK_FLOPS
-    float sink;
-    double peak = PEAK_FLOPS / time_it(peak_loop, &sink, reps) * 1e-9;
-    if (kn_isa_available(KN_ISA_AVX512, feat))
-      printf("-- 1-core zmm FMA limit measured now: %.1f GFLOP/s\n", peak);
-#endif
     for (int threads = 1; threads <= 2; threads++) {
       if (only_threads && threads != only_threads) continue;
       for (int isa = KN_ISA_COUNT - 1; isa >= 0; isa--) {

@@ -47,7 +47,7 @@ static const kn_sgemm_ukernels *ukernels(kn_isa isa) {
 #else
   (void)isa;
 #endif
-  return &kn_f32_gemm_ukernel_4x16__portable;
+  return &kn_f32_gemm_ukernel_6x8__portable;
 }
 
 int32_t kn_sgemm_mr(kn_isa isa) { return ukernels(isa)->mr; }
@@ -141,12 +141,16 @@ static void pack_a_block(int64_t mr, const float *a, int64_t lda, bool trans, in
         for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
       }
     } else {
-      for (int64_t r = 0; r < h; r++) {
-        const float *src = a + (i0 + p + r) * lda + k0;
-        for (int64_t kk = 0; kk < kc; kk++) dst[kk * mr + r] = src[kk];
+      /* k outer: contiguous writes, mr sequential read streams (row by
+       * row, the strided writes made packing cost as much as a thin
+       * product itself). */
+      const float *src[KN_SGEMM_MR_MAX];
+      for (int64_t r = 0; r < h; r++) src[r] = a + (i0 + p + r) * lda + k0;
+      for (int64_t kk = 0; kk < kc; kk++) {
+        float *d = dst + kk * mr;
+        for (int64_t r = 0; r < h; r++) d[r] = src[r][kk];
+        for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
       }
-      for (int64_t r = h; r < mr; r++)
-        for (int64_t kk = 0; kk < kc; kk++) dst[kk * mr + r] = 0.0f;
     }
   }
 }

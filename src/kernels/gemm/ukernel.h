@@ -46,7 +46,7 @@ typedef struct kn_sgemm_ukernels {
   kn_sgemm_ukernel_fn fn[KN_SGEMM_MR_MAX];
 } kn_sgemm_ukernels;
 
-extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_4x16__portable;
+extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_6x8__portable;
 #ifdef KN_HAVE_X86_KERNELS
 extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_6x16__avx2;
 extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_14x32__avx512;
