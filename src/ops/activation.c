@@ -12,6 +12,9 @@
 
 #include <math.h>
 
+#include "kernels/eltwise/eltwise.h"
+#include "plan/tactic.h"
+
 static const kn_dtype gelu_types[] = {KN_DTYPE_F32, KN_DTYPE_F64, 0};
 
 static kn_status gelu_tanh_attr(kn_op_ctx *ctx, bool *tanh_form) {
@@ -75,9 +78,17 @@ static kn_status gelu_run(kn_op_ctx *ctx) {
   kn_tensor *y = kn_out_ready(ctx, 0);
   if (!y) return KN_ERR_INTERNAL;
   int64_t n = kn_tensor_numel(x);
-  if (x->dtype == KN_DTYPE_F32) gelu_f32(n, x->data, y->data, tf);
+  if (ctx->rt && ctx->node->tactic == KN_TACTIC_eltwise && x->dtype == KN_DTYPE_F32)
+    kn_ew_unary(ctx->rt, tf ? KN_ACT_GELU_TANH : KN_ACT_GELU, NULL, x->data, y->data, n);
+  else if (x->dtype == KN_DTYPE_F32) gelu_f32(n, x->data, y->data, tf);
   else gelu_f64(n, x->data, y->data, tf);
   return KN_OK;
+}
+
+static int32_t gelu_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_eltwise : 0;
 }
 
 static double gelu_flops(const kn_op_ctx *ctx) {
@@ -109,6 +120,11 @@ static kn_status alias_run(kn_op_ctx *ctx) {
   return d->run(&c);
 }
 
+static int32_t alias_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  const kn_op_def *d = kn_op_find("", n->op_type);
+  return d && d->select ? d->select(g, n, isa) : 0;
+}
+
 static double alias_flops(const kn_op_ctx *ctx) {
   kn_op_ctx c;
   const kn_op_def *d = alias_target(ctx, &c);
@@ -118,8 +134,11 @@ static double alias_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_activation[] = {
-    {"Gelu", KN_DOMAIN, 1, 1, 1, 1, 1, 1, gelu_infer, gelu_run, gelu_flops},
-    {"HardSwish", KN_DOMAIN, 1, 1, 1, 1, 1, 1, alias_infer, alias_run, alias_flops},
-    {"LayerNormalization", KN_DOMAIN, 2, 3, 1, 3, 1, 1, alias_infer, alias_run, alias_flops},
+    {"Gelu", KN_DOMAIN, 1, 1, 1, 1, 1, 1, gelu_infer, gelu_run, gelu_flops,
+     .select = gelu_select},
+    {"HardSwish", KN_DOMAIN, 1, 1, 1, 1, 1, 1, alias_infer, alias_run, alias_flops,
+     .select = alias_select},
+    {"LayerNormalization", KN_DOMAIN, 2, 3, 1, 3, 1, 1, alias_infer, alias_run, alias_flops,
+     .select = alias_select},
     KN_OP_END,
 };

@@ -21,6 +21,9 @@
 
 #include <math.h>
 
+#include "kernels/eltwise/eltwise.h"
+#include "plan/tactic.h"
+
 #define MAX_IN 3
 #define N_DT (KN_DTYPE_BF16 + 1)
 
@@ -568,6 +571,34 @@ static void str_eq_row(const void *user, int64_t n, char *out,
   }
 }
 
+/* ---- vectorised float32 path (src/kernels/eltwise) ------------------------ */
+
+/* The kn_vbin of a two-input op or variadic op, -1 when it has none. */
+static int bin_vop(const char *name) {
+  static const struct {
+    const char *name;
+    int op;
+  } map[] = {{"Add", KN_VBIN_ADD}, {"Sub", KN_VBIN_SUB}, {"Mul", KN_VBIN_MUL},
+             {"Div", KN_VBIN_DIV}, {"PRelu", KN_VBIN_PRELU}, {"Max", KN_VBIN_MAX},
+             {"Min", KN_VBIN_MIN}, {"Sum", KN_VBIN_ADD}, {"Mean", KN_VBIN_ADD}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strcmp(map[i].name, name) == 0) return map[i].op;
+  return -1;
+}
+
+/* Every input float32: the vectorised kernels. */
+static int32_t bin_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (bin_vop(n->op_type) < 0 || n->n_inputs < 1) return 0;
+  for (int32_t i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] < 0 || g->values[n->inputs[i]].type.dtype != KN_DTYPE_F32) return 0;
+  return KN_TACTIC_eltwise;
+}
+
+static bool bin_fast(const kn_op_ctx *ctx) {
+  return ctx->rt && ctx->node->tactic == KN_TACTIC_eltwise;
+}
+
 static kn_status bin_run(kn_op_ctx *ctx) {
   const bin_def *def = find_bin(ctx);
   const kn_tensor *a, *b;
@@ -585,6 +616,13 @@ static kn_status bin_run(kn_op_ctx *ctx) {
   kn_tensor *o;
   st = out_checked(ctx, odt, ro, dout, &o);
   if (st) return st;
+  int vop = bin_fast(ctx) && a->dtype == KN_DTYPE_F32 && b->dtype == KN_DTYPE_F32
+                ? bin_vop(def->name)
+                : -1;
+  if (vop >= 0) {
+    kn_ew_broadcast(ctx->rt, vop, a->data, a->rank, a->dims, b->data, rb, db, o->data, ro, dout);
+    return KN_OK;
+  }
   if (strcmp(def->name, "Pow") == 0) return pow_run(ctx, a, b, rb, db, o);
   if (a->dtype != b->dtype)
     return kn_op_fail(ctx, KN_ERR_DTYPE, "inputs have dtypes %s and %s, expected the same",
@@ -683,6 +721,27 @@ static kn_status var_run(kn_op_ctx *ctx) {
   kn_tensor *o;
   st = out_checked(ctx, in0->dtype, ro, dout, &o);
   if (st) return st;
+  if (bin_fast(ctx) && in0->dtype == KN_DTYPE_F32) {
+    int op = bin_vop(ctx->node->op_type);
+    KN_ASSERT(op >= 0);
+    float *y = o->data;
+    if (ctx->n_in == 1) {
+      if (y != in0->data) memmove(y, in0->data, (size_t)kn_tensor_numel(o) * sizeof(float));
+      return KN_OK;
+    }
+    const kn_tensor *in1 = kn_in(ctx, 1);
+    kn_ew_broadcast(ctx->rt, op, in0->data, in0->rank, in0->dims, in1->data, in1->rank, in1->dims,
+                 y, ro, dout);
+    for (int32_t i = 2; i < ctx->n_in; i++) {
+      const kn_tensor *t = kn_in(ctx, i);
+      kn_ew_broadcast(ctx->rt, op, y, ro, dout, t->data, t->rank, t->dims, y, ro, dout);
+    }
+    if (mean) {
+      float cnt = (float)ctx->n_in;
+      kn_ew_broadcast(ctx->rt, KN_VBIN_DIV, y, ro, dout, &cnt, 0, NULL, y, ro, dout);
+    }
+    return KN_OK;
+  }
   kn_dtype w = work_dtype(in0->dtype);
   bin_k k = var_table(ctx)[w];
   size_t es = kn_dtype_size(w);
@@ -825,9 +884,9 @@ static kn_status where_run(kn_op_ctx *ctx) {
 }
 
 #define BIN(NAME, SINCE)                                                       \
-  {NAME, NULL, 2, 2, 1, 1, SINCE, 22, bin_infer, bin_run, NULL}
+  {NAME, NULL, 2, 2, 1, 1, SINCE, 22, bin_infer, bin_run, NULL, .select = bin_select}
 #define VAR(NAME)                                                              \
-  {NAME, NULL, 1, -1, 1, 1, 1, 22, var_infer, var_run, NULL}
+  {NAME, NULL, 1, -1, 1, 1, 1, 22, var_infer, var_run, NULL, .select = bin_select}
 
 const kn_op_def kn_ops_binary[] = {
     BIN("Add", 1),

@@ -12,6 +12,9 @@
 
 #include <math.h>
 
+#include "kernels/eltwise/eltwise.h"
+#include "plan/tactic.h"
+
 static const kn_dtype norm_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                       KN_DTYPE_BF16, 0};
 
@@ -164,6 +167,11 @@ static kn_status rownorm_run(kn_op_ctx *ctx, const kn_tensor *x, kn_tensor *y,
                              int64_t rows, int64_t len, double eps, int64_t seg,
                              int64_t pmod, int64_t pmul, const void *sc, const void *bi,
                              double *mean_out, double *inv_out) {
+  if (ctx->rt && ctx->node->tactic == KN_TACTIC_layernorm && x->dtype == KN_DTYPE_F32) {
+    kn_ew_norm(ctx->rt, x->data, y->data, rows, len, eps, seg, pmod, pmul, sc, bi, mean_out,
+               inv_out);
+    return KN_OK;
+  }
   nbuf b;
   kn_status st = nbuf_begin(ctx, x, y, &b);
   if (st) return st;
@@ -494,9 +502,18 @@ static kn_status ln_run(kn_op_ctx *ctx) {
   }
   bool dbl = x->dtype == KN_DTYPE_F64;
   int32_t nr = x->rank - axis;
-  void *sc = ln_params(kn_in(ctx, 1), nr, x->dims + axis, len, dbl, 1);
-  void *bi = ln_params(kn_in(ctx, 2), nr, x->dims + axis, len, dbl, 0);
   bool want_m = kn_out_wanted(ctx, 1), want_i = kn_out_wanted(ctx, 2);
+  const kn_tensor *ts = kn_in(ctx, 1), *tb = kn_in(ctx, 2);
+  if (ctx->rt && ctx->node->tactic == KN_TACTIC_layernorm && x->dtype == KN_DTYPE_F32 &&
+      !want_m && !want_i && ts && tb && ts->dtype == KN_DTYPE_F32 &&
+      tb->dtype == KN_DTYPE_F32 && kn_tensor_numel(ts) == len && kn_tensor_numel(tb) == len) {
+    /* scale and bias already hold one value per normalised element */
+    kn_ew_norm(ctx->rt, x->data, y->data, rows, len, kn_attr_float(ctx, "epsilon", 1e-5f), 1,
+               1, 0, ts->data, tb->data, NULL, NULL);
+    return KN_OK;
+  }
+  void *sc = ln_params(ts, nr, x->dims + axis, len, dbl, 1);
+  void *bi = ln_params(tb, nr, x->dims + axis, len, dbl, 0);
   double *mo = want_m ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
   double *io = want_i ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
   st = KN_ERR_OOM;
@@ -842,11 +859,21 @@ static kn_status dropout_run(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+/* float32 Layer/Instance/GroupNormalization: the vectorised row kernels. */
+static int32_t norm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_layernorm : 0;
+}
+
 const kn_op_def kn_ops_norm[] = {
     {"BatchNormalization", NULL, 5, 5, 1, 5, 1, 22, bn_infer, bn_run, NULL},
-    {"InstanceNormalization", NULL, 3, 3, 1, 1, 1, 22, in_infer, in_run, NULL},
-    {"LayerNormalization", NULL, 2, 3, 1, 3, 17, 22, ln_infer, ln_run, NULL},
-    {"GroupNormalization", NULL, 3, 3, 1, 1, 18, 22, gn_infer, gn_run, NULL},
+    {"InstanceNormalization", NULL, 3, 3, 1, 1, 1, 22, in_infer, in_run, NULL,
+     .select = norm_select},
+    {"LayerNormalization", NULL, 2, 3, 1, 3, 17, 22, ln_infer, ln_run, NULL,
+     .select = norm_select},
+    {"GroupNormalization", NULL, 3, 3, 1, 1, 18, 22, gn_infer, gn_run, NULL,
+     .select = norm_select},
     {"LRN", NULL, 1, 1, 1, 1, 1, 22, lrn_infer, lrn_run, NULL},
     {"MeanVarianceNormalization", NULL, 1, 1, 1, 1, 9, 22, mvn_infer, mvn_run, NULL},
     {"Dropout", NULL, 1, 3, 1, 2, 1, 22, dropout_infer, dropout_run, NULL},

@@ -12,6 +12,9 @@
 #include <float.h>
 #include <tgmath.h>
 
+#include "kernels/eltwise/eltwise.h"
+#include "plan/tactic.h"
+
 typedef struct uparams {
   float alpha, beta, gamma, lambd, bias;
 } uparams;
@@ -162,6 +165,37 @@ static const un_def *find_un(const kn_op_ctx *ctx) {
   return NULL;
 }
 
+/* Ops with a vectorised float32 kernel (src/kernels/eltwise), -1 for the
+ * others. */
+static int un_vop(const char *name) {
+  static const struct {
+    const char *name;
+    int op;
+  } map[] = {
+      {"Relu", KN_ACT_RELU},        {"Sigmoid", KN_ACT_SIGMOID},
+      {"Tanh", KN_ACT_TANH},        {"LeakyRelu", KN_ACT_LEAKYRELU},
+      {"HardSigmoid", KN_ACT_HARDSIGMOID}, {"HardSwish", KN_ACT_HARDSWISH},
+      {"Clip", KN_ACT_CLIP},        {"Exp", KN_VOP_EXP},
+      {"Erf", KN_VOP_ERF},          {"Neg", KN_VOP_NEG},
+      {"Abs", KN_VOP_ABS},          {"Sqrt", KN_VOP_SQRT},
+      {"Reciprocal", KN_VOP_RECIPROCAL},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strcmp(map[i].name, name) == 0) return map[i].op;
+  return -1;
+}
+
+/* float32 inputs of the ops above take the vectorised kernels. */
+static int32_t un_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0 || un_vop(n->op_type) < 0) return 0;
+  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_eltwise : 0;
+}
+
+static bool un_fast(const kn_op_ctx *ctx, const kn_tensor *x) {
+  return ctx->rt && ctx->node->tactic == KN_TACTIC_eltwise && x->dtype == KN_DTYPE_F32;
+}
+
 static bool dtype_unsigned(kn_dtype t) {
   return t == KN_DTYPE_U8 || t == KN_DTYPE_U16 || t == KN_DTYPE_U32 ||
          t == KN_DTYPE_U64;
@@ -231,6 +265,12 @@ static kn_status un_run(kn_op_ctx *ctx) {
                kn_attr_float(ctx, "gamma", d->gamma), kn_attr_float(ctx, "lambd", 0.5f),
                kn_attr_float(ctx, "bias", 0.0f)};
   int64_t n = kn_tensor_numel(x);
+  int vop = un_fast(ctx, x) ? un_vop(d->name) : -1;
+  if (vop >= 0) {
+    kn_act_params ap = {.alpha = p.alpha, .beta = p.beta};
+    kn_ew_unary(ctx->rt, vop, &ap, x->data, o->data, n);
+    return KN_OK;
+  }
   switch (x->dtype) {
   case KN_DTYPE_F32: d->f32(n, x->data, o->data, &p); break;
   case KN_DTYPE_F64: d->f64(n, x->data, o->data, &p); break;
@@ -391,7 +431,10 @@ static kn_status clip_run(kn_op_ctx *ctx) {
     l = lo ? kn_scalar_f64(lo) : -INFINITY;
     h = hi ? kn_scalar_f64(hi) : INFINITY;
   }
-  if (x->dtype == KN_DTYPE_F32) {
+  if (un_fast(ctx, x)) {
+    kn_act_params ap = {.lo = (float)l, .hi = (float)h};
+    kn_ew_unary(ctx->rt, KN_ACT_CLIP, &ap, x->data, o->data, n);
+  } else if (x->dtype == KN_DTYPE_F32) {
     clip_f32(n, x->data, o->data, (float)l, (float)h);
   } else if (x->dtype == KN_DTYPE_F64) {
     const double *xd = x->data;
@@ -413,7 +456,8 @@ static kn_status clip_run(kn_op_ctx *ctx) {
 }
 
 #define UN(NAME, SINCE)                                                        \
-  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, un_infer, un_run, NULL, KN_INPLACE_ELEMWISE}
+  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, un_infer, un_run, NULL, KN_INPLACE_ELEMWISE,     \
+   .select = un_select}
 #define PRED(NAME, SINCE)                                                      \
   {NAME, NULL, 1, 1, 1, 1, SINCE, 22, pred_infer, pred_run, NULL, KN_INPLACE_ELEMWISE}
 
@@ -458,6 +502,7 @@ const kn_op_def kn_ops_unary[] = {
     PRED("IsInf", 10),
     PRED("Not", 1),
     PRED("BitwiseNot", 18),
-    {"Clip", NULL, 1, 3, 1, 1, 1, 22, clip_infer, clip_run, NULL, KN_INPLACE_ELEMWISE},
+    {"Clip", NULL, 1, 3, 1, 1, 1, 22, clip_infer, clip_run, NULL, KN_INPLACE_ELEMWISE,
+     .select = un_select},
     KN_OP_END,
 };

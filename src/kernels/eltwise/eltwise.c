@@ -135,7 +135,7 @@ static void bin_task(void *arg, int64_t task, int32_t thread) {
                  sb, j->y + r * g->len, g->len);
 }
 
-void kn_ew_binary(kn_rt *rt, int op, const float *a, int32_t ra, const int64_t *da,
+void kn_ew_broadcast(kn_rt *rt, int op, const float *a, int32_t ra, const int64_t *da,
                   const float *b, int32_t rb, const int64_t *db, float *y, int32_t ro,
                   const int64_t *dout) {
   int64_t total = kn_shape_numel(ro, dout);
@@ -215,6 +215,13 @@ static void norm_task(void *arg, int64_t task, int32_t thread) {
   int64_t r0, r1;
   split(j->rows, j->tasks, task, 1, &r0, &r1);
   if (r1 <= r0) return;
+  if (j->pmod == 1) {
+    size_t off = (size_t)(r0 * j->len);
+    j->k->norm_rows(j->x + off, j->y + off, r1 - r0, j->len, j->eps, j->seg, 1, j->pmul, j->sc,
+                    j->bi, j->mean_out ? j->mean_out + r0 : NULL,
+                    j->inv_out ? j->inv_out + r0 : NULL);
+    return;
+  }
   /* the kernel indexes parameters by row % pmod: pass rows with their
    * true index by offsetting the parameter base instead */
   for (int64_t r = r0; r < r1;) {

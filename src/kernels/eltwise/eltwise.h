@@ -111,7 +111,7 @@ int64_t kn_ew_bcast_offset(const kn_ew_bcast *b, int32_t k, int64_t row);
 
 /* y (shape dout) = a op b with numpy broadcasting (a, b of ranks ra, rb);
  * y may be a or b when that one has y's shape. */
-void kn_ew_binary(kn_rt *rt, int op, const float *a, int32_t ra, const int64_t *da,
+void kn_ew_broadcast(kn_rt *rt, int op, const float *a, int32_t ra, const int64_t *da,
                   const float *b, int32_t rb, const int64_t *db, float *y, int32_t ro,
                   const int64_t *dout);
 
