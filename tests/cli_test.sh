@@ -306,12 +306,18 @@ else
 fi
 
 # ---------------------------------------------------------------- sweeps
-# Every prefix of a good file, and two bits flipped (one at a time) at every
-# byte: exit 0 or a clean exit 1, never a crash, a hang or a messy message.
-# Models are mutated in a folder that holds weights.bin; inputs are fed to
-# good.onnx.
+# Prefixes of a good file, and bits flipped (one at a time): exit 0 or a
+# clean exit 1, never a crash, a hang or a messy message.  Models are
+# mutated in a folder that holds weights.bin; inputs are fed to good.onnx.
+# The exhaustive sweep (every prefix, every bit of every byte) runs in one
+# process in tests/unit/test_cli_sweep.c: one ASan process per mutant made
+# this test take most of the suite's time.  Here a sample of 10 prefixes and
+# 10 flips per file checks the CLI's side (exit codes, one-line messages);
+# KILN_LONG_TESTS=1 runs every prefix and two bits at every byte through
+# the CLI as well.
 mkdir -p "$TMP/sw"
 cp "$B/weights.bin" "$TMP/sw/"
+LONG=${KILN_LONG_TESTS:-0}
 # sweep_one LABEL KIND FILE: one mutated file; returns 1 on failure.
 sweep_one() {
   if [ "$2" = model ]; then
@@ -326,27 +332,46 @@ sweep_one() {
     return 1
   fi
 }
+# flip SRC DST POS BIT: DST is SRC with one bit flipped.
+flip() {
+  local byte
+  byte=$(od -An -tu1 -j "$3" -N 1 "$1" | tr -d ' ')
+  cp "$1" "$2"
+  printf '%b' "\\0$(printf %03o $((byte ^ (1 << $4))))" |
+    dd of="$2" bs=1 seek="$3" conv=notrunc status=none
+}
 # sweep LABEL KIND FILE
 sweep() {
-  local label=$1 kind=$2 src=$3 size cut pos bit byte bad=0
+  local label=$1 kind=$2 src=$3 size cut pos bit k bad=0 n_cut=0 n_flip=0
   local f=$TMP/sw/mutant.${src##*.}
-  local -a bytes
-  read -r -a bytes <<<"$(od -An -tu1 -v "$src" | tr '\n' ' ')"
-  size=${#bytes[@]}
-  for ((cut = 0; cut < size; cut++)); do
+  local -a cuts=() flips=()
+  size=$(wc -c <"$src")
+  if [ "$LONG" = 1 ]; then
+    for ((cut = 0; cut < size; cut++)); do cuts+=("$cut"); done
+    for ((pos = 0; pos < size; pos++)); do
+      flips+=("$pos:$((pos % 8))" "$pos:$(((pos + 3) % 8))")
+    done
+  else
+    # spread over the file: the header, the middle and the tail
+    for ((k = 0; k < 10; k++)); do
+      cuts+=("$((k * size / 10))")
+      pos=$(((2 * k + 1) * size / 20))
+      flips+=("$pos:$(((pos + k) % 8))")
+    done
+  fi
+  for cut in "${cuts[@]}"; do
     head -c "$cut" "$src" >"$f"
     sweep_one "sweep_${label}_truncate_at_$cut" "$kind" "$f" || bad=1
+    n_cut=$((n_cut + 1))
   done
-  for ((pos = 0; pos < size; pos++)); do
-    byte=${bytes[pos]}
-    for bit in $((pos % 8)) $(((pos + 3) % 8)); do
-      cp "$src" "$f"
-      printf '%b' "\\0$(printf %03o $((byte ^ (1 << bit))))" |
-        dd of="$f" bs=1 seek="$pos" conv=notrunc status=none
-      sweep_one "sweep_${label}_flip_bit_${bit}_at_$pos" "$kind" "$f" || bad=1
-    done
+  for k in "${flips[@]}"; do
+    pos=${k%:*}
+    bit=${k#*:}
+    flip "$src" "$f" "$pos" "$bit"
+    sweep_one "sweep_${label}_flip_bit_${bit}_at_$pos" "$kind" "$f" || bad=1
+    n_flip=$((n_flip + 1))
   done
-  [ $bad -eq 0 ] && pass "sweep_$label ($size prefixes, $((2 * size)) bit flips)"
+  [ $bad -eq 0 ] && pass "sweep_$label ($n_cut prefixes, $n_flip bit flips of $size bytes)"
 }
 # ---- engines: build, run, inspect, compare; broken engines refused ----------
 M=$TESTS/../models/tinycnn
@@ -381,6 +406,134 @@ expect run_engine_truncated 1 "trunc.kiln" run "$TMP/trunc.kiln" --input-dir "$G
 head -c 8 "$TMP/good.kiln" >"$TMP/magic.kiln"
 expect run_engine_magic_only 1 "magic.kiln" run "$TMP/magic.kiln" --input-dir "$G"
 sweep good_engine model "$TMP/good.kiln"
+
+# ---- options: --name=value, --threads, KILN_NUM_THREADS ---------------------
+# expect_usage NAME ARGS...: exit 2 with exactly one line on stderr naming
+# the command ("kiln CMD: ...").
+expect_usage() {
+  local name=$1
+  shift
+  kiln "$@"
+  local why
+  why=$(verdict 2 "")
+  if [ -z "$why" ] && { [ "$(wc -l <"$ERR")" -ne 1 ] || ! grep -q "^kiln $1: " "$ERR"; }; then
+    why="stderr is not one line starting with 'kiln $1: ': $(head -c 300 "$ERR")"
+  fi
+  if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; fi
+}
+# has NAME FIXED-STRING...: the last run's stdout holds every string.
+has() {
+  local name=$1 s
+  shift
+  for s in "$@"; do
+    if ! grep -qF -- "$s" "$OUT"; then
+      fail "$name" "stdout lacks '$s': $(head -c 300 "$OUT")"
+      return
+    fi
+  done
+  pass "$name"
+}
+expect run_eq_forms 0 "" run "$B/good.onnx" --input-dir="$G" --output-dir="$TMP/o_eq" \
+  --output-format=npy --threads=1
+same_bytes run_eq_forms_output "$G/output_0.npy" "$TMP/o_eq/output_0.npy"
+expect run_eq_input 0 "" run "$B/good.onnx" --input="X=$G/x.npy" --output-dir "$TMP/o_eq2"
+same_bytes run_eq_input_output "$G/output_0.pb" "$TMP/o_eq2/output_0.pb"
+expect run_threads_2 0 "" run "$B/good.onnx" --input-dir "$G" --output-dir "$TMP/o_t2" --threads 2
+same_bytes run_threads_2_output "$G/output_0.pb" "$TMP/o_t2/output_0.pb"
+expect run_double_dash 0 "" run --input-dir "$G" --output-dir "$TMP/o_dd" -- "$B/good.onnx"
+same_bytes run_double_dash_output "$G/output_0.pb" "$TMP/o_dd/output_0.pb"
+KILN_NUM_THREADS=2 expect run_env_threads 0 "" run "$B/good.onnx" --input-dir "$G"
+expect_usage run_threads_zero run "$B/good.onnx" --threads 0
+expect_usage run_threads_word run "$B/good.onnx" --threads=many
+expect_usage run_flag_with_value run "$B/good.onnx" --no-optimize=1
+expect_usage run_eq_unknown run "$B/good.onnx" --frobnicate=1
+expect_usage run_eq_bad_format run "$B/good.onnx" --output-format=csv
+expect_usage run_missing_value_one_line run "$B/good.onnx" --input-dir
+KILN_NUM_THREADS=abc expect_usage run_env_threads_bad run "$B/good.onnx" --input-dir "$G"
+expect build_eq_forms 0 "" build "$M/model.onnx" --output="$TMP/tiny_eq.kiln" \
+  --shape=input=1x3x32x32 --disable-pass=cse --workspace=64M
+expect build_short_glued 0 "" build "$M/model.onnx" "-o$TMP/tiny_glued.kiln" --shape input=1x3x32x32
+if cmp -s "$TMP/tiny.kiln" "$TMP/tiny_glued.kiln"; then pass build_short_glued_same
+else fail build_short_glued_same "-oFILE wrote a different engine than -o FILE"; fi
+expect build_eq_profile 0 "" build "$B/dyn.onnx" --output "$TMP/dyn_eq.kiln" \
+  --profile="X=1x4:2x4:8x4"
+if cmp -s "$TMP/dyn.kiln" "$TMP/dyn_eq.kiln"; then pass build_eq_profile_same
+else fail build_eq_profile_same "--profile=SPEC wrote a different engine than --profile SPEC"; fi
+expect_usage build_eq_workspace_bad build "$M/model.onnx" -o "$TMP/x.kiln" --workspace=lots
+expect inspect_eq_forms 0 "" inspect "$M/model.onnx" --shape=input=2x3x32x32 --json
+has inspect_eq_forms_shape '"shape": [2, 3, 32, 32]'
+expect_usage inspect_json_value inspect "$M/model.onnx" --json=yes
+expect compare_eq_forms 0 "" compare "$M/model.onnx" --atol=1e-4 --rtol=1e-3 --seed=7 \
+  --shape=input=1x3x32x32 --disable-pass=cse --threads=2
+expect compare_threads_1 0 "" compare "$B/good.onnx" "$TMP/good.kiln" --threads 1 \
+  --input="X=$G/x.npy"
+expect_usage compare_eq_bad_atol compare "$M/model.onnx" --atol=-1
+expect_usage compare_eq_bad_seed compare "$M/model.onnx" --seed=x
+expect_usage ops_eq ops --json=1
+
+# ---- kiln bench ------------------------------------------------------------
+TM=$M/model.onnx
+TS=input=1x3x32x32
+expect bench_text 0 "" bench "$TM" --runs 3 --warmup 1 --shape "$TS" --threads 1
+has bench_text_fields "latency (ms): min" " mean " " median " " p90 " " p99 " " max " \
+  "throughput:" "runs/s" "startup:" "peak RSS:" "1 thread, 3 runs after 1 warm-up"
+expect bench_json 0 "" bench "$TM" --runs 3 --shape "$TS" --threads 1 --json
+has bench_json_keys '"p50_ms": ' '"p90_ms": ' '"p99_ms": ' '"mean_ms": ' '"min_ms": ' \
+  '"max_ms": ' '"throughput_qps": ' '"threads": 1,' '"runs": 3,' '"peak_rss_bytes": ' \
+  '"load_ms": '
+if [ "$(wc -l <"$OUT")" -eq 1 ] && head -c 1 "$OUT" | grep -q '{'; then pass bench_json_one_object
+else fail bench_json_one_object "stdout is not one line holding an object"; fi
+if command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c 'import json,sys; json.load(sys.stdin)' \
+    <"$OUT" 2>/dev/null; then pass bench_json_parses
+elif command -v /usr/bin/python3 >/dev/null; then fail bench_json_parses "not valid JSON"
+else echo "skip bench_json_parses (no /usr/bin/python3)"; fi
+expect bench_eq_forms 0 "" bench "$TM" --runs=2 --warmup=0 --threads=2 --shape="$TS" --json \
+  --seed=3
+has bench_eq_forms_values '"runs": 2,' '"threads": 2,' '"warmup": 0,'
+expect bench_duration 0 "" bench "$TM" --duration 0.2 --warmup 1 --shape "$TS" --json
+has bench_duration_runs '"runs": '
+if grep -q '"runs": 0,' "$OUT"; then fail bench_duration_nonzero "no run timed"
+else pass bench_duration_nonzero; fi
+expect bench_duration_eq 0 "" bench "$TM" --duration=0.05 --shape="$TS"
+expect bench_engine 0 "" bench "$TMP/tiny.kiln" --runs 2 --json
+has bench_engine_json '"engine": true' '"inputs": "input=1x3x32x32"'
+expect bench_input 0 "" bench "$TM" --input "input=$M/test_data_set_0/input_0.pb" --runs 2
+expect bench_input_dir 0 "" bench "$TMP/tiny.kiln" --input-dir "$M/test_data_set_0" --runs 2
+expect bench_save_inputs 0 "" bench "$TM" --shape "$TS" --runs 1 --save-inputs "$TMP/bench_in"
+expect bench_saved_inputs_run 0 "" run "$TMP/tiny.kiln" --input-dir "$TMP/bench_in"
+expect bench_dyn_profile 0 "" bench "$TMP/dyn.kiln" --shape X=3x4 --runs 2 --json
+has bench_dyn_profile_shape '"inputs": "X=3x4"'
+# dynamic dims without --shape: a note on stderr, the batch taken as 1
+kiln bench "$TM" --runs 1 --json
+if [ "$rc" -eq 0 ] && grep -q "dynamic dims: using 1x3x32x32" "$ERR"; then pass bench_dynamic_note
+else fail bench_dynamic_note "exit $rc, stderr: $(head -c 200 "$ERR")"; fi
+KILN_NUM_THREADS=1 expect bench_env_threads 0 "" bench "$TM" --runs 1 --shape "$TS" --json
+has bench_env_threads_value '"threads": 1,'
+expect_usage bench_no_model bench
+expect_usage bench_runs_zero bench "$TM" --runs 0
+expect_usage bench_runs_word bench "$TM" --runs=lots
+expect_usage bench_runs_negative bench "$TM" --runs=-1
+expect_usage bench_threads_zero bench "$TM" --threads 0
+expect_usage bench_threads_huge bench "$TM" --threads=100000
+expect_usage bench_duration_negative bench "$TM" --duration -1
+expect_usage bench_duration_word bench "$TM" --duration=soon
+expect_usage bench_warmup_negative bench "$TM" --warmup=-2
+expect_usage bench_runs_and_duration bench "$TM" --runs 5 --duration 1
+expect_usage bench_bad_shape bench "$TM" --shape input=1xQ
+expect_usage bench_shape_no_eq bench "$TM" --shape 1x3x32x32
+expect_usage bench_json_value bench "$TM" --json=1
+expect_usage bench_unknown_option bench "$TM" --iterations 5
+expect_usage bench_missing_value bench "$TM" --runs
+expect_usage bench_two_models bench "$TM" "$TM"
+KILN_NUM_THREADS=0 expect_usage bench_env_threads_bad bench "$TM" --runs 1
+expect bench_model_missing 1 "no_such_model.onnx" bench "$TMP/no_such_model.onnx"
+expect bench_input_missing 1 "missing.pb" bench "$TM" --input "input=$TMP/missing.pb" --runs 1
+expect bench_input_unknown 1 "Nope" bench "$TM" --input "Nope=$G/x.npy" --runs 1
+expect bench_shape_unknown 1 "Nope" bench "$TM" --shape Nope=1x4 --runs 1
+expect bench_engine_build_option 1 "tiny.kiln" bench "$TMP/tiny.kiln" --no-optimize --runs 1
+expect bench_wrong_input 1 "input" bench "$TMP/tiny.kiln" --input "input=$G/input_0.pb" --runs 1
+expect bench_hostile_model 1 "truncated or corrupt" bench "$B/bad_random.onnx"
+expect help_bench 0 "" bench --help
 
 sweep good_onnx model "$B/good.onnx"
 sweep ext_onnx model "$B/ext.onnx"

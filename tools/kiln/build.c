@@ -1,7 +1,6 @@
 /* kiln build MODEL -o ENGINE: optimize, plan memory, write an engine file. */
 #include "cli.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,23 +20,10 @@ void kn_cmd_build_usage(FILE *f) {
           "  --disable-pass NAME        skip an optimization pass (repeatable; see below)\n"
           "  --workspace BYTES          cap the activation arena (K, M, G suffixes);\n"
           "                             a plan that needs more fails, saying by how much\n"
-          "  --no-optimize              keep the graph as imported\n\n"
+          "  --no-optimize              keep the graph as imported\n"
+          "Options also take the --name=VALUE form (-o ENGINE, -oENGINE, --output=ENGINE).\n\n"
           "Passes, in the order they run:\n");
   kn_cli_print_passes(f);
-}
-
-/* "512M" -> bytes; false when malformed. */
-static bool parse_bytes(const char *s, uint64_t *out) {
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return false;
-  uint64_t mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
-  if (*end || v > UINT64_MAX / mul) return false;
-  *out = v * mul;
-  return true;
 }
 
 static double now_ms(void) {
@@ -53,30 +39,41 @@ int kn_cmd_build(int argc, char **argv) {
   int n_shapes = 0, n_disabled = 0, n_profiles = 0;
   kn_build_options bo;
   kn_build_options_init(&bo);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool v = i + 1 < argc;
-    if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && v) out_path = argv[++i];
-    else if (!strcmp(a, "--shape") && v) {
+  enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE };
+  static const kn_cli_opt opts[] = {{"output", 'o', true, O_OUTPUT},
+                                    {"shape", 0, true, O_SHAPE},
+                                    {"profile", 0, true, O_PROFILE},
+                                    {"disable-pass", 0, true, O_DISABLE_PASS},
+                                    {"workspace", 0, true, O_WORKSPACE},
+                                    {"no-optimize", 0, false, O_NO_OPTIMIZE},
+                                    {NULL, 0, false, 0}};
+  kn_cli_args args;
+  kn_cli_args_init(&args, cmd, opts, argc, argv);
+  for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
+    switch (id) {
+    case KN_CLI_BAD: return KN_EXIT_USAGE;
+    case O_OUTPUT: out_path = args.arg; break;
+    case O_SHAPE:
       if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
-      shapes[n_shapes++] = argv[++i];
-    } else if (!strcmp(a, "--profile") && v) {
+      shapes[n_shapes++] = args.arg;
+      break;
+    case O_PROFILE:
       if (n_profiles == MAX_OPTS) return kn_cli_usage(cmd, "too many --profile options");
-      profiles[n_profiles++] = argv[++i];
-    } else if (!strcmp(a, "--disable-pass") && v) {
+      profiles[n_profiles++] = args.arg;
+      break;
+    case O_DISABLE_PASS:
       if (n_disabled == MAX_OPTS) return kn_cli_usage(cmd, "too many --disable-pass options");
-      disabled[n_disabled++] = argv[++i];
-    } else if (!strcmp(a, "--workspace") && v) {
-      if (!parse_bytes(argv[++i], &bo.workspace))
-        return kn_cli_usage(cmd, "--workspace takes a byte count such as 268435456 or 256M");
-    } else if (!strcmp(a, "--no-optimize")) {
-      bo.no_optimize = 1;
-    } else if (a[0] == '-') {
-      return kn_cli_usage(cmd, "unknown or incomplete option '%s'", a);
-    } else if (!model_path) {
-      model_path = a;
-    } else {
-      return kn_cli_usage(cmd, "unexpected argument '%s'", a);
+      disabled[n_disabled++] = args.arg;
+      break;
+    case O_WORKSPACE:
+      if (!kn_cli_parse_bytes(args.arg, &bo.workspace))
+        return kn_cli_usage(cmd, "--workspace takes a byte count such as 268435456 or 256M, "
+                                 "got '%s'", args.arg);
+      break;
+    case O_NO_OPTIMIZE: bo.no_optimize = 1; break;
+    case KN_CLI_POSITIONAL:
+      if (model_path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
+      model_path = args.arg;
     }
   }
   if (!model_path) return kn_cli_usage(cmd, "MODEL is required");

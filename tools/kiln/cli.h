@@ -5,6 +5,7 @@
 #include "kiln.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes: 0 success, 1 user/input error, 2 usage. */
@@ -20,9 +21,61 @@ typedef struct kn_cli_cmd {
 int kn_cli_error(const kn_error *err);         /* prints "kiln: msg", returns 1 */
 int kn_cli_fail(const char *fmt, ...)          /* same from a format */
     __attribute__((format(printf, 1, 2)));
+/* A usage error: prints "kiln CMD: <message> (see 'kiln CMD --help')" on
+ * one line, or the whole usage text when fmt is NULL; returns 2. */
 int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));     /* prints usage, returns 2 */
+    __attribute__((format(printf, 2, 3)));
 const kn_cli_cmd *kn_cli_find(const char *name);
+
+/* ---- option parsing (args.c), shared by every command ------------------
+ * Accepts what getopt_long users expect: "--name value" and "--name=value"
+ * for options that take a value, "-x value" and "-xvalue" for those with a
+ * short name, flags as "--name" (a flag given "=value" is refused), and
+ * "--" to end the options (everything after it is positional).  Options
+ * and positional arguments may come in any order. */
+typedef struct kn_cli_opt {
+  const char *name; /* long name without the dashes: "threads" */
+  char short_name;  /* 'o' for -o, or 0 */
+  bool has_arg;
+  int id;           /* returned by kn_cli_next; > 0 */
+} kn_cli_opt;
+
+typedef struct kn_cli_args {
+  const kn_cli_cmd *cmd;
+  const kn_cli_opt *opts; /* ends with an entry whose name is NULL */
+  int argc, i;
+  char **argv;
+  bool no_more_opts; /* after "--" */
+  const char *arg;   /* the option's value or the positional argument */
+  const char *flag;  /* the option as written, for messages ("--threads") */
+} kn_cli_args;
+
+enum { KN_CLI_END = 0, KN_CLI_POSITIONAL = -1, KN_CLI_BAD = -2 };
+
+/* argv[0] is the subcommand. */
+void kn_cli_args_init(kn_cli_args *a, const kn_cli_cmd *cmd, const kn_cli_opt *opts, int argc,
+                      char **argv);
+/* The next option's id (a->arg holds its value), KN_CLI_POSITIONAL (a->arg
+ * holds it), KN_CLI_END, or KN_CLI_BAD after a one-line usage message
+ * (unknown option, missing or unexpected value): exit with status 2. */
+int kn_cli_next(kn_cli_args *a);
+/* Value parsers for the current option: false after a one-line usage
+ * message naming the option, the range and the value given. */
+bool kn_cli_int(const kn_cli_args *a, int64_t min, int64_t max, int64_t *out);
+bool kn_cli_double(const kn_cli_args *a, double min, double max, double *out);
+/* "512M" -> bytes (suffixes K, M, G); false when malformed (no message). */
+bool kn_cli_parse_bytes(const char *s, uint64_t *out);
+
+/* ---- threads --------------------------------------------------------------
+ * Commands that run a model take --threads N (0: not given).  The library's
+ * default is KILN_NUM_THREADS, else the CPUs this process may use; a
+ * KILN_NUM_THREADS that is set but not an integer in [1, 1024] is a usage
+ * error here rather than silently ignored. */
+#define KN_CLI_MAX_THREADS 1024
+bool kn_cli_check_thread_env(const kn_cli_cmd *cmd);
+/* Applies --threads to a context (nothing when threads is 0). */
+kn_status kn_cli_set_threads(kn_context *ctx, int64_t threads, kn_error *err)
+    __attribute__((warn_unused_result));
 
 int kn_cmd_run(int argc, char **argv);
 void kn_cmd_run_usage(FILE *f);
@@ -34,6 +87,8 @@ void kn_cmd_build_usage(FILE *f);
 void kn_cli_print_passes(FILE *f);
 int kn_cmd_compare(int argc, char **argv);
 void kn_cmd_compare_usage(FILE *f);
+int kn_cmd_bench(int argc, char **argv);
+void kn_cmd_bench_usage(FILE *f);
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
 

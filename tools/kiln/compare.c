@@ -12,7 +12,7 @@ void kn_cmd_compare_usage(FILE *f) {
   fprintf(f,
           "usage: kiln compare MODEL [ENGINE] [--input NAME=FILE]... [--shape NAME=DIMS]...\n"
           "                    [--atol A] [--rtol R] [--seed N] [--disable-pass NAME]...\n"
-          "                    [--per-layer]\n\n"
+          "                    [--per-layer] [--threads N]\n\n"
           "Runs MODEL (.onnx) with the reference path (no optimization) and with the\n"
           "optimized engine (ENGINE, or MODEL built in memory with the default options)\n"
           "on the same inputs, and prints per output the max absolute error, max\n"
@@ -23,7 +23,9 @@ void kn_cmd_compare_usage(FILE *f) {
           "dynamic dimensions take their --shape sizes, else 1.\n"
           "--per-layer also compares every intermediate tensor that survives\n"
           "optimization (same name in both graphs), in step order, and names the\n"
-          "first step whose result diverges.\n");
+          "first step whose result diverges.  --threads N runs both on N threads\n"
+          "(default: KILN_NUM_THREADS, else the CPUs this process may use).  Options\n"
+          "also take the --name=VALUE form.\n");
 }
 
 typedef struct rng {
@@ -182,34 +184,57 @@ int kn_cmd_compare(int argc, char **argv) {
   uint64_t seed = 1;
   bool per_layer = false;
   recording rref = {0}, ropt = {0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool v = i + 1 < argc;
-    char *end = NULL;
-    if (!strcmp(a, "--input") && v && n_named < MAX_OPTS) named[n_named++] = argv[++i];
-    else if (!strcmp(a, "--shape") && v && n_shapes < MAX_OPTS) shapes[n_shapes++] = argv[++i];
-    else if (!strcmp(a, "--disable-pass") && v && n_disabled < MAX_OPTS)
-      disabled[n_disabled++] = argv[++i];
-    else if ((!strcmp(a, "--atol") || !strcmp(a, "--rtol")) && v) {
-      double x = strtod(argv[++i], &end);
-      if (*end || x < 0) return kn_cli_usage(cmd, "%s takes a non-negative number", a);
-      *(a[2] == 'a' ? &atol : &rtol) = x;
-    } else if (!strcmp(a, "--per-layer")) {
-      per_layer = true;
-    } else if (!strcmp(a, "--seed") && v) {
-      seed = strtoull(argv[++i], &end, 10);
-      if (*end) return kn_cli_usage(cmd, "--seed takes an integer");
-    } else if (a[0] == '-') {
-      return kn_cli_usage(cmd, "unknown or incomplete option '%s'", a);
-    } else if (n_paths < 2) {
-      paths[n_paths++] = a;
-    } else {
-      return kn_cli_usage(cmd, "unexpected argument '%s'", a);
+  int64_t threads = 0;
+  enum { O_INPUT = 1, O_SHAPE, O_DISABLE_PASS, O_ATOL, O_RTOL, O_PER_LAYER, O_SEED, O_THREADS };
+  static const kn_cli_opt opts[] = {{"input", 0, true, O_INPUT},
+                                    {"shape", 0, true, O_SHAPE},
+                                    {"disable-pass", 0, true, O_DISABLE_PASS},
+                                    {"atol", 0, true, O_ATOL},
+                                    {"rtol", 0, true, O_RTOL},
+                                    {"per-layer", 0, false, O_PER_LAYER},
+                                    {"seed", 0, true, O_SEED},
+                                    {"threads", 0, true, O_THREADS},
+                                    {NULL, 0, false, 0}};
+  kn_cli_args args;
+  kn_cli_args_init(&args, cmd, opts, argc, argv);
+  for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
+    int64_t iv;
+    switch (id) {
+    case KN_CLI_BAD: return KN_EXIT_USAGE;
+    case O_INPUT:
+      if (n_named == MAX_OPTS) return kn_cli_usage(cmd, "too many --input options");
+      named[n_named++] = args.arg;
+      break;
+    case O_SHAPE:
+      if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
+      shapes[n_shapes++] = args.arg;
+      break;
+    case O_DISABLE_PASS:
+      if (n_disabled == MAX_OPTS) return kn_cli_usage(cmd, "too many --disable-pass options");
+      disabled[n_disabled++] = args.arg;
+      break;
+    case O_ATOL:
+    case O_RTOL:
+      if (!kn_cli_double(&args, 0, 1e300, id == O_ATOL ? &atol : &rtol)) return KN_EXIT_USAGE;
+      break;
+    case O_PER_LAYER: per_layer = true; break;
+    case O_SEED:
+      if (!kn_cli_int(&args, 0, INT64_MAX, &iv)) return KN_EXIT_USAGE;
+      seed = (uint64_t)iv;
+      break;
+    case O_THREADS:
+      if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &threads)) return KN_EXIT_USAGE;
+      break;
+    case KN_CLI_POSITIONAL:
+      if (n_paths == 2) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
+      paths[n_paths++] = args.arg;
     }
   }
   if (!paths[0]) return kn_cli_usage(cmd, "MODEL is required");
   for (int k = 0; k < n_named; k++)
-    if (!strchr(named[k], '=')) return kn_cli_usage(cmd, "--input takes NAME=FILE");
+    if (!strchr(named[k], '='))
+      return kn_cli_usage(cmd, "--input takes NAME=FILE, got '%s'", named[k]);
+  if (!kn_cli_check_thread_env(cmd)) return KN_EXIT_USAGE;
 
   kn_error err = {0};
   kn_model *ref = NULL, *opt = NULL;
@@ -244,7 +269,8 @@ int kn_cmd_compare(int argc, char **argv) {
     goto done;
   }
   ins = calloc((size_t)nin + 1, sizeof *ins);
-  if (!ins || kn_context_create(ref, &cref, &err) || kn_context_create(opt, &copt, &err)) {
+  if (!ins || kn_context_create(ref, &cref, &err) || kn_context_create(opt, &copt, &err) ||
+      kn_cli_set_threads(cref, threads, &err) || kn_cli_set_threads(copt, threads, &err)) {
     rc = ins ? kn_cli_error(&err) : kn_cli_fail("out of memory");
     goto done;
   }

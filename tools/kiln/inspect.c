@@ -21,7 +21,8 @@ void kn_cmd_inspect_usage(FILE *f) {
           "arena, lower bound (most bytes live at one step) and unplanned total.\n"
           "--json prints one JSON object instead (keys: onnx_nodes, steps, weights_bytes,\n"
           "arena_bytes, naive_activation_bytes, lower_bound_bytes, format_version,\n"
-          "flops, inputs, outputs, step_list).\n");
+          "flops, inputs, outputs, step_list).  Options also take the --name=VALUE\n"
+          "form.\n");
 }
 
 /* ---- JSON helpers ------------------------------------------------------- */
@@ -132,15 +133,26 @@ int kn_cmd_inspect(int argc, char **argv) {
   bool json = false;
   kn_build_options bo;
   kn_build_options_init(&bo);
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--no-optimize")) bo.no_optimize = 1;
-    else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+  enum { O_JSON = 1, O_NO_OPTIMIZE, O_SHAPE };
+  static const kn_cli_opt opts[] = {{"json", 0, false, O_JSON},
+                                    {"no-optimize", 0, false, O_NO_OPTIMIZE},
+                                    {"shape", 0, true, O_SHAPE},
+                                    {NULL, 0, false, 0}};
+  kn_cli_args args;
+  kn_cli_args_init(&args, cmd, opts, argc, argv);
+  for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
+    switch (id) {
+    case KN_CLI_BAD: return KN_EXIT_USAGE;
+    case O_JSON: json = true; break;
+    case O_NO_OPTIMIZE: bo.no_optimize = 1; break;
+    case O_SHAPE:
       if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
-      shapes[n_shapes++] = argv[++i];
-    } else if (argv[i][0] == '-') return kn_cli_usage(cmd, "unknown option '%s'", argv[i]);
-    else if (path) return kn_cli_usage(cmd, "unexpected argument '%s'", argv[i]);
-    else path = argv[i];
+      shapes[n_shapes++] = args.arg;
+      break;
+    case KN_CLI_POSITIONAL:
+      if (path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
+      path = args.arg;
+    }
   }
   if (!path) return kn_cli_usage(cmd, "MODEL is required");
   bo.shapes = shapes;

@@ -13,6 +13,8 @@ static const kn_cli_cmd commands[] = {
      kn_cmd_build_usage},
     {"compare", "compare the optimized engine with the reference path", kn_cmd_compare,
      kn_cmd_compare_usage},
+    {"bench", "time a model or engine: latency percentiles, throughput, peak memory",
+     kn_cmd_bench, kn_cmd_bench_usage},
     {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
 };
 
@@ -53,16 +55,21 @@ int kn_cli_fail(const char *fmt, ...) {
   return kn_cli_error(&err);
 }
 
+/* One line, so that a script's log shows what was wrong; the usage text
+ * is one --help away. */
 int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...) {
-  if (fmt) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "kiln %s: ", cmd->name);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
+  if (!fmt) {
+    cmd->usage(stderr);
+    return KN_EXIT_USAGE;
   }
-  cmd->usage(stderr);
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "kiln %s: ", cmd->name);
+  put_sanitized(msg, stderr);
+  fprintf(stderr, " (see 'kiln %s --help')\n", cmd->name);
   return KN_EXIT_USAGE;
 }
 
@@ -96,7 +103,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return KN_EXIT_USAGE;
   }
-  for (int i = 2; i < argc; i++)
+  for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       cmd->usage(stdout);
       return KN_EXIT_OK;

@@ -15,8 +15,14 @@ static void print_op(const kn_op_def *op, void *arg) {
 }
 
 int kn_cmd_ops(int argc, char **argv) {
-  (void)argv;
-  if (argc > 1) return kn_cli_usage(kn_cli_find("ops"), "takes no arguments");
+  const kn_cli_cmd *cmd = kn_cli_find("ops");
+  static const kn_cli_opt opts[] = {{NULL, 0, false, 0}};
+  kn_cli_args args;
+  kn_cli_args_init(&args, cmd, opts, argc, argv);
+  for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
+    if (id == KN_CLI_BAD) return KN_EXIT_USAGE;
+    return kn_cli_usage(cmd, "takes no arguments, got '%s'", args.arg);
+  }
   int n = 0;
   kn_op_foreach(print_op, &n);
   printf("%d operators\n", n);

@@ -1,5 +1,5 @@
 /* kiln run MODEL [--input-dir D] [--input NAME=FILE]... [--output-dir O]
- *               [--output-format pb|npy] */
+ *               [--output-format pb|npy] [--no-optimize] [--threads N] */
 #include "cli.h"
 #include "core/core.h"
 
@@ -14,7 +14,7 @@
 void kn_cmd_run_usage(FILE *f) {
   fprintf(f,
           "usage: kiln run MODEL [--input-dir D] [--input NAME=FILE]... [--output-dir O]\n"
-          "                [--output-format pb|npy] [--no-optimize]\n\n"
+          "                [--output-format pb|npy] [--no-optimize] [--threads N]\n\n"
           "Runs MODEL (.onnx) once.  Inputs come from D/input_<i>.pb (TensorProto, the\n"
           "i-th graph input that is not an initializer: the ONNX test-data layout; .npy\n"
           "is read too) and/or --input NAME=FILE (.pb or .npy).  Outputs are written to\n"
@@ -22,7 +22,9 @@ void kn_cmd_run_usage(FILE *f) {
           "summary of each output is printed.  Dynamic dimensions take their sizes\n"
           "from the inputs given.  The model is optimized in memory with the default\n"
           "build options first; --no-optimize runs the graph as imported (the\n"
-          "reference path).\n");
+          "reference path).  --threads N runs on N threads (default: KILN_NUM_THREADS,\n"
+          "else the CPUs this process may use).  Options also take the --name=VALUE\n"
+          "form.\n");
 }
 
 static bool exists(const char *p) {
@@ -61,31 +63,43 @@ int kn_cmd_run(int argc, char **argv) {
   int n_named = 0;
   bool npy = false;
   int no_optimize = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool has_val = i + 1 < argc;
-    if (!strcmp(a, "--input-dir") && has_val) input_dir = argv[++i];
-    else if (!strcmp(a, "--output-dir") && has_val) output_dir = argv[++i];
-    else if (!strcmp(a, "--input") && has_val) {
+  int64_t threads = 0;
+  enum { O_INPUT_DIR = 1, O_OUTPUT_DIR, O_INPUT, O_OUTPUT_FORMAT, O_NO_OPTIMIZE, O_THREADS };
+  static const kn_cli_opt opts[] = {{"input-dir", 0, true, O_INPUT_DIR},
+                                    {"output-dir", 0, true, O_OUTPUT_DIR},
+                                    {"input", 0, true, O_INPUT},
+                                    {"output-format", 0, true, O_OUTPUT_FORMAT},
+                                    {"no-optimize", 0, false, O_NO_OPTIMIZE},
+                                    {"threads", 0, true, O_THREADS},
+                                    {NULL, 0, false, 0}};
+  kn_cli_args args;
+  kn_cli_args_init(&args, cmd, opts, argc, argv);
+  for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
+    switch (id) {
+    case KN_CLI_BAD: return KN_EXIT_USAGE;
+    case O_INPUT_DIR: input_dir = args.arg; break;
+    case O_OUTPUT_DIR: output_dir = args.arg; break;
+    case O_INPUT:
       if (n_named == MAX_NAMED) return kn_cli_usage(cmd, "too many --input options");
-      named[n_named++] = argv[++i];
-      if (!strchr(named[n_named - 1], '='))
-        return kn_cli_usage(cmd, "--input takes NAME=FILE, got '%s'", named[n_named - 1]);
-    } else if (!strcmp(a, "--output-format") && has_val) {
-      const char *f = argv[++i];
-      if (!strcmp(f, "npy")) npy = true;
-      else if (strcmp(f, "pb")) return kn_cli_usage(cmd, "--output-format is pb or npy, got '%s'", f);
-    } else if (!strcmp(a, "--no-optimize")) {
-      no_optimize = 1;
-    } else if (a[0] == '-') {
-      return kn_cli_usage(cmd, "unknown or incomplete option '%s'", a);
-    } else if (!model_path) {
-      model_path = a;
-    } else {
-      return kn_cli_usage(cmd, "unexpected argument '%s'", a);
+      if (!strchr(args.arg, '=')) return kn_cli_usage(cmd, "--input takes NAME=FILE, got '%s'", args.arg);
+      named[n_named++] = args.arg;
+      break;
+    case O_OUTPUT_FORMAT:
+      if (!strcmp(args.arg, "npy")) npy = true;
+      else if (!strcmp(args.arg, "pb")) npy = false;
+      else return kn_cli_usage(cmd, "--output-format is pb or npy, got '%s'", args.arg);
+      break;
+    case O_NO_OPTIMIZE: no_optimize = 1; break;
+    case O_THREADS:
+      if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &threads)) return KN_EXIT_USAGE;
+      break;
+    case KN_CLI_POSITIONAL:
+      if (model_path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
+      model_path = args.arg;
     }
   }
   if (!model_path) return kn_cli_usage(cmd, "MODEL is required");
+  if (!kn_cli_check_thread_env(cmd)) return KN_EXIT_USAGE;
 
   kn_error err = {0};
   kn_model *model = NULL;
@@ -103,7 +117,8 @@ int kn_cmd_run(int argc, char **argv) {
   }
   nin = kn_model_input_count(model);
   inputs = calloc((size_t)nin + 1, sizeof *inputs);
-  if (!inputs || kn_context_create(model, &ctx, &err)) {
+  if (!inputs || kn_context_create(model, &ctx, &err) ||
+      kn_cli_set_threads(ctx, threads, &err)) {
     if (!inputs) snprintf(err.msg, sizeof err.msg, "out of memory");
     rc = kn_cli_error(&err);
     goto done;

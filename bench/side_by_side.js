@@ -1,0 +1,356 @@
+#!/usr/bin/env node
+// side_by_side.js: kiln against ONNX Runtime on every exported model, in one
+// run, on the same inputs and thread counts; writes bench/RESULTS.md.
+//
+//   node bench/side_by_side.js [--models a,b] [--threads 1,2] [--quick]
+//        [--rounds R] [--seconds S] [--kiln PATH] [--out FILE] [--limit GFLOPS]
+//
+//   --models   subset, comma-separated (default: resnet50, mobilenet_v2,
+//              squeezenet1_1, efficientnet_b0, bert_base, bert_tiny, tinycnn)
+//   --threads  thread counts (default 1,2)
+//   --quick    2 rounds of about 0.3 s per runtime (a smoke run; default 5
+//              rounds of about 1.5 s)
+//   --rounds, --seconds  set those directly
+//   --kiln     the kiln binary (default $KILN_BIN, else build/kiln)
+//   --out      the report (default bench/RESULTS.md)
+//   --limit    fp32 GFLOP/s of one core (default 250, ../shared/BENCHMARKING.md)
+//
+// Models come from $KILN_CACHE (default ~/.cache/kiln/models;
+// scripts/make_reference.sh exports them); tinycnn also from models/tinycnn.
+// A model missing from the cache is skipped with a line saying so.
+// Per model: the inputs of test_data_set_0 (or, when it has none, inputs
+// written once by `kiln bench --save-inputs`) feed both runtimes; kiln runs
+// an engine built for those shapes (`kiln build --shape`), ONNX Runtime the
+// .onnx (bench/ort_bench.js, session options of BENCHMARKING.md).  Outputs
+// of the two are compared once (atol 1e-4, rtol 1e-3).  Then per thread
+// count: a calibration round (sets N, the runs per round, to about S
+// seconds for the slower runtime), then R rounds, alternating which runtime
+// goes first, each a fresh process per runtime making 3 warm-up runs and N
+// timed runs.  A runtime's p50 is the median over rounds of each round's
+// median; its startup (kiln: engine load + context creation; ORT: session
+// creation) and peak RSS are medians over rounds too.
+'use strict';
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const {spawnSync} = require('child_process');
+const {readInputs, parseTensor} = require('./ort_bench.js');
+
+const ROOT = path.resolve(__dirname, '..');
+const ALL = ['resnet50', 'mobilenet_v2', 'squeezenet1_1', 'efficientnet_b0', 'bert_base',
+             'bert_tiny', 'tinycnn'];
+
+function usage(msg) {
+  console.error('side_by_side.js: ' + msg + '\nusage: node bench/side_by_side.js ' +
+                '[--models a,b] [--threads 1,2] [--quick] [--rounds R] [--seconds S] ' +
+                '[--kiln PATH] [--out FILE] [--limit GFLOPS]');
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const a = {models: ALL, threads: [1, 2], rounds: 5, seconds: 1.5, quick: false,
+             kiln: process.env.KILN_BIN || path.join(ROOT, 'build', 'kiln'),
+             out: path.join(ROOT, 'bench', 'RESULTS.md'), limit: 250};
+  const set = {};
+  for (let i = 0; i < argv.length; i++) {
+    let s = argv[i], v = null;
+    const eq = s.startsWith('--') ? s.indexOf('=') : -1;
+    if (eq > 0) { v = s.slice(eq + 1); s = s.slice(0, eq); }
+    const val = () => {
+      if (v !== null) return v;
+      if (i + 1 >= argv.length) usage(s + ' needs a value');
+      return argv[++i];
+    };
+    const num = (min) => {
+      const x = Number(val());
+      if (!Number.isFinite(x) || x < min) usage(`${s} takes a number >= ${min}`);
+      return x;
+    };
+    if (s === '--models') a.models = val().split(',').filter(Boolean);
+    else if (s === '--threads') {
+      a.threads = val().split(',').map(Number);
+      if (!a.threads.length || a.threads.some((t) => !Number.isInteger(t) || t < 1))
+        usage('--threads takes positive integers, e.g. 1,2');
+    } else if (s === '--quick') a.quick = true;
+    else if (s === '--rounds') set.rounds = Math.round(num(1));
+    else if (s === '--seconds') set.seconds = num(0.01);
+    else if (s === '--kiln') a.kiln = path.resolve(val());
+    else if (s === '--out') a.out = path.resolve(val());
+    else if (s === '--limit') a.limit = num(1);
+    else if (s === '-h' || s === '--help') {
+      const src = fs.readFileSync(__filename, 'utf8').split('\n');
+      console.log(src.slice(1, 32).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+      process.exit(0);
+    } else usage('unknown argument ' + s);
+  }
+  if (a.quick) { a.rounds = 2; a.seconds = 0.3; }
+  Object.assign(a, set);
+  return a;
+}
+
+// Runs a command; returns stdout, or throws with its last stderr line.
+function run(cmd, args, what) {
+  const r = spawnSync(cmd, args, {encoding: 'utf8', maxBuffer: 64 << 20, timeout: 900e3});
+  if (r.error) throw new Error(`${what}: ${r.error.message}`);
+  if (r.status !== 0) {
+    const lines = (r.stderr || '').trim().split('\n');
+    throw new Error(`${what}: exit ${r.status}: ${lines[lines.length - 1] || ''}`);
+  }
+  return r.stdout;
+}
+function runJson(cmd, args, what) {
+  const out = run(cmd, args, what).trim();
+  try {
+    return JSON.parse(out);
+  } catch (e) {
+    throw new Error(`${what}: stdout is not JSON: ${out.slice(0, 200)}`);
+  }
+}
+
+const median = (xs) => {
+  const s = xs.slice().sort((x, y) => x - y), m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+function cpuInfo() {
+  let model = os.cpus()[0] ? os.cpus()[0].model : 'unknown', flags = [];
+  try {
+    const l = run('lscpu', [], 'lscpu');
+    const m = /^Model name:\s*(.+)$/m.exec(l);
+    if (m) model = m[1].trim();
+    const f = /^Flags:\s*(.+)$/m.exec(l);
+    if (f) flags = f[1].split(/\s+/);
+  } catch (e) { /* keep os.cpus() */ }
+  const want = ['avx2', 'fma', 'f16c', 'avx512f', 'avx512dq', 'avx512bw', 'avx512vl',
+                'avx512_vnni', 'avx512_bf16', 'avx512vbmi', 'avx512_vp2intersect', 'amx_tile'];
+  return {model, cpus: os.cpus().length, flags: want.filter((x) => flags.includes(x))};
+}
+
+// Outputs of the two runtimes within atol + rtol * |ort|?
+function compareOutputs(kdir, odir) {
+  let worst = 0, bad = 0, n = 0;
+  for (let i = 0; fs.existsSync(path.join(odir, `output_${i}.pb`)); i++) {
+    const [o] = readInputsFile(path.join(odir, `output_${i}.pb`));
+    const kf = path.join(kdir, `output_${i}.pb`);
+    if (!fs.existsSync(kf)) return {ok: false, text: `kiln wrote no output_${i}`};
+    const [k] = readInputsFile(kf);
+    if (k.data.length !== o.data.length) return {ok: false, text: `output_${i}: sizes differ`};
+    for (let j = 0; j < o.data.length; j++) {
+      const a = Number(k.data[j]), b = Number(o.data[j]), d = Math.abs(a - b);
+      if (!(d <= 1e-4 + 1e-3 * Math.abs(b))) bad++;
+      if (d > worst || Number.isNaN(d)) worst = Number.isNaN(d) ? Infinity : d;
+      n++;
+    }
+  }
+  return {ok: bad === 0 && n > 0,
+          text: bad ? `${bad} of ${n} differ, max ${worst.toExponential(1)}` : `max ${worst.toExponential(1)}`};
+}
+function readInputsFile(file) {
+  return [parseTensor(fs.readFileSync(file), path.basename(file))];
+}
+
+function findModel(cache, name) {
+  const m = path.join(cache, name, 'model.onnx');
+  if (fs.existsSync(m)) return {model: m, data: path.join(cache, name, 'test_data_set_0')};
+  if (name === 'tinycnn') {
+    const t = path.join(ROOT, 'models', 'tinycnn');
+    return {model: path.join(t, 'model.onnx'), data: path.join(t, 'test_data_set_0')};
+  }
+  return null;
+}
+
+function benchOne(a, tool, ctx, threads, runs, warmup) {
+  if (tool === 'kiln') {
+    return runJson(a.kiln, ['bench', ctx.engine, '--input-dir', ctx.inputs, '--threads',
+                            String(threads), '--runs', String(runs), '--warmup', String(warmup),
+                            '--json'], `kiln bench ${ctx.name}`);
+  }
+  return runJson(process.execPath, [path.join(__dirname, 'ort_bench.js'), ctx.model,
+                                    '--input-dir', ctx.inputs, '--threads', String(threads),
+                                    '--runs', String(runs), '--warmup', String(warmup), '--json'],
+                 `ort_bench ${ctx.name}`);
+}
+
+function prepare(a, name, cache, tmp) {
+  const found = findModel(cache, name);
+  if (!found) return {skip: `${name}: not in ${cache} (scripts/make_reference.sh exports it)`};
+  const ctx = {name, model: found.model};
+  // the same input files for both runtimes
+  if (fs.existsSync(path.join(found.data, 'input_0.pb'))) ctx.inputs = found.data;
+  else {
+    ctx.inputs = path.join(tmp, name + '_inputs');
+    run(a.kiln, ['bench', found.model, '--runs', '1', '--warmup', '0', '--save-inputs',
+                 ctx.inputs], `kiln bench --save-inputs ${name}`);
+  }
+  const info = runJson(a.kiln, ['inspect', found.model, '--json', '--no-optimize'],
+                       `kiln inspect ${name}`);
+  const tensors = readInputs(ctx.inputs);
+  const shapes = info.inputs.map((vi, i) => {
+    const t = tensors.find((x) => x.name === vi.name) || tensors[i];
+    if (!t) throw new Error(`${name}: no input file for ${vi.name}`);
+    return `${vi.name}=${t.dims.join('x')}`;
+  });
+  ctx.shapes = shapes.map((s) => s.replace(/^[^=]*=/, '')).join(', ');
+  ctx.engine = path.join(tmp, name + '.kiln');
+  const t0 = Date.now();
+  run(a.kiln, ['build', found.model, '-o', ctx.engine, ...shapes.flatMap((s) => ['--shape', s])],
+      `kiln build ${name}`);
+  ctx.build_ms = Date.now() - t0;
+  ctx.flops = runJson(a.kiln, ['inspect', ctx.engine, '--json'], `kiln inspect ${name}.kiln`).flops;
+  // correctness before speed
+  const kout = path.join(tmp, name + '_kiln_out'), oout = path.join(tmp, name + '_ort_out');
+  run(a.kiln, ['run', ctx.engine, '--input-dir', ctx.inputs, '--output-dir', kout],
+      `kiln run ${name}`);
+  run(process.execPath, [path.join(__dirname, 'ort_bench.js'), ctx.model, '--input-dir',
+                         ctx.inputs, '--runs', '1', '--warmup', '0', '--output-dir', oout],
+      `ort_bench ${name}`);
+  ctx.check = compareOutputs(kout, oout);
+  return ctx;
+}
+
+function measure(a, ctx, threads) {
+  // calibration, which also warms the page cache for both
+  const cal = ['kiln', 'ort'].map((t) => benchOne(a, t, ctx, threads, 2, 1));
+  const slow = Math.max(cal[0].p50_ms, cal[1].p50_ms);
+  const runs = Math.max(3, Math.min(2000, Math.round((a.seconds * 1e3) / Math.max(slow, 1e-3))));
+  const res = {kiln: [], ort: [], runs};
+  for (let r = 0; r < a.rounds; r++) {
+    const order = r % 2 ? ['ort', 'kiln'] : ['kiln', 'ort'];
+    for (const t of order) res[t].push(benchOne(a, t, ctx, threads, runs, 3));
+  }
+  const summary = {runs};
+  for (const t of ['kiln', 'ort']) {
+    summary[t] = {
+      p50: median(res[t].map((x) => x.p50_ms)),
+      p50s: res[t].map((x) => x.p50_ms),
+      load: median(res[t].map((x) => x.load_ms)),
+      rss: median(res[t].map((x) => x.peak_rss_bytes)),
+      threads: res[t][0].threads,
+    };
+  }
+  return summary;
+}
+
+const f1 = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const mib = (b) => (b / 1048576).toFixed(0);
+
+function report(a, cpu, rows, skipped, started, loadStart) {
+  const ortPkg = path.join(ROOT, 'scripts', 'node_modules', 'onnxruntime-node', 'package.json');
+  const ortVersion = fs.existsSync(ortPkg) ? JSON.parse(fs.readFileSync(ortPkg, 'utf8')).version : '?';
+  let rev = '?';
+  try {
+    rev = run('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], 'git').trim();
+    if (run('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], 'git').trim())
+      rev += ' + uncommitted changes';
+  } catch (e) { /* not a checkout */ }
+  const L = [];
+  L.push('# kiln and ONNX Runtime, side by side', '');
+  L.push(`Written by \`node bench/side_by_side.js${process.argv.slice(2).map((x) => ' ' + x).join('')}\` ` +
+         `on ${started.toISOString().replace('T', ' ').replace(/\..*/, '')} UTC ` +
+         `(${((Date.now() - started) / 60000).toFixed(1)} min).`, '');
+  L.push(`- CPU: ${cpu.model}, ${cpu.cpus} CPUs; flags: ${cpu.flags.join(' ') || 'none of note'}`);
+  L.push(`- Load average at start ${loadStart.map((x) => x.toFixed(1)).join(' / ')}, ` +
+         `at end ${os.loadavg().map((x) => x.toFixed(1)).join(' / ')} (1/5/15 min): ` +
+         'the machine is shared, so absolute times move; the ratios of one run are what count.');
+  L.push(`- kiln ${rev} (\`${path.relative(ROOT, a.kiln) || a.kiln}\`), engines built with ` +
+         '`kiln build --shape` for the inputs; ONNX Runtime: onnxruntime-node ' +
+         `${ortVersion}, intraOpNumThreads = threads, interOpNumThreads 1, ` +
+         "graphOptimizationLevel 'all', sequential.");
+  L.push(`- Method: the same input files (test_data_set_0) for both; per thread count a ` +
+         `calibration round, then ${a.rounds} rounds alternating which runtime goes first, ` +
+         'each a fresh process per runtime with 3 warm-up runs and N timed runs (N below, ' +
+         `about ${a.seconds} s for the slower one). p50: median over rounds of each round's ` +
+         'median. Startup: kiln engine load + context creation, ORT session creation. ' +
+         "Peak RSS: the process's peak (kiln: getrusage; ORT: VmHWM of the node process, " +
+         "node's own ~40 MiB included, raw).");
+  L.push(`- GFLOP/s: FLOPs of one run (\`kiln inspect --json\` on the engine, a multiply-add ` +
+         `= 2) / p50. Limit: ${a.limit} GFLOP/s per core × threads (fp32 FMA, ` +
+         '../shared/BENCHMARKING.md: 225–275 measured on one Zen 5 core).');
+  L.push('- Outputs: kiln against ORT on these inputs, |kiln − ORT| ≤ 1e-4 + 1e-3·|ORT|.', '');
+  for (const t of a.threads) {
+    const rs = rows.filter((r) => r.threads === t);
+    if (!rs.length) continue;
+    L.push(`## ${t} thread${t > 1 ? 's' : ''}`, '');
+    L.push('| model | inputs | kiln p50 ms | ORT p50 ms | speed-up (ORT/kiln) | kiln GFLOP/s | ' +
+           '% of limit | ORT GFLOP/s | kiln RSS MiB | ORT RSS MiB | kiln startup ms | ' +
+           'ORT startup ms | N | outputs |');
+    L.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+    const ups = [];
+    for (const r of rs) {
+      if (r.error) {
+        L.push(`| ${r.name} | ${r.shapes || ''} | failed: ${r.error.replace(/\|/g, '/')} ` +
+               '| | | | | | | | | | | |');
+        continue;
+      }
+      const k = r.m.kiln, o = r.m.ort, up = o.p50 / k.p50;
+      ups.push(up);
+      const kg = r.flops / (k.p50 * 1e6), og = r.flops / (o.p50 * 1e6);
+      L.push(`| ${r.name} | ${r.shapes} | ${f1(k.p50)} | ${f1(o.p50)} | ${up.toFixed(2)}× | ` +
+             `${f1(kg)} | ${((100 * kg) / (a.limit * t)).toFixed(0)}% | ${f1(og)} | ` +
+             `${mib(k.rss)} | ${mib(o.rss)} | ${f1(k.load)} | ${f1(o.load)} | ${r.m.runs} | ` +
+             `${r.check.ok ? 'match' : 'DIFFER'} (${r.check.text}) |`);
+    }
+    if (ups.length) {
+      const geo = Math.exp(ups.reduce((s, x) => s + Math.log(x), 0) / ups.length);
+      L.push('', `Geometric mean of the speed-ups: **${geo.toFixed(2)}×** over ${ups.length} ` +
+             `model${ups.length === 1 ? '' : 's'}; kiln is at least as fast on ` +
+             `${ups.filter((x) => x >= 1).length} of them.`, '');
+    } else {
+      L.push('', 'No model was measured.', '');
+    }
+  }
+  if (skipped.length) {
+    L.push('## Skipped', '');
+    for (const s of skipped) L.push(`- ${s}`);
+    L.push('');
+  }
+  fs.writeFileSync(a.out, L.join('\n'));
+}
+
+function main() {
+  const a = parseArgs(process.argv.slice(2));
+  if (!fs.existsSync(a.kiln)) usage(`no kiln binary at ${a.kiln} (build it, or --kiln PATH)`);
+  const cache = process.env.KILN_CACHE || path.join(os.homedir(), '.cache', 'kiln', 'models');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-sbs-'));
+  const started = new Date(), loadStart = os.loadavg();
+  const cpu = cpuInfo();
+  const rows = [], skipped = [];
+  try {
+    for (const name of a.models) {
+      let ctx;
+      try {
+        ctx = prepare(a, name, cache, tmp);
+      } catch (e) {
+        console.error(`${name}: ${e.message}`);
+        for (const t of a.threads) rows.push({name, threads: t, error: e.message});
+        continue;
+      }
+      if (ctx.skip) {
+        console.error('skip ' + ctx.skip);
+        skipped.push(ctx.skip);
+        continue;
+      }
+      for (const t of a.threads) {
+        const row = {name, threads: t, shapes: ctx.shapes, flops: ctx.flops, check: ctx.check};
+        try {
+          row.m = measure(a, ctx, t);
+          const k = row.m.kiln, o = row.m.ort;
+          console.error(`${name} ${t}t: kiln ${f1(k.p50)} ms, ORT ${f1(o.p50)} ms, ` +
+                        `speed-up ${(o.p50 / k.p50).toFixed(2)}x, outputs ${ctx.check.text}`);
+        } catch (e) {
+          row.error = e.message;
+          console.error(`${name} ${t}t: ${e.message}`);
+        }
+        rows.push(row);
+      }
+      fs.rmSync(ctx.engine, {force: true});
+    }
+  } finally {
+    fs.rmSync(tmp, {recursive: true, force: true});
+  }
+  report(a, cpu, rows, skipped, started, loadStart);
+  console.error(`wrote ${a.out}`);
+}
+
+main();
