@@ -51,9 +51,9 @@ static inline void fk_inputs_free(fk_inputs *in) {
 }
 
 /* Runs node n of g on `in`; outputs into outs[0..n->n_outputs) (owned).
- * rt NULL: the reference kernel. */
+ * rt NULL: the reference kernel; packed: the op's pack hook's result. */
 static inline void fk_run(const kn_ir_model *m, const kn_graph *g, const kn_node *n,
-                          const fk_inputs *in, kn_rt *rt, kn_slot *outs) {
+                          const fk_inputs *in, kn_rt *rt, const void *packed, kn_slot *outs) {
   kn_slot vals[16], *pin[16], *pout[8];
   assert_true(n->n_inputs <= 16 && n->n_outputs <= 8);
   memset(vals, 0, sizeof vals);
@@ -78,7 +78,7 @@ static inline void fk_run(const kn_ir_model *m, const kn_graph *g, const kn_node
   kn_error err;
   kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
                    .n_out = n->n_outputs, .out = pout, .err = &err, .label = m->label,
-                   .rt = rt};
+                   .rt = rt, .packed = packed};
   if (n->op->infer(&ctx)) fail_msg("infer: %s", err.msg);
   for (int32_t o = 0; o < n->n_outputs; o++) {
     kn_slot *s = &outs[o];

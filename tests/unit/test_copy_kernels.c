@@ -27,7 +27,7 @@ static void check_node(kn_ir_model *m, int32_t tactic, uint32_t seed) {
   fk_inputs in = fk_make_inputs(g, seed);
   kn_slot ref[8], got[8];
   n->tactic = 0;
-  fk_run(m, g, n, &in, NULL, ref);
+  fk_run(m, g, n, &in, NULL, NULL, ref);
   kn_isa isas[KN_ISA_COUNT];
   int32_t ni = fk_isas(isas);
   for (int32_t i = 0; i < ni; i++) {
@@ -35,7 +35,7 @@ static void check_node(kn_ir_model *m, int32_t tactic, uint32_t seed) {
     n->tactic = tactic;
     for (int32_t th = 1; th <= 2; th++) {
       kn_rt rt = {.isa = isas[i], .pool = th == 2 ? pool2 : NULL};
-      fk_run(m, g, n, &in, &rt, got);
+      fk_run(m, g, n, &in, &rt, NULL, got);
       for (int32_t o = 0; o < n->n_outputs; o++) {
         const kn_tensor *a = &ref[o].t, *b = &got[o].t;
         assert_int_equal(a->rank, b->rank);
