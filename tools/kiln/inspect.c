@@ -258,15 +258,16 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
-  printf("steps (%d):\n  %-4s %-28s %-22s %-22s %10s %10s  %s\n", nsteps, "#", "name", "op",
-         "output", "MFLOP", "KiB r+w", "covers");
+  printf("steps (%d):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s  %s\n", nsteps, "#", "name",
+         "op", "kernel", "output", "MFLOP", "KiB r+w", "covers");
   for (int32_t i = 0; i < nsteps; i++) {
     kn_step_info si;
     if (kn_model_step_info(m, i, &si)) continue;
     char shape[96] = "";
     if (si.n_outputs) shape_text(&si.outputs[0], shape, sizeof shape);
-    printf("  %-4d %-28.28s %-22.22s %-22.22s %10.3f %10.1f  %.80s\n", i, si.name, si.op, shape,
-           si.flops / 1e6, (double)(si.bytes_read + si.bytes_written) / 1024.0, si.covers);
+    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f  %.80s\n", i, si.name,
+           si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
+           (double)(si.bytes_read + si.bytes_written) / 1024.0, si.covers);
   }
   printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
          (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,
