@@ -120,19 +120,24 @@ typedef struct cg_job {
   size_t per_task; /* scratch bytes per thread (parallel over GEMMs) */
 } cg_job;
 
+/* p + o, keeping NULL (the scratch size is computed without tensors). */
+static const float *at(const float *p, int64_t o) { return p ? p + o : NULL; }
+
 /* Arguments of the GEMM of image b, group gi; im and e are filled too. */
 static void cg_args(const cg_job *j, int64_t b, int64_t gi, im2col *im, kn_epilogue *e,
                     kn_sgemm_args *a) {
   const kn_conv2d *g = j->g;
   int64_t mg = g->m / g->group, cgr = g->c / g->group, kd = kdim_of(g);
   int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
-  const float *xg = j->x + (b * g->c + gi * cgr) * hw;
+  const float *xg = at(j->x, (b * g->c + gi * cgr) * hw);
   memset(a, 0, sizeof *a);
   a->m = mg;
   a->n = ohw;
   a->k = kd;
   a->alpha = 1.0f;
-  a->a_packed = j->wp + (size_t)gi * kn_sgemm_pack_a_size(j->isa, mg, kd);
+  /* (a stand-in when sizing scratch: the GEMM must see A as prepacked) */
+  a->a_packed = j->wp ? j->wp + (size_t)gi * kn_sgemm_pack_a_size(j->isa, mg, kd)
+                      : (const float *)g;
   if (pointwise(g)) {
     a->b = xg;
     a->ldb = hw;
@@ -143,7 +148,7 @@ static void cg_args(const cg_job *j, int64_t b, int64_t gi, im2col *im, kn_epilo
     a->b_panel = im2col_panel;
     a->b_panel_arg = im;
   }
-  a->c = j->y + (b * g->m + gi * mg) * ohw;
+  a->c = j->y ? j->y + (b * g->m + gi * mg) * ohw : NULL;
   a->ldc = ohw;
   if (j->ep) {
     *e = *j->ep;
