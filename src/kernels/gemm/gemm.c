@@ -266,7 +266,7 @@ static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan 
   p->mpanels = ceil_div(m, mr);
   p->npanels = ceil_div(n, nr);
   p->tm = p->tn = 1;
-  if (threads > 1 && (double)m * n * max64(k, 1) >= 32768.0) {
+  if (threads > 1 && (double)m * n * max64(k, 1) >= 262144.0) { /* else: waking workers costs more */
     double best = -1;
     for (int64_t tn = threads; tn >= 1; tn--) {
       if (threads % tn) continue;
