@@ -39,7 +39,7 @@ static inline fk_inputs fk_make_inputs(const kn_graph *g, uint32_t seed) {
       for (int64_t k = 0; k < n; k++) d[k] = 2.0f * tk_pseudo(&seed);
     } else {
       uint8_t *d = s->t.data;
-      for (size_t k = 0; k < s->t.nbytes; k++) d[k] = (uint8_t)(tk_pseudo(&seed) * 127.0f);
+      for (size_t k = 0; k < s->t.nbytes; k++) d[k] = (uint8_t)(tk_pseudo(&seed) * 127.0f + 128.0f);
     }
   }
   return in;
