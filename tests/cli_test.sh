@@ -383,7 +383,7 @@ if cmp -s "$TMP/good.kiln" "$TMP/good2.kiln"; then pass build_deterministic
 else fail build_deterministic "two builds of one model differ"; fi
 expect inspect_engine 0 "" inspect "$TMP/good.kiln"
 expect inspect_engine_json 0 "" inspect "$TMP/good.kiln" --json
-if grep -q '"format_version": 1' "$OUT" && grep -q '"step_list"' "$OUT"; then pass inspect_engine_json_keys
+if grep -q '"format_version": 2' "$OUT" && grep -q '"step_list"' "$OUT"; then pass inspect_engine_json_keys
 else fail inspect_engine_json_keys "format_version/step_list missing"; fi
 expect compare_engine 0 "" compare "$B/good.onnx" "$TMP/good.kiln" --per-layer
 expect compare_model 0 "" compare "$M/model.onnx" --per-layer
@@ -507,6 +507,10 @@ has bench_dyn_profile_shape '"inputs": "X=3x4"'
 kiln bench "$TM" --runs 1 --json
 if [ "$rc" -eq 0 ] && grep -q "dynamic dims: using 1x3x32x32" "$ERR"; then pass bench_dynamic_note
 else fail bench_dynamic_note "exit $rc, stderr: $(head -c 200 "$ERR")"; fi
+# past 2 s a progress line goes to stderr
+kiln bench "$TM" --duration 2.5 --warmup 0 --shape "$TS" --threads 1
+if [ "$rc" -eq 0 ] && grep -q "^kiln bench: [0-9]* runs, [0-9.]* of 2.5 s, last run " "$ERR"; then pass bench_progress
+else fail bench_progress "exit $rc, stderr: $(head -c 200 "$ERR")"; fi
 KILN_NUM_THREADS=1 expect bench_env_threads 0 "" bench "$TM" --runs 1 --shape "$TS" --json
 has bench_env_threads_value '"threads": 1,'
 expect_usage bench_no_model bench

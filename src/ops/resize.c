@@ -702,9 +702,9 @@ static kn_status resize_run(kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_resize[] = {
-    {"Resize", NULL, 1, 4, 1, 1, 10, 21, resize_infer, resize_run, NULL,
+    {"Resize", NULL, 1, 4, 1, 1, 10, 21, resize_infer, resize_run, NULL, 0, KN_DATA_SHAPE_ARGS,
      .select = resize_select},
-    {"Upsample", NULL, 1, 2, 1, 1, 7, 10, resize_infer, resize_run, NULL,
+    {"Upsample", NULL, 1, 2, 1, 1, 7, 10, resize_infer, resize_run, NULL, 0, KN_DATA_SHAPE_ARGS,
      .select = resize_select},
     KN_OP_END,
 };
