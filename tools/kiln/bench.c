@@ -465,6 +465,7 @@ static int plan_inputs(const bench_opts *o, bench_state *s, int64_t (*dims)[KN_M
       used += (size_t)snprintf(s->shapes_text + used, sizeof s->shapes_text - used, "%s%s=%s",
                                i ? " " : "", vi.name, ranks[i] ? t : "scalar");
   }
+  if (!s->nin) snprintf(s->shapes_text, sizeof s->shapes_text, "no inputs");
   return KN_EXIT_OK;
 }
 
@@ -581,7 +582,7 @@ int kn_cmd_bench(int argc, char **argv) {
 
   bool tty = isatty(STDERR_FILENO);
   bool progressed = false;
-  double start = now_s(), last_progress = start;
+  double start = now_s(), last_progress = 0;
   for (int64_t k = 0;; k++) {
     double elapsed = now_s() - start;
     if (o.runs ? k >= o.runs
@@ -600,14 +601,20 @@ int kn_cmd_bench(int argc, char **argv) {
     }
     /* on a terminal the line is rewritten in place every second; in a log,
      * one line every few seconds */
-    if (b - start > PROGRESS_AFTER_S && b - last_progress >= (tty ? 1.0 : 5.0)) {
+    if (b - start > PROGRESS_AFTER_S && (!progressed || b - last_progress >= (tty ? 1.0 : 5.0))) {
       last_progress = b;
       progressed = true;
-      char total[32] = "";
-      if (o.runs) snprintf(total, sizeof total, "/%lld", (long long)o.runs);
-      else if (o.duration > 0) snprintf(total, sizeof total, " (%.0f/%.0f s)", b - start, o.duration);
-      fprintf(stderr, "%skiln bench: %lld%s runs, last %.3f ms%s", tty ? "\r" : "",
-              (long long)s.n_samples, total, (b - a) * 1e3, tty ? "\033[K" : "\n");
+      char what[96];
+      if (o.runs)
+        snprintf(what, sizeof what, "%lld of %lld runs, %.1f s", (long long)s.n_samples,
+                 (long long)o.runs, b - start);
+      else if (o.duration > 0)
+        snprintf(what, sizeof what, "%lld runs, %.1f of %g s", (long long)s.n_samples, b - start,
+                 o.duration);
+      else
+        snprintf(what, sizeof what, "%lld runs, %.1f s", (long long)s.n_samples, b - start);
+      fprintf(stderr, "%skiln bench: %s, last run %.3f ms%s", tty ? "\r" : "", what,
+              (b - a) * 1e3, tty ? "\033[K" : "\n");
       fflush(stderr);
     }
   }
