@@ -1,259 +1,261 @@
 /*
  * conv_winograd: 3x3, stride-1, undilated, ungrouped convolution by
  * Winograd's minimal filtering F(4x4, 3x3) (Lavin & Gray, "Fast Algorithms
- * for Convolutional Neural Networks", 2016; the matrices below are theirs):
+ * for Convolutional Neural Networks", 2016; their matrices):
  *
  *   Y(tile) = A^T [ sum_c (G g_{m,c} G^T) (.) (B^T d_c B) ] A
  *
  * with 6x6 input tiles d overlapping by 2 and 4x4 output tiles.  Per
- * position xi of the 6x6 Winograd domain the channel sum is a GEMM
+ * position xi of the 6x6 domain the channel sum is a product
  *   M_xi [m, tiles] = U_xi [m, c] x V_xi [c, tiles],
- * so a block of tiles costs 36 GEMMs of depth c instead of 9 of the direct
- * method's per output: 36 / (16 * 9) = 1/4 of the multiplies, paid for by
- * the transforms (about 6 + 5 flops per input / output element per
- * channel) and by larger rounding (values are combined with weights up to
- * 8 and 1/4: errors about 10x those of the direct sum).
+ * 36 multiply-adds per tile and channel pair instead of the direct
+ * method's 16 * 9 = 144: a quarter (a third on 14x14 and 7x7 maps, whose
+ * last tiles are cut by the edge).  The price is the transforms and a
+ * larger rounding error (values mixed with weights up to 8 and 1/24:
+ * about 10x that of a direct sum, well inside 1e-3 relative).
  *
- * U_xi (the transformed weights) is packed once for the GEMM (kn_sgemm A
- * layout); V_xi is written by the input transform straight in the GEMM's
- * packed-B layout, so the GEMMs pack nothing.  A task is (image, block of
- * nt tiles): input transform of the block, then for blocks of output
- * channels the 36 GEMMs and the output transform (bias added there); the
- * activation and residual run afterwards over whole planes.
+ * Per image, two parallel phases (kn_pool_for; every output element is
+ * computed by one task in one fixed order, so results are identical for
+ * any thread count and any blocking):
+ *   1. input transform, one task per input channel: V of all tiles, one
+ *      tile per vector lane (winograd.h has the layouts);
+ *   2. one task per (block of tiles, panel of MR output channels): 36
+ *      register-blocked products over the whole depth c, then the output
+ *      transform of the panel's channels with bias, Relu/Clip and the
+ *      residual applied while the tile is in registers (other
+ *      activations on the block's rows right after, still in L1/L2).
+ * A block holds as many tiles as keep its V (36 * c * tiles floats) and
+ * the panel's M (36 * MR * tiles) in about 3/4 of L2 (kn_cache_sizes, read
+ * once at pack time and kept in the packed weights' header): V is re-read
+ * from L2 by every panel, U streams through once per block.
  */
+#include <math.h>
+
 #include "kernels/conv/conv.h"
+#include "kernels/conv/winograd.h"
 #include "kernels/gemm/gemm.h"
 
-#define NPOS 36
+#define NPOS KN_WG_NPOS
+#define HEADER 16 /* floats before U in the packed weights (keeps 64-byte alignment) */
+#define MAX_CHUNKS 8 /* most CW-lane chunks per block (bounds the scratch) */
 
-/* B^T (input) and A^T (output) are applied written out in
- * input_transform / output_transform:
- *   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
- *          0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
- *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]  */
-static const float G[6][3] = {
-    {1.0f / 4, 0, 0},
-    {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-    {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-    {1.0f / 24, 1.0f / 12, 1.0f / 6},
-    {1.0f / 24, -1.0f / 12, 1.0f / 6},
-    {0, 0, 1},
-};
-bool kn_f32_conv_winograd_fits(const kn_conv2d *g) {
-  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-         g->group == 1;
+static const kn_wg_ukernels *wg_uk(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return &kn_f32_winograd_f43__avx512;
+  if (isa == KN_ISA_AVX2) return &kn_f32_winograd_f43__avx2;
+#else
+  (void)isa;
+#endif
+  return &kn_f32_winograd_f43__portable;
 }
 
-/* One U_xi slot; the pack keeps a temporary [m, c] matrix after the 36. */
-static size_t slot_floats(kn_isa isa, const kn_conv2d *g) {
-  return (kn_sgemm_pack_a_size(isa, g->m, g->c) + 15) / 16 * 16;
+bool kn_f32_conv_winograd_fits(const kn_conv2d *g) {
+  /* gathers index a plane with int32 offsets */
+  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+         g->group == 1 && (g->h + 8) * (g->w + 8) < ((int64_t)1 << 30) &&
+         (g->oh + 8) * (g->ow + 8) < ((int64_t)1 << 30);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Vector lanes of one image (tiles rounded up to whole vectors). */
+static int64_t image_lanes(const kn_wg_ukernels *uk, const kn_conv2d *g) {
+  return ceil_div(ceil_div(g->oh, 4) * ceil_div(g->ow, 4), uk->vn) * uk->vn;
+}
+
+/* Largest block: MAX_CHUNKS chunks, never more than the image has. */
+static int64_t block_cap(const kn_wg_ukernels *uk, const kn_conv2d *g) {
+  int64_t cw = 2 * uk->vn;
+  return min64(MAX_CHUNKS * cw, ceil_div(image_lanes(uk, g), cw) * cw);
+}
+
+/* Lanes per block for an L2 of l2 bytes (see the file comment). */
+static int64_t block_lanes(const kn_wg_ukernels *uk, const kn_conv2d *g, size_t l2) {
+  int64_t cw = 2 * uk->vn;
+  int64_t per_lane = NPOS * (int64_t)sizeof(float) * (max64(g->c, 1) + uk->mr);
+  int64_t tb = (int64_t)(l2 / 4 * 3) / per_lane / cw * cw;
+  return max64(cw, min64(tb, block_cap(uk, g)));
+}
+
+static int64_t panels(const kn_wg_ukernels *uk, const kn_conv2d *g) {
+  return ceil_div(g->m, uk->mr);
 }
 
 size_t kn_f32_conv_winograd_pack_size(kn_isa isa, const kn_conv2d *g) {
-  return NPOS * slot_floats(isa, g) + (size_t)(g->m * g->c);
+  const kn_wg_ukernels *uk = wg_uk(isa);
+  return HEADER + (size_t)(panels(uk, g) * uk->mr * NPOS * g->c);
 }
 
+/* U = G w G^T per (output, input) channel pair, in double (the rounding
+ * of the 1/6 and 1/24 entries would otherwise add to the run's error). */
 void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
+  static const double G[6][3] = {
+      {1.0 / 4, 0, 0},
+      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+      {0, 0, 1},
+  };
   KN_ASSERT(kn_f32_conv_winograd_fits(g));
-  size_t slot = slot_floats(isa, g);
-  float *tmp = dst + NPOS * slot;
-  for (int xi = 0; xi < NPOS; xi++) {
-    int r = xi / 6, s = xi % 6;
-    for (int64_t i = 0; i < g->m * g->c; i++) {
-      const float *k = w + i * 9;
-      float u = 0;
-      for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) u += G[r][a] * k[a * 3 + b] * G[s][b];
-      tmp[i] = u;
+  const kn_wg_ukernels *uk = wg_uk(isa);
+  size_t l1, l2, l3;
+  kn_cache_sizes(&l1, &l2, &l3);
+  int32_t hdr[HEADER] = {(int32_t)block_lanes(uk, g, l2), uk->vn, uk->mr};
+  memcpy(dst, hdr, sizeof hdr);
+  float *u = dst + HEADER;
+  int64_t mr = uk->mr, c = g->c, np = panels(uk, g);
+  memset(u, 0, (size_t)(np * mr * NPOS * c) * sizeof(float));
+  for (int64_t m = 0; m < g->m; m++)
+    for (int64_t k = 0; k < c; k++) {
+      const float *f = w + (m * c + k) * 9;
+      double gf[6][3]; /* G f */
+      for (int i = 0; i < 6; i++)
+        for (int b = 0; b < 3; b++)
+          gf[i][b] = G[i][0] * f[b] + G[i][1] * f[3 + b] + G[i][2] * f[6 + b];
+      float *up = u + (m / mr) * mr * NPOS * c + k * mr + m % mr;
+      for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++)
+          up[(i * 6 + j) * c * mr] =
+              (float)(gf[i][0] * G[j][0] + gf[i][1] * G[j][1] + gf[i][2] * G[j][2]);
     }
-    kn_sgemm_pack_a(isa, g->m, g->c, tmp, g->c, false, dst + (size_t)xi * slot);
-  }
 }
 
 /* ---- run ---------------------------------------------------------------- */
 
 typedef struct wg_layout {
-  int64_t th, tw, tiles; /* tile grid of one image */
-  int64_t nt, nblocks;   /* tiles per task, blocks per image */
-  int64_t mb;            /* output channels per GEMM round */
-  int64_t nr, mr;
-  size_t v_floats, m_floats, gemm_bytes, per_thread;
+  int64_t tw, tiles, lanes; /* tiles per row, tiles and vector lanes per image */
+  int64_t tb, nblocks, npanels;
+  size_t lanes_bytes, v_floats, m_floats; /* m: per thread */
 } wg_layout;
 
-static void gemm_args(const kn_conv2d *g, const wg_layout *L, int64_t mcur, int64_t ncnt,
-                      const float *a, const float *b, float *c, kn_sgemm_args *args) {
-  memset(args, 0, sizeof *args);
-  args->m = mcur;
-  args->n = ncnt;
-  args->k = g->c;
-  args->alpha = 1.0f;
-  args->a_packed = a;
-  args->b_packed = b;
-  args->c = c;
-  args->ldc = L->nt;
-}
+static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wg_layout *L) {
-  (void)threads;
-  L->nr = kn_sgemm_nr(isa);
-  L->mr = kn_sgemm_mr(isa);
-  L->th = (g->oh + 3) / 4;
-  L->tw = (g->ow + 3) / 4;
-  L->tiles = L->th * L->tw;
-  /* V of a block (36 * c * nt floats) should stay within about 512 KiB */
-  int64_t nt = ((int64_t)128 << 10) / (NPOS * (g->c > 0 ? g->c : 1));
-  nt = nt / L->nr * L->nr;
-  if (nt < L->nr) nt = L->nr;
-  if (nt > 4 * L->nr) nt = 4 * L->nr;
-  int64_t need = (L->tiles + L->nr - 1) / L->nr * L->nr;
-  L->nt = nt < need ? nt : need;
-  L->nblocks = (L->tiles + L->nt - 1) / L->nt;
-  int64_t mb = (64 + L->mr - 1) / L->mr * L->mr;
-  L->mb = mb < g->m ? mb : g->m;
-  L->v_floats = (size_t)(NPOS * g->c * L->nt);
-  L->m_floats = (size_t)(NPOS * L->mb * L->nt);
-  kn_sgemm_args a;
-  gemm_args(g, L, L->mb, L->nt, NULL, NULL, NULL, &a);
-  a.a_packed = a.b_packed = (const float *)L; /* only "prepacked" matters for the size */
-  L->gemm_bytes = kn_sgemm_scratch_size(isa, &a, 1);
-  size_t bytes = (L->v_floats + L->m_floats) * sizeof(float) + L->gemm_bytes;
-  L->per_thread = (bytes + 63) & ~(size_t)63;
+static void layout(const kn_wg_ukernels *uk, const kn_conv2d *g, int64_t tb, wg_layout *L) {
+  L->tw = ceil_div(g->ow, 4);
+  L->tiles = ceil_div(g->oh, 4) * L->tw;
+  L->lanes = image_lanes(uk, g);
+  L->tb = tb;
+  L->nblocks = ceil_div(L->lanes, tb);
+  L->npanels = panels(uk, g);
+  L->lanes_bytes = align64((size_t)(L->lanes / uk->vn) * sizeof(kn_wg_lanes));
+  L->v_floats = (size_t)(L->nblocks * tb * NPOS * g->c);
+  L->m_floats = (size_t)(NPOS * uk->mr * tb);
 }
 
 size_t kn_f32_conv_winograd_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+  const kn_wg_ukernels *uk = wg_uk(isa);
+  /* the block size is the pack's: size for the largest it may choose */
+  int64_t cap = block_cap(uk, g), cw = 2 * uk->vn;
   wg_layout L;
-  layout(isa, g, threads, &L);
-  return L.per_thread * (size_t)threads;
+  layout(uk, g, cap, &L);
+  size_t v_floats = (size_t)((ceil_div(L.lanes, cw) * cw + cap) * NPOS * g->c);
+  return L.lanes_bytes + align64(v_floats * sizeof(float)) +
+         (size_t)(threads > 0 ? threads : 1) * align64(L.m_floats * sizeof(float));
 }
 
 typedef struct wg_job {
   kn_isa isa;
+  const kn_wg_ukernels *uk;
   const kn_conv2d *g;
   wg_layout L;
-  const float *x, *u;
+  const float *x, *u; /* x: this image */
   const kn_epilogue *ep;
-  float *y;
-  char *scratch;
+  kn_wg_epi epi;
+  bool act_after; /* an activation the output kernel does not do */
+  const float *res; /* this image's residual, or NULL */
+  float *y;         /* this image's output */
+  const kn_wg_lanes *ln;
+  float *v;
+  char *mbuf;
+  size_t m_bytes;
 } wg_job;
 
-/* V_xi for the tiles [t0, t0 + nt) of image plane set x (c planes). */
-static void input_transform(const wg_job *j, const float *x, int64_t t0, float *v) {
-  const kn_conv2d *g = j->g;
-  const wg_layout *L = &j->L;
-  int64_t nr = L->nr, c = g->c, vstride = c * L->nt; /* floats per xi */
-  for (int64_t tl = 0; tl < L->nt; tl++) {
-    int64_t t = t0 + tl, ty = t / L->tw, tx = t % L->tw;
-    int64_t iy0 = ty * 4 - g->pt, ix0 = tx * 4 - g->pl;
-    bool inside = t < L->tiles && iy0 >= 0 && ix0 >= 0 && iy0 + 6 <= g->h && ix0 + 6 <= g->w;
-    float *vt = v + (tl / nr) * c * nr + tl % nr;
-    for (int64_t ci = 0; ci < c; ci++) {
-      const float *plane = x + ci * g->h * g->w;
-      float d[6][6], tmp[6][6];
-      if (inside) {
-        for (int a = 0; a < 6; a++)
-          for (int b = 0; b < 6; b++) d[a][b] = plane[(iy0 + a) * g->w + ix0 + b];
-      } else {
-        for (int a = 0; a < 6; a++)
-          for (int b = 0; b < 6; b++) {
-            int64_t iy = iy0 + a, ix = ix0 + b;
-            d[a][b] = t < L->tiles && iy >= 0 && iy < g->h && ix >= 0 && ix < g->w
-                          ? plane[iy * g->w + ix]
-                          : 0.0f;
-          }
-      }
-      /* tmp = B^T d, then V = tmp B (rows of B^T applied on the right) */
-      for (int b = 0; b < 6; b++) {
-        tmp[0][b] = 4 * d[0][b] - 5 * d[2][b] + d[4][b];
-        tmp[1][b] = -4 * (d[1][b] + d[2][b]) + d[3][b] + d[4][b];
-        tmp[2][b] = 4 * (d[1][b] - d[2][b]) - d[3][b] + d[4][b];
-        tmp[3][b] = -2 * (d[1][b] - d[3][b]) - d[2][b] + d[4][b];
-        tmp[4][b] = 2 * (d[1][b] - d[3][b]) - d[2][b] + d[4][b];
-        tmp[5][b] = 4 * d[1][b] - 5 * d[3][b] + d[5][b];
-      }
-      float *vc = vt + ci * nr;
+static void make_lanes(const kn_wg_ukernels *uk, const kn_conv2d *g, const wg_layout *L,
+                       kn_wg_lanes *out) {
+  int64_t vn = uk->vn;
+  for (int64_t gi = 0; gi < L->lanes / vn; gi++) {
+    kn_wg_lanes *d = &out[gi];
+    memset(d, 0, sizeof *d);
+    for (int64_t l = 0; l < vn; l++) {
+      int64_t t = gi * vn + l;
+      if (t >= L->tiles) continue;
+      int64_t ty = t / L->tw, tx = t % L->tw;
+      int64_t iy0 = ty * 4 - g->pt, ix0 = tx * 4 - g->pl;
+      d->in_off[l] = (int32_t)(iy0 * g->w + ix0);
       for (int a = 0; a < 6; a++) {
-        const float *r = tmp[a];
-        float o[6];
-        o[0] = 4 * r[0] - 5 * r[2] + r[4];
-        o[1] = -4 * (r[1] + r[2]) + r[3] + r[4];
-        o[2] = 4 * (r[1] - r[2]) - r[3] + r[4];
-        o[3] = -2 * (r[1] - r[3]) - r[2] + r[4];
-        o[4] = 2 * (r[1] - r[3]) - r[2] + r[4];
-        o[5] = 4 * r[1] - 5 * r[3] + r[5];
-        for (int b = 0; b < 6; b++) vc[(a * 6 + b) * vstride] = o[b];
+        if (iy0 + a >= 0 && iy0 + a < g->h) d->rbits[a] |= 1u << l;
+        if (ix0 + a >= 0 && ix0 + a < g->w) d->cbits[a] |= 1u << l;
       }
+      d->out_off[l] = (int32_t)(ty * 4 * g->ow + tx * 4);
+      d->nrows[l] = (uint8_t)min64(4, g->oh - ty * 4);
+      d->ncols[l] = (uint8_t)min64(4, g->ow - tx * 4);
     }
   }
 }
 
-/* Y tiles of output channels [m0, m0 + mcur) from M (36 x [mb, nt]). */
-static void output_transform(const wg_job *j, const float *mm, int64_t b, int64_t t0,
-                             int64_t ncnt, int64_t m0, int64_t mcur) {
-  const kn_conv2d *g = j->g;
-  const wg_layout *L = &j->L;
-  int64_t mstride = L->mb * L->nt;
-  const float *bias = j->ep && j->ep->bias ? j->ep->bias : NULL;
-  for (int64_t mo = 0; mo < mcur; mo++) {
-    float bv = bias ? bias[m0 + mo] : 0.0f;
-    float *yp = j->y + (b * g->m + m0 + mo) * g->oh * g->ow;
-    for (int64_t tl = 0; tl < ncnt; tl++) {
-      const float *src = mm + mo * L->nt + tl;
-      float tmp[4][6];
-      for (int c = 0; c < 6; c++) {
-        float s0 = src[(0 * 6 + c) * mstride], s1 = src[(1 * 6 + c) * mstride];
-        float s2 = src[(2 * 6 + c) * mstride], s3 = src[(3 * 6 + c) * mstride];
-        float s4 = src[(4 * 6 + c) * mstride], s5 = src[(5 * 6 + c) * mstride];
-        tmp[0][c] = s0 + s1 + s2 + s3 + s4;
-        tmp[1][c] = (s1 - s2) + 2 * (s3 - s4);
-        tmp[2][c] = (s1 + s2) + 4 * (s3 + s4);
-        tmp[3][c] = (s1 - s2) + 8 * (s3 - s4) + s5;
-      }
-      int64_t t = t0 + tl, oy0 = t / L->tw * 4, ox0 = t % L->tw * 4;
-      for (int a = 0; a < 4 && oy0 + a < g->oh; a++) {
-        const float *r = tmp[a];
-        float o[4] = {r[0] + r[1] + r[2] + r[3] + r[4], (r[1] - r[2]) + 2 * (r[3] - r[4]),
-                      (r[1] + r[2]) + 4 * (r[3] + r[4]), (r[1] - r[2]) + 8 * (r[3] - r[4]) + r[5]};
-        float *yr = yp + (oy0 + a) * g->ow + ox0;
-        int64_t nc = g->ow - ox0 < 4 ? g->ow - ox0 : 4;
-        for (int64_t q = 0; q < nc; q++) yr[q] = o[q] + bv;
-      }
-    }
-  }
-}
-
-static void wg_task(void *arg, int64_t task, int32_t thread) {
-  const wg_job *j = arg;
-  const kn_conv2d *g = j->g;
-  const wg_layout *L = &j->L;
-  int64_t b = task / L->nblocks, t0 = task % L->nblocks * L->nt;
-  int64_t ncnt = L->tiles - t0 < L->nt ? L->tiles - t0 : L->nt;
-  float *v = (float *)(j->scratch + (size_t)thread * L->per_thread);
-  float *mm = v + L->v_floats;
-  void *gs = mm + L->m_floats;
-  input_transform(j, j->x + b * g->c * g->h * g->w, t0, v);
-  size_t slot = slot_floats(j->isa, g);
-  for (int64_t m0 = 0; m0 < g->m; m0 += L->mb) {
-    int64_t mcur = g->m - m0 < L->mb ? g->m - m0 : L->mb;
-    for (int xi = 0; xi < NPOS; xi++) {
-      kn_sgemm_args a;
-      gemm_args(g, L, mcur, ncnt, j->u + (size_t)xi * slot + (m0 / L->mr) * L->mr * g->c,
-                v + (size_t)xi * g->c * L->nt, mm + (size_t)xi * L->mb * L->nt, &a);
-      kn_sgemm(j->isa, NULL, &a, gs);
-    }
-    output_transform(j, mm, b, t0, ncnt, m0, mcur);
-  }
-}
-
-static void epi_task(void *arg, int64_t plane, int32_t thread) {
+/* Phase 1: V of every tile of input channel ci. */
+static void input_task(void *arg, int64_t ci, int32_t thread) {
   (void)thread;
   const wg_job *j = arg;
   const kn_conv2d *g = j->g;
+  const wg_layout *L = &j->L;
+  int64_t vn = j->uk->vn, cw = 2 * vn, c = g->c;
+  const float *plane = j->x + ci * g->h * g->w;
+  for (int64_t gi = 0; gi < L->lanes / vn; gi++) {
+    int64_t lane = gi * vn, blk = lane / L->tb, lb = lane % L->tb;
+    float *dst = j->v + (size_t)(blk * L->tb * NPOS * c) + (lb / cw) * c * cw + ci * cw + lb % cw;
+    j->uk->input(plane, g->w, &j->ln[gi], dst, c * L->tb);
+  }
+}
+
+/* Activation (and a residual after it) on channel mo's outputs of tiles
+ * [t0, t1): the output rows those tiles cover, a few runs per tile row. */
+static void act_rows(const wg_job *j, int64_t mo, int64_t t0, int64_t t1) {
+  const kn_conv2d *g = j->g;
+  int64_t tw = j->L.tw, ohw = g->oh * g->ow;
+  float *y = j->y + mo * ohw;
+  const float *res = j->res && !j->epi.res_first ? j->res + mo * ohw : NULL;
+  for (int64_t ty = t0 / tw; ty * tw < t1; ty++) {
+    int64_t xa = max64(t0 - ty * tw, 0) * 4, xb = min64(min64(t1 - ty * tw, tw) * 4, g->ow);
+    for (int64_t oy = ty * 4; oy < min64(ty * 4 + 4, g->oh); oy++) {
+      float *row = y + oy * g->ow + xa;
+      kn_f32_act(j->isa, &j->ep->act, row, row, xb - xa);
+      if (res)
+        for (int64_t q = 0; q < xb - xa; q++) row[q] += res[oy * g->ow + xa + q];
+    }
+  }
+}
+
+/* Phase 2: block blk of tiles x panel p of output channels. */
+static void output_task(void *arg, int64_t task, int32_t thread) {
+  const wg_job *j = arg;
+  const kn_wg_ukernels *uk = j->uk;
+  const kn_conv2d *g = j->g;
+  const wg_layout *L = &j->L;
+  int64_t blk = task / L->npanels, p = task % L->npanels;
+  int64_t vn = uk->vn, mr = uk->mr, cw = 2 * vn, c = g->c, tb = L->tb;
+  int64_t lane0 = blk * tb, nl = min64(tb, L->lanes - lane0);
+  const float *vb = j->v + (size_t)(blk * tb * NPOS * c);
+  const float *ub = j->u + (size_t)(p * mr * NPOS * c);
+  float *mt = (float *)(j->mbuf + (size_t)thread * j->m_bytes);
+  for (int xi = 0; xi < NPOS; xi++)
+    for (int64_t ch = 0; ch * cw < nl; ch++)
+      uk->gemm(c, ub + (size_t)(xi * c * mr), vb + (size_t)(xi * c * tb + ch * c * cw),
+               mt + xi * mr * tb + ch * cw, tb, nl - ch * cw >= cw ? 2 : 1);
   int64_t ohw = g->oh * g->ow;
-  kn_epilogue e = *j->ep;
-  e.bias = NULL;
-  e.res = j->ep->res ? j->ep->res + plane * ohw : NULL;
-  e.ldr = ohw;
-  kn_f32_epilogue(j->isa, &e, j->y + plane * ohw, ohw, 0, 1, 0, ohw);
+  const float *bias = j->ep ? j->ep->bias : NULL;
+  for (int64_t r = 0; r < mr && p * mr + r < g->m; r++) {
+    int64_t mo = p * mr + r;
+    const float *res = j->res ? j->res + mo * ohw : NULL;
+    if (j->act_after && !j->epi.res_first) res = NULL; /* added after the activation */
+    for (int64_t l = 0; l < nl; l += vn)
+      uk->output(mt + r * tb + l, mr * tb, bias ? bias[mo] : 0.0f, &j->ln[(lane0 + l) / vn],
+                 j->y + mo * ohw, res, g->ow, &j->epi);
+    if (j->act_after) act_rows(j, mo, lane0, min64(lane0 + nl, L->tiles));
+  }
 }
 
 void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
@@ -261,15 +263,44 @@ void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const f
                           void *scratch) {
   KN_ASSERT(kn_f32_conv_winograd_fits(g));
   if (g->n * g->m * g->oh * g->ow == 0) return;
-  wg_job j = {.isa = isa, .g = g, .x = x, .u = wpacked, .ep = ep, .y = y, .scratch = scratch};
-  layout(isa, g, kn_pool_threads(pool), &j.L);
-  if (g->c == 0) { /* no channels: the output is the bias alone */
+  const kn_wg_ukernels *uk = wg_uk(isa);
+  int64_t ohw = g->oh * g->ow;
+  if (g->c == 0) { /* no channels: the output is the epilogue of the bias */
     for (int64_t p = 0; p < g->n * g->m; p++)
-      for (int64_t i = 0; i < g->oh * g->ow; i++)
-        y[p * g->oh * g->ow + i] = ep && ep->bias ? ep->bias[p % g->m] : 0.0f;
-  } else {
-    kn_pool_for(pool, g->n * j.L.nblocks, wg_task, &j);
+      for (int64_t i = 0; i < ohw; i++) y[p * ohw + i] = ep && ep->bias ? ep->bias[p % g->m] : 0;
+    if (ep && (ep->act.act != KN_ACT_NONE || ep->res)) {
+      kn_epilogue e = *ep;
+      e.bias = NULL;
+      e.ldr = ohw;
+      kn_f32_epilogue(isa, &e, y, ohw, 0, g->n * g->m, 0, ohw);
+    }
+    return;
   }
-  if (ep && (ep->act.act != KN_ACT_NONE || ep->res))
-    kn_pool_for(pool, g->n * g->m, epi_task, &j);
+  int32_t hdr[HEADER];
+  memcpy(hdr, wpacked, sizeof hdr);
+  KN_ASSERT(hdr[1] == uk->vn && hdr[2] == uk->mr);
+  wg_job j = {.isa = isa, .uk = uk, .g = g, .u = wpacked + HEADER, .ep = ep};
+  layout(uk, g, hdr[0], &j.L);
+  KN_ASSERT(j.L.tb >= 2 * uk->vn && j.L.tb <= block_cap(uk, g));
+  int32_t threads = kn_pool_threads(pool);
+  KN_ASSERT(threads >= 1);
+  j.m_bytes = align64(j.L.m_floats * sizeof(float));
+  char *s = scratch;
+  j.ln = (const kn_wg_lanes *)s;
+  make_lanes(uk, g, &j.L, (kn_wg_lanes *)s);
+  j.v = (float *)(s + j.L.lanes_bytes);
+  j.mbuf = s + j.L.lanes_bytes + align64(j.L.v_floats * sizeof(float));
+  kn_act act = ep ? ep->act.act : KN_ACT_NONE;
+  j.epi.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
+  j.epi.lo = act == KN_ACT_RELU ? 0.0f : act == KN_ACT_CLIP ? ep->act.lo : 0.0f;
+  j.epi.hi = act == KN_ACT_RELU ? INFINITY : act == KN_ACT_CLIP ? ep->act.hi : 0.0f;
+  j.epi.res_first = ep && ep->res_first;
+  j.act_after = act != KN_ACT_NONE && !j.epi.clamp;
+  for (int64_t b = 0; b < g->n; b++) {
+    j.x = x + b * g->c * g->h * g->w;
+    j.y = y + b * g->m * ohw;
+    j.res = ep && ep->res ? ep->res + b * g->m * ohw : NULL;
+    kn_pool_for(pool, g->c, input_task, &j);
+    kn_pool_for(pool, j.L.nblocks * j.L.npanels, output_task, &j);
+  }
 }

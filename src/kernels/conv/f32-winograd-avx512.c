@@ -1,0 +1,86 @@
+/*
+ * Winograd F(4x4, 3x3) kernels for AVX-512: 16 tiles per zmm.
+ *
+ * GEMM register tile 14 x 32 (28 accumulators + 2 loaded V rows + 1
+ * broadcast U value = 31 of 32 zmm; 8 independent FMA chains hide the
+ * 4-cycle latency of two FMA pipes, as in f32-gemm-14x32-avx512.c).  Input
+ * windows are fetched with masked gathers (zeros outside the image, no
+ * separate border path).  Output: one row of 16 tiles is 4 vectors (its
+ * columns); two rounds of in-lane unpacks turn them into 128-bit rows of 4
+ * outputs, one per tile, stored with a 4-lane mask for the right edge.
+ */
+#include <immintrin.h>
+
+#include "kernels/conv/winograd.h"
+
+typedef __m512 V;
+typedef __m512i VI;
+typedef __mmask16 VM;
+#define VN 16
+#define MR 14
+#define KN_WG_TABLE kn_f32_winograd_f43__avx512
+
+static inline V v_zero(void) { return _mm512_setzero_ps(); }
+static inline V v_set1(float f) { return _mm512_set1_ps(f); }
+static inline V v_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_st(float *p, V v) { _mm512_storeu_ps(p, v); }
+static inline V v_add(V a, V b) { return _mm512_add_ps(a, b); }
+static inline V v_sub(V a, V b) { return _mm512_sub_ps(a, b); }
+static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+static inline V v_fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline VI vi_ld(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline VI vi_add(VI a, VI b) { return _mm512_add_epi32(a, b); }
+static inline VI vi_set1(int32_t i) { return _mm512_set1_epi32(i); }
+static inline VM vm_bits(uint32_t b) { return (VM)b; }
+static inline VM vm_and(VM a, VM b) { return (VM)(a & b); }
+static inline V v_gather(const float *base, VI idx, VM m) {
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
+}
+
+/* One output row (4 floats) of one tile with the epilogue. */
+static inline __attribute__((always_inline)) void store_row(__m128 v, float *y, const float *res,
+                                                            int ncols, const kn_wg_epi *e) {
+  __mmask8 mk = (__mmask8)((1u << ncols) - 1u);
+  if (res && e->res_first) v = _mm_add_ps(v, _mm_maskz_loadu_ps(mk, res));
+  if (e->clamp) v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(e->lo)), _mm_set1_ps(e->hi));
+  if (res && !e->res_first) v = _mm_add_ps(v, _mm_maskz_loadu_ps(mk, res));
+  if (ncols == 4) _mm_storeu_ps(y, v);
+  else _mm_mask_storeu_ps(y, mk, v);
+}
+
+static void wg_store(V o[4][4], const kn_wg_lanes *ln, float *y, const float *res, int64_t ow,
+                     const kn_wg_epi *e) {
+  for (int a = 0; a < 4; a++) {
+    /* z[k]'s 128-bit lane j = row a of tile 4j + k */
+    __m512 t0 = _mm512_unpacklo_ps(o[a][0], o[a][1]), t1 = _mm512_unpackhi_ps(o[a][0], o[a][1]);
+    __m512 t2 = _mm512_unpacklo_ps(o[a][2], o[a][3]), t3 = _mm512_unpackhi_ps(o[a][2], o[a][3]);
+    __m512d z[4] = {
+        _mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)),
+        _mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)),
+        _mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)),
+        _mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)),
+    };
+#define WG_LANE(j, k)                                                                    \
+  do {                                                                                   \
+    int l = 4 * (j) + (k);                                                               \
+    if (ln->nrows[l] > a) {                                                              \
+      int64_t off = ln->out_off[l] + a * ow;                                             \
+      store_row(_mm512_extractf32x4_ps(_mm512_castpd_ps(z[k]), j), y + off,              \
+                res ? res + off : NULL, ln->ncols[l], e);                                \
+    }                                                                                    \
+  } while (0)
+#define WG_LANES(j) \
+  WG_LANE(j, 0);    \
+  WG_LANE(j, 1);    \
+  WG_LANE(j, 2);    \
+  WG_LANE(j, 3)
+    WG_LANES(0);
+    WG_LANES(1);
+    WG_LANES(2);
+    WG_LANES(3);
+#undef WG_LANES
+#undef WG_LANE
+  }
+}
+
+#include "kernels/conv/winograd-impl.h"
