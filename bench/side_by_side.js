@@ -253,7 +253,8 @@ function report(a, cpu, rows, skipped, started, loadStart) {
   L.push(`- Load average at start ${loadStart.map((x) => x.toFixed(1)).join(' / ')}, ` +
          `at end ${os.loadavg().map((x) => x.toFixed(1)).join(' / ')} (1/5/15 min): ` +
          'the machine is shared, so absolute times move; the ratios of one run are what count.');
-  L.push(`- kiln ${rev} (\`${path.relative(ROOT, a.kiln) || a.kiln}\`), engines built with ` +
+  const bin = a.kiln.startsWith(ROOT + path.sep) ? path.relative(ROOT, a.kiln) : a.kiln;
+  L.push(`- kiln: \`${bin}\` (checkout ${rev}), engines built with ` +
          '`kiln build --shape` for the inputs; ONNX Runtime: onnxruntime-node ' +
          `${ortVersion}, intraOpNumThreads = threads, interOpNumThreads 1, ` +
          "graphOptimizationLevel 'all', sequential.");
