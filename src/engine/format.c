@@ -1259,9 +1259,13 @@ static kn_status read_packed(reader *r, const kn_graph *g, kn_engine_info *info)
   if (n > (s->size - 8) / PACKED_ENTRY_BYTES)
     return bad(r, "section PACKED is inconsistent: %u entries do not fit in %llu bytes", n,
                (unsigned long long)s->size);
-  if (r->copy || !info || n == 0) return KN_OK; /* a copied image repacks */
-  info->packed = kn_calloc(n, sizeof *info->packed);
-  if (!info->packed) return kn_fail(r->err, KN_ERR_OOM, "%s: out of memory", r->label);
+  /* every entry is checked; a copied image keeps none (the model repacks) */
+  bool keep = !r->copy && info && n > 0;
+  if (keep) {
+    info->packed = kn_calloc(n, sizeof *info->packed);
+    if (!info->packed) return kn_fail(r->err, KN_ERR_OOM, "%s: out of memory", r->label);
+  }
+  uint32_t prev_node = 0;
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t *e = s->p + 8 + (size_t)i * PACKED_ENTRY_BYTES;
     uint32_t node = rd_u32(e), tactic = rd_u32(e + 8);
@@ -1270,11 +1274,12 @@ static kn_status read_packed(reader *r, const kn_graph *g, kn_engine_info *info)
     if (node >= (uint32_t)g->n_nodes || (int32_t)tactic != g->nodes[node].tactic ||
         off % KN_ENGINE_ALIGN || off > s->size || bytes > s->size - off || bytes < 16 ||
         rd_u64(s->p + off) != bytes || (int32_t)rd_u32(s->p + off + 8) != isa ||
-        rd_u32(s->p + off + 12) != tactic ||
-        (i > 0 && node <= (uint32_t)info->packed[i - 1].node))
+        rd_u32(s->p + off + 12) != tactic || (i > 0 && node <= prev_node))
       return bad(r, "section PACKED is inconsistent: entry %u (step %u, tactic %u, bytes "
                     "%llu..%llu) does not match the graph or the section",
                  i, node, tactic, (unsigned long long)off, (unsigned long long)(off + bytes));
+    prev_node = node;
+    if (!keep) continue;
     info->packed[i] = (kn_engine_packed){.node = (int32_t)node, .isa = isa,
                                          .tactic = (int32_t)tactic, .data = s->p + off,
                                          .bytes = bytes};
