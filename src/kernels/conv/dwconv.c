@@ -1,91 +1,121 @@
 /*
  * Direct depthwise convolution (group == c == m), NCHW, any kernel size,
- * stride, dilation and padding.
+ * stride, dilation and padding: the driver of the row kernels of
+ * f32-dwconv.h (one per ISA, all from f32-dwconv-impl.h).
  *
- * Tasks are (plane, chunk of output rows).  A task copies the input rows
- * its chunk reads into a strip of phase rows (taprows.h), so that every tap
- * of every output row is one unit-stride vector read, then runs the ISA's
- * row kernel per output row (bias folded into the accumulator's start),
- * then the activation/residual epilogue on the finished rows while they
- * are in cache.  An output element's value never depends on the chunking,
- * so any thread count gives the same bits.
+ * The kernels read the input in place (masked loads at the borders) and
+ * finish the epilogue in registers for the activations they do inline;
+ * any other activation (Sigmoid, Silu, Tanh, Gelu) runs over the rows
+ * just written, in chunks of at most DW_L1_FLOATS outputs so they are
+ * still in L1.
+ *
+ * Tasks: groups of whole planes when there are enough planes (small
+ * planes, 7x7 or 14x14, come many to a task so the per-call cost is
+ * spread), else chunks of rows of single planes.  Every output element
+ * is computed by one task in a fixed order, so any thread count gives the
+ * same bits.
  */
 #include "kernels/conv/conv.h"
-#include "kernels/conv/taprows.h"
+#include "kernels/conv/f32-dwconv.h"
+
+/* Outputs per post-pass chunk: 16 KiB, a third of Zen 4/5's L1d. */
+#define DW_L1_FLOATS 4096
 
 typedef struct dw_job {
-  const kn_conv2d *g;
-  const float *x, *w;
-  const kn_epilogue *ep;
-  float *y;
+  kn_dw_args a;
+  kn_dw_rows_fn rows;
   kn_isa isa;
-  const kn_taprow_fns *fns;
-  int64_t rows, chunks, pw;
-  size_t strip_floats, per_thread; /* per_thread in bytes */
-  char *scratch;
+  kn_epilogue post; /* activation (and residual after it) not done inline */
+  bool has_post;
+  int64_t planes, group, chunks, chunk_rows, post_rows;
 } dw_job;
 
-static void dw_layout(const kn_conv2d *g, int32_t threads, int64_t *pw, int64_t *rows,
-                      size_t *strip_floats, size_t *per_thread) {
-  *pw = kn_taprow_pw(g->ow, g->kw, g->dw, g->sw);
-  *rows = kn_taprow_chunk_rows(g->n * g->c, g->oh, g->sh, g->kh, g->dh, g->sw, *pw, threads);
-  int64_t nr = (*rows - 1) * g->sh + (g->kh - 1) * g->dh + 1;
-  *strip_floats = (size_t)kn_taprow_round(nr * g->sw * *pw);
-  size_t bytes = *strip_floats * sizeof(float) + (size_t)(g->kh * g->kw) * sizeof(float *);
-  *per_thread = (bytes + 63) & ~(size_t)63;
+size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+  (void)isa, (void)g, (void)threads;
+  /* nothing: the kernels read the input in place (64 bytes so that the
+   * caller's scratch request is never for zero bytes) */
+  return 64;
 }
 
-size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
-  (void)isa;
-  int64_t pw, rows;
-  size_t sf, per;
-  dw_layout(g, threads, &pw, &rows, &sf, &per);
-  return per * (size_t)threads;
+/* Output rows [oy0, oy1) of planes [p0, p1). */
+static void dw_run(const dw_job *j, int64_t p0, int64_t p1, int64_t oy0, int64_t oy1) {
+  if (!j->has_post) {
+    j->rows(&j->a, p0, p1, oy0, oy1);
+    return;
+  }
+  const kn_conv2d *g = j->a.g;
+  int64_t ohw = g->oh * g->ow;
+  for (int64_t p = p0; p < p1; p++)
+    for (int64_t r0 = oy0; r0 < oy1; r0 += j->post_rows) {
+      int64_t r1 = r0 + j->post_rows < oy1 ? r0 + j->post_rows : oy1, n = (r1 - r0) * g->ow;
+      j->rows(&j->a, p, p + 1, r0, r1);
+      kn_epilogue e = j->post;
+      if (e.res) e.res += p * ohw + r0 * g->ow;
+      e.ldr = n;
+      kn_f32_epilogue(j->isa, &e, j->a.y + p * ohw + r0 * g->ow, n, 0, 1, 0, n);
+    }
 }
 
 static void dw_task(void *arg, int64_t task, int32_t thread) {
+  (void)thread;
   const dw_job *j = arg;
-  const kn_conv2d *g = j->g;
-  int64_t plane = task / j->chunks, chunk = task % j->chunks, ch = plane % g->c;
-  int64_t oy0 = chunk * j->rows, oy1 = oy0 + j->rows < g->oh ? oy0 + j->rows : g->oh;
-  if (oy0 >= oy1) return;
-  int64_t sw = g->sw, pw = j->pw, ntaps = g->kh * g->kw;
-  int64_t nr = (oy1 - oy0 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
-  float *strip = (float *)(j->scratch + (size_t)thread * j->per_thread);
-  const float **src = (const float **)(strip + j->strip_floats);
-  kn_f32_taprow_strip(j->isa, j->x + plane * g->h * g->w, g->h, g->w, oy0 * g->sh - g->pt, nr, g->pl,
-                      sw, pw, 0.0f, strip);
-  const float *wt = j->w + ch * ntaps;
-  float init = j->ep && j->ep->bias ? j->ep->bias[ch] : 0.0f;
-  float *yp = j->y + plane * g->oh * g->ow;
-  for (int64_t oy = oy0; oy < oy1; oy++) {
-    int64_t t = 0;
-    for (int64_t ky = 0; ky < g->kh; ky++) {
-      const float *row = strip + ((oy - oy0) * g->sh + ky * g->dh) * sw * pw;
-      for (int64_t kx = 0; kx < g->kw; kx++, t++) {
-        int64_t off = kx * g->dw;
-        src[t] = row + (off % sw) * pw + off / sw;
-      }
-    }
-    j->fns->dw(src, wt, (int32_t)ntaps, init, yp + oy * g->ow, g->ow);
+  if (j->chunks > 1) {
+    int64_t p = task / j->chunks, oy0 = task % j->chunks * j->chunk_rows;
+    int64_t oy1 = oy0 + j->chunk_rows < j->a.g->oh ? oy0 + j->chunk_rows : j->a.g->oh;
+    if (oy0 < oy1) dw_run(j, p, p + 1, oy0, oy1);
+  } else {
+    int64_t p0 = task * j->group, p1 = p0 + j->group < j->planes ? p0 + j->group : j->planes;
+    dw_run(j, p0, p1, 0, j->a.g->oh);
   }
-  const kn_epilogue *ep = j->ep;
-  if (ep && (ep->act.act != KN_ACT_NONE || ep->res)) {
-    kn_epilogue e = *ep;
-    e.bias = NULL;
-    e.res = ep->res ? ep->res + plane * g->oh * g->ow + oy0 * g->ow : NULL;
-    e.ldr = g->ow;
-    kn_f32_epilogue(j->isa, &e, yp + oy0 * g->ow, g->ow, 0, oy1 - oy0, 0, g->ow);
-  }
+}
+
+static kn_dw_rows_fn dw_rows_fn(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return kn_f32_dwconv_rows__avx512;
+  if (isa == KN_ISA_AVX2) return kn_f32_dwconv_rows__avx2;
+#endif
+  (void)isa;
+  return kn_f32_dwconv_rows__portable;
 }
 
 void kn_f32_dwconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                    const float *w, const kn_epilogue *ep, float *y, void *scratch) {
+  (void)scratch;
   KN_ASSERT(g->group == g->c && g->m == g->c);
   if (g->n * g->c * g->oh * g->ow == 0) return;
-  dw_job j = {.g = g, .x = x, .w = w, .ep = ep, .y = y, .isa = isa,
-              .fns = kn_f32_taprow_fns(isa), .scratch = scratch};
-  dw_layout(g, kn_pool_threads(pool), &j.pw, &j.rows, &j.strip_floats, &j.per_thread);
-  j.chunks = (g->oh + j.rows - 1) / j.rows;
-  kn_pool_for(pool, g->n * g->c * j.chunks, dw_task, &j);
+  dw_job j = {.a = {.g = g, .x = x, .w = w, .y = y}, .rows = dw_rows_fn(isa), .isa = isa};
+  if (ep) {
+    j.a.bias = ep->bias;
+    if (kn_f32_dwconv_inline_act(ep->act.act)) {
+      j.a.act = ep->act;
+      j.a.res = ep->res;
+      j.a.res_after = !ep->res_first;
+    } else {
+      /* residual first: inline, before the post-pass activation */
+      j.a.res = ep->res && ep->res_first ? ep->res : NULL;
+      j.has_post = true;
+      j.post = (kn_epilogue){.act = ep->act, .res = ep->res_first ? NULL : ep->res};
+    }
+  }
+  j.post_rows = DW_L1_FLOATS / g->ow / 4 * 4;
+  if (j.post_rows < 4) j.post_rows = 4;
+  /* Split: 8 tasks per thread at most (the pool hands each thread one
+   * contiguous block of tasks, so more only adds calls), fewer when there
+   * are few planes; rows of single planes when there are too few planes
+   * for the threads (chunks of a multiple of the kernels' 4-row blocks). */
+  int32_t threads = kn_pool_threads(pool);
+  j.planes = g->n * g->c;
+  int64_t want = 8 * (int64_t)threads;
+  if (threads > 1 && j.planes < 2 * (int64_t)threads && g->oh >= 8) {
+    int64_t chunks = (4 * (int64_t)threads + j.planes - 1) / j.planes;
+    j.chunk_rows = ((g->oh + chunks - 1) / chunks + 3) / 4 * 4;
+    j.chunks = (g->oh + j.chunk_rows - 1) / j.chunk_rows;
+    j.group = 1;
+    kn_pool_for(pool, j.planes * j.chunks, dw_task, &j);
+  } else {
+    j.chunks = 1;
+    int64_t tasks = j.planes < want ? j.planes : want;
+    j.group = (j.planes + tasks - 1) / tasks;
+    kn_pool_for(pool, (j.planes + j.group - 1) / j.group, dw_task, &j);
+  }
 }

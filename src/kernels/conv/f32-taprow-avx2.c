@@ -11,33 +11,6 @@ static inline __m256i tail_mask(int64_t left) {
   return _mm256_loadu_si256((const __m256i *)(m + 8 - l));
 }
 
-static void dw_avx2(const float *const *src, const float *wt, int32_t ntaps, float init,
-                    float *y, int64_t n) {
-  int64_t i = 0;
-  __m256 vinit = _mm256_set1_ps(init);
-  for (; i + 32 <= n; i += 32) {
-    __m256 a0 = vinit, a1 = vinit, a2 = vinit, a3 = vinit;
-    for (int32_t t = 0; t < ntaps; t++) {
-      const float *s = src[t] + i;
-      __m256 wv = _mm256_set1_ps(wt[t]);
-      a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s), a0);
-      a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + 8), a1);
-      a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + 16), a2);
-      a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + 24), a3);
-    }
-    _mm256_storeu_ps(y + i, a0);
-    _mm256_storeu_ps(y + i + 8, a1);
-    _mm256_storeu_ps(y + i + 16, a2);
-    _mm256_storeu_ps(y + i + 24, a3);
-  }
-  for (; i < n; i += 8) {
-    __m256 a0 = vinit;
-    for (int32_t t = 0; t < ntaps; t++)
-      a0 = _mm256_fmadd_ps(_mm256_set1_ps(wt[t]), _mm256_loadu_ps(src[t] + i), a0);
-    _mm256_maskstore_ps(y + i, tail_mask(n - i), a0);
-  }
-}
-
 static void max_avx2(const float *const *src, int32_t ntaps, float *y, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -95,4 +68,4 @@ static void deint2_avx2(const float *src, int64_t n, float *even, float *odd) {
   }
 }
 
-const kn_taprow_fns kn_f32_taprow__avx2 = {dw_avx2, max_avx2, avg_avx2, deint2_avx2};
+const kn_taprow_fns kn_f32_taprow__avx2 = {max_avx2, avg_avx2, deint2_avx2};

@@ -1,6 +1,6 @@
 /* Tap-row kernels (taprows.h) for AVX-512: 4 zmm accumulators (64
- * outputs) per pass so each broadcast weight feeds 4 FMAs and every FMA
- * has one load, then single vectors with a masked store for the tail.
+ * outputs) per pass, then single vectors with a masked store for the
+ * tail.
  * Loads may run past n (the strip is padded to whole vectors). */
 #include <immintrin.h>
 
@@ -8,33 +8,6 @@
 
 static inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-}
-
-static void dw_avx512(const float *const *src, const float *wt, int32_t ntaps, float init,
-                      float *y, int64_t n) {
-  int64_t i = 0;
-  __m512 vinit = _mm512_set1_ps(init);
-  for (; i + 64 <= n; i += 64) {
-    __m512 a0 = vinit, a1 = vinit, a2 = vinit, a3 = vinit;
-    for (int32_t t = 0; t < ntaps; t++) {
-      const float *s = src[t] + i;
-      __m512 wv = _mm512_set1_ps(wt[t]);
-      a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s), a0);
-      a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 16), a1);
-      a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 32), a2);
-      a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 48), a3);
-    }
-    _mm512_storeu_ps(y + i, a0);
-    _mm512_storeu_ps(y + i + 16, a1);
-    _mm512_storeu_ps(y + i + 32, a2);
-    _mm512_storeu_ps(y + i + 48, a3);
-  }
-  for (; i < n; i += 16) {
-    __m512 a0 = vinit;
-    for (int32_t t = 0; t < ntaps; t++)
-      a0 = _mm512_fmadd_ps(_mm512_set1_ps(wt[t]), _mm512_loadu_ps(src[t] + i), a0);
-    _mm512_mask_storeu_ps(y + i, tail_mask(n - i), a0);
-  }
 }
 
 static void max_avx512(const float *const *src, int32_t ntaps, float *y, int64_t n) {
@@ -90,4 +63,4 @@ static void deint2_avx512(const float *src, int64_t n, float *even, float *odd) 
   }
 }
 
-const kn_taprow_fns kn_f32_taprow__avx512 = {dw_avx512, max_avx512, avg_avx512, deint2_avx512};
+const kn_taprow_fns kn_f32_taprow__avx512 = {max_avx512, avg_avx512, deint2_avx512};

@@ -80,21 +80,6 @@ int64_t kn_taprow_chunk_rows(int64_t planes, int64_t oh, int64_t sh, int64_t kh,
  * compiler keeps in vector registers. */
 #define PBLK 64
 
-static void dw_portable(const float *const *src, const float *wt, int32_t ntaps, float init,
-                        float *y, int64_t n) {
-  for (int64_t i0 = 0; i0 < n; i0 += PBLK) {
-    int64_t nb = n - i0 < PBLK ? n - i0 : PBLK;
-    float acc[PBLK];
-    for (int64_t i = 0; i < nb; i++) acc[i] = init;
-    for (int32_t t = 0; t < ntaps; t++) {
-      const float *s = src[t] + i0;
-      float wv = wt[t];
-      for (int64_t i = 0; i < nb; i++) acc[i] += wv * s[i];
-    }
-    memcpy(y + i0, acc, (size_t)nb * sizeof(float));
-  }
-}
-
 static void max_portable(const float *const *src, int32_t ntaps, float *y, int64_t n) {
   for (int64_t i0 = 0; i0 < n; i0 += PBLK) {
     int64_t nb = n - i0 < PBLK ? n - i0 : PBLK;
@@ -129,7 +114,7 @@ static void deint2_portable(const float *src, int64_t n, float *even, float *odd
   }
 }
 
-static const kn_taprow_fns taprow_portable = {dw_portable, max_portable, avg_portable,
+static const kn_taprow_fns taprow_portable = {max_portable, avg_portable,
                                               deint2_portable};
 
 const kn_taprow_fns *kn_f32_taprow_fns(kn_isa isa) {

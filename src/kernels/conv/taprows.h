@@ -1,6 +1,5 @@
 /*
- * Tap rows: the inner loops shared by the direct depthwise convolution
- * and by pooling (internal to src/kernels).
+ * Tap rows: the inner loops of pooling (internal to src/kernels).
  *
  * A window op over a 2-D plane computes, per output row, for every output
  * column ox,  y[ox] = reduce over taps t of  src_t[ox],  where src_t is
@@ -46,12 +45,9 @@ void kn_f32_taprow_strip(kn_isa isa, const float *x, int64_t h, int64_t w, int64
                          float *dst);
 
 /* Row kernels, n outputs each, taps in the order given:
- *   dw:   y[i] = init + sum_t wt[t] * src[t][i]   (fma, t ascending)
  *   max:  y[i] = max_t src[t][i]
  *   avg:  y[i] = (sum_t src[t][i]) / (dy * dx[i])  */
 typedef struct kn_taprow_fns {
-  void (*dw)(const float *const *src, const float *wt, int32_t ntaps, float init, float *y,
-             int64_t n);
   void (*max)(const float *const *src, int32_t ntaps, float *y, int64_t n);
   void (*avg)(const float *const *src, int32_t ntaps, const float *dx, float dy, float *y,
               int64_t n);
