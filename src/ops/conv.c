@@ -672,6 +672,31 @@ static bool static_geometry(const kn_graph *gr, const kn_node *n, bool transpose
   return true;
 }
 
+static kn_conv2d conv2d_of(const conv_geom *geo);
+
+/* Winograd F(4,3) (conv_winograd) where it was measured faster than
+ * conv_gemm: 3x3, stride 1, undilated, ungrouped, static output size, and
+ *  - at least 16 input and 16 output channels: the transforms cost about
+ *    as much per channel as 16 channels of products.  Measured (AVX-512,
+ *    1 thread, Zen 5 shared at load ~8, GFLOP/s counted as direct FLOPs,
+ *    conv_gemm -> conv_winograd): c16 m16 @56 21 -> 46, c3 m64 @56
+ *    50 -> 34 (a loss), c64 m64 @56 43 -> 141, c128 m128 @28 56 -> 205,
+ *    c256 m256 @14 68 -> 219, c64 m64 @10 34 -> 70, c32 m32 @8 22 -> 33;
+ *  - 36 products per tile, tiles counted in whole vectors of 16, at most
+ *    the direct method's 9 per output: 56x56 (ratio 0.27), 28x28 (0.33),
+ *    14x14 (0.33), 10x10 (0.64), 8x8 (1.0) all win 1.5x to 3.7x;
+ *    ResNet-50's 7x7 (4 tiles in a 16-lane vector: 1.31) gains 1.0x to
+ *    1.4x from run to run while its Winograd weights, 4x the direct ones
+ *    (38 MB for 512 -> 512), stream from DRAM and add to the RSS: left to
+ *    conv_gemm. */
+static bool winograd_wins(const conv_geom *geo) {
+  kn_conv2d c = conv2d_of(geo);
+  if (c.oh < 1 || c.ow < 1 || c.h < 1 || c.w < 1 || !kn_f32_conv_winograd_fits(&c)) return false;
+  if (c.c < 16 || c.m < 16) return false;
+  double tiles = (double)(((c.oh + 3) / 4 * ((c.ow + 3) / 4) + 15) / 16 * 16);
+  return 36.0 * tiles <= 9.0 * (double)(c.oh * c.ow);
+}
+
 int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   (void)isa;
   bool tr = is_transpose_node(n);
@@ -680,6 +705,7 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   if (!static_geometry(gr, n, tr, &geo, NULL)) return 0;
   if (tr) return KN_TACTIC_conv_transpose_gemm;
   if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return KN_TACTIC_conv_depthwise;
+  if (winograd_wins(&geo)) return KN_TACTIC_conv_winograd;
   return KN_TACTIC_conv_gemm;
 }
 

@@ -26,6 +26,7 @@ typedef struct conv_case {
   const char *act; /* FusedConv activation ("" none) */
   int res;         /* FusedConv residual: 0 none, 1 after act, 2 before */
   int32_t want;    /* expected tactic */
+  bool selected;   /* Winograd: select must pick it (else it is forced) */
 } conv_case;
 
 typedef struct one_node {
@@ -106,7 +107,7 @@ static void check_same(const kn_tensor *a, const kn_tensor *b, const char *what)
 }
 
 /* Reference vs every ISA x {1, 2 threads} x {packed, packed per run}. */
-static void compare_fast(one_node *o, int32_t want, double tol, const char *what) {
+static void compare_fast(one_node *o, int32_t want, bool force, double tol, const char *what) {
   kn_slot ref;
   run_node(o, NULL, NULL, &ref);
   const kn_op_def *op = o->node->op;
@@ -117,8 +118,9 @@ static void compare_fast(one_node *o, int32_t want, double tol, const char *what
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, feat)) continue;
     o->node->tactic = op->select(o->m->graph, o->node, isa);
-    /* Winograd is selected only where it is measured faster: force it */
-    if (want == KN_TACTIC_conv_winograd) o->node->tactic = want;
+    /* Winograd is selected only where it is measured faster: force it on
+     * the other shapes */
+    if (force) o->node->tactic = want;
     if (o->node->tactic != want)
       fail_msg("%s: select gave tactic %d, expected %d", what, (int)o->node->tactic, (int)want);
     void *packed = NULL;
@@ -223,7 +225,7 @@ static void conv_case_run(const conv_case *cc) {
   /* Winograd mixes values with weights up to 8 and 1/24: about 10x the
    * rounding of a direct sum */
   double tol = 2e-6 * (4.0 + sqrt(kdim)) * (cc->want == KN_TACTIC_conv_winograd ? 10 : 1);
-  compare_fast(&o, cc->want, tol, what);
+  compare_fast(&o, cc->want, cc->want == KN_TACTIC_conv_winograd && !cc->selected, tol, what);
   free_node(&o);
 }
 
@@ -280,9 +282,13 @@ static void test_conv_cases(void **state) {
        W},
       {"FusedConv", 2, 8, 7, 7, 24, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Clip", 2, W},
       /* FusedConv epilogues on each tactic; the first is deep and wide enough
-       * (k 576, n 3136) for the GEMM to block both k and n */
-      {"FusedConv", 1, 64, 56, 56, 16, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Relu", 0,
+       * (k 576, n 3136) for the GEMM to block both k and n (12 output
+       * channels: too few for select to pick Winograd) */
+      {"FusedConv", 1, 64, 56, 56, 12, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Relu", 0,
        G},
+      /* ResNet-50's 28x28 layer shape, cut to 32 channels: select's own pick */
+      {"FusedConv", 1, 32, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Relu", 2,
+       W, true},
       {"FusedConv", 1, 16, 7, 7, 16, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Relu", 1, G},
       {"FusedConv", 2, 17, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, "Clip", 2, G},
       {"FusedConv", 1, 8, 14, 14, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, "HardSwish",
@@ -349,6 +355,92 @@ static void test_conv_sweep(void **state) {
   assert_true(done >= 40);
 }
 
+/* Winograd F(4,3) on every ISA: output sizes that cut the 4x4 tiles (1,
+ * 3, 5, 7, 13), channel counts around the vector and panel widths (1, 3,
+ * 17, 64 in; 1 .. 70 out), batch 2, every epilogue form (bias, Relu and
+ * Clip in the output kernel, other activations after it, a residual
+ * before or after the activation), pads of 0 .. 2, several blocks of
+ * tiles; forced, since select picks it only where it is faster. */
+static void test_winograd(void **state) {
+  (void)state;
+  static const int64_t sps[] = {1, 3, 5, 7, 13}, cins[] = {1, 3, 17, 64},
+                       couts[] = {1, 5, 17, 33, 64};
+  static const char *acts[] = {NULL, "Relu", "Clip", "Sigmoid", "LeakyRelu"};
+  int i = 0;
+  for (int a = 0; a < 5; a++)
+    for (int b = 0; b < 5; b++, i++) {
+      conv_case cc;
+      memset(&cc, 0, sizeof cc);
+      cc.op = "FusedConv";
+      cc.n = 1 + i % 2;
+      cc.c = cins[i % 4];
+      cc.m = couts[(i / 2) % 5];
+      cc.group = 1;
+      cc.kh = cc.kw = 3;
+      cc.sh = cc.sw = cc.dh = cc.dw = 1;
+      /* pads 1 keep the size; 0 / 2 shrink / grow it by 2 */
+      int64_t p = i % 7 == 3 ? 2 : i % 7 == 5 ? 0 : 1;
+      cc.pads[0] = cc.pads[2] = p;
+      cc.pads[1] = i % 3 == 0 ? 0 : 1;
+      cc.pads[3] = 2 - cc.pads[1];
+      cc.h = sps[a] + 2 - 2 * p;
+      cc.w = sps[b];
+      if (cc.h < 1) cc.h = sps[a];
+      cc.bias = i % 4 != 1;
+      cc.act = acts[i % 5];
+      cc.res = i % 3;
+      cc.want = KN_TACTIC_conv_winograd;
+      conv_case_run(&cc);
+    }
+  /* several blocks of tiles and panels of output channels, plain Conv */
+  const conv_case big[] = {
+      {"Conv", 1, 17, 61, 47, 33, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0,
+       KN_TACTIC_conv_winograd, false},
+      {"FusedConv", 2, 64, 30, 29, 70, 1, 3, 3, 1, 1, 1, 1, {1, 2, 1, 0}, 0, true, "Relu", 2,
+       KN_TACTIC_conv_winograd, false},
+  };
+  for (size_t k = 0; k < sizeof big / sizeof big[0]; k++) conv_case_run(&big[k]);
+}
+
+/* The select rule on ResNet-50's 3x3 layers and around its edges: a graph
+ * per shape, select only (the runs above cover the kernels). */
+static void test_winograd_select(void **state) {
+  (void)state;
+  struct {
+    int64_t c, m, h, s;
+    int32_t want;
+  } cases[] = {
+      {64, 64, 56, 1, KN_TACTIC_conv_winograd},   {128, 128, 28, 1, KN_TACTIC_conv_winograd},
+      {256, 256, 14, 1, KN_TACTIC_conv_winograd}, {512, 512, 7, 1, KN_TACTIC_conv_gemm},
+      {128, 128, 56, 2, KN_TACTIC_conv_gemm},     {3, 64, 56, 1, KN_TACTIC_conv_gemm},
+      {64, 64, 4, 1, KN_TACTIC_conv_gemm},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kn_ir_model *m = tk_model_new(13);
+    kn_graph *g = m->graph;
+    int64_t xd[4] = {1, cases[i].c, cases[i].h, cases[i].h};
+    int64_t wd[4] = {cases[i].m, cases[i].c, 3, 3};
+    int32_t in[2] = {tk_input(g, "x", 4, xd), tk_const_rand(g, 4, wd, 3, 0.0f)};
+    int32_t y = kn_graph_add_fresh_value(g, "y");
+    assert_true(kn_graph_new_node(g, "Conv", "", "node", 2, in, 1, &y) >= 0);
+    kn_node *n = tk_last(g);
+    int64_t k[2] = {3, 3}, s[2] = {cases[i].s, cases[i].s}, pads[4] = {1, 1, 1, 1};
+    set_ints(n, "kernel_shape", 2, k);
+    set_ints(n, "strides", 2, s);
+    set_ints(n, "pads", 4, pads);
+    tk_output(g, y);
+    tk_prepare(m);
+    for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+      int32_t t = n->op->select(g, n, isa);
+      if (t != cases[i].want)
+        fail_msg("select on %lld->%lld @%lld stride %lld (%s): tactic %d, expected %d",
+                 (long long)cases[i].c, (long long)cases[i].m, (long long)cases[i].h,
+                 (long long)cases[i].s, kn_isa_name((kn_isa)isa), (int)t, (int)cases[i].want);
+    }
+    kn_ir_model_free(m);
+  }
+}
+
 /* ---- pooling -------------------------------------------------------------- */
 
 typedef struct pool_case {
@@ -389,7 +481,7 @@ static void pool_case_run(const pool_case *pc) {
            (long long)pc->kh, (long long)pc->kw, (long long)pc->sh, (long long)pc->sw,
            (long long)pc->dh, (long long)pc->dw, (long long)pc->pads[0], (long long)pc->pads[1],
            (long long)pc->pads[2], (long long)pc->pads[3], pc->ceil_mode, pc->cip);
-  compare_fast(&o, KN_TACTIC_pool, 1e-5, what);
+  compare_fast(&o, KN_TACTIC_pool, false, 1e-5, what);
   free_node(&o);
 }
 
@@ -426,6 +518,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_cases),
       cmocka_unit_test(test_conv_sweep),
+      cmocka_unit_test(test_winograd),
+      cmocka_unit_test(test_winograd_select),
       cmocka_unit_test(test_pool_cases),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
