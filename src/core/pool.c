@@ -6,10 +6,10 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-/* Spin iterations (each a pause) before a worker sleeps: about 50-100 us,
- * longer than the gap between two steps, far shorter than a scheduler
- * quantum. */
-#define KN_POOL_SPIN 20000
+/* Spin iterations (each a pause, tens of cycles) before a thread sleeps:
+ * some tens of microseconds, longer than the gap between two steps, far
+ * shorter than a scheduler quantum. */
+#define KN_POOL_SPIN 4000
 
 typedef struct worker {
   kn_pool *pool;
@@ -17,20 +17,29 @@ typedef struct worker {
   int32_t index;
 } worker;
 
+/* Tasks are claimed dynamically, in chunks, from one counter that also
+ * carries the loop's generation (high 32 bits) so that a thread still
+ * looking at an earlier loop can never claim from the current one.  A
+ * worker that the OS has not scheduled yet simply finds no task left: the
+ * caller never waits for a thread that has not started, only for chunks
+ * in progress.  Which thread runs a task does not change its result
+ * (threads differ only in their scratch), so results do not depend on the
+ * claiming order. */
 struct kn_pool {
   int32_t threads;
   worker *workers; /* threads - 1 */
   pthread_mutex_t mu;
   pthread_cond_t wake;
   pthread_cond_t done_cv;
-  /* the current loop; `gen` increments to publish one */
-  atomic_uint_fast64_t gen;
-  atomic_int pending; /* workers still in the current loop */
+  atomic_uint_fast64_t claim; /* gen << 32 | next task */
+  atomic_int_fast64_t done;   /* tasks finished in the current loop */
   atomic_int sleepers;
+  atomic_bool caller_sleeps;
   atomic_bool stop;
-  kn_pool_fn fn;
-  void *arg;
-  int64_t n;
+  _Atomic(kn_pool_fn) fn;
+  _Atomic(void *) arg;
+  atomic_int_fast64_t n, chunk;
+  uint32_t gen; /* the caller's */
 };
 
 static inline void cpu_relax(void) {
@@ -41,20 +50,44 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_share(kn_pool *p, int32_t t) {
-  int64_t n = p->n, T = p->threads;
-  int64_t lo = n * t / T, hi = n * (t + 1) / T;
-  for (int64_t i = lo; i < hi; i++) p->fn(p->arg, i, t);
+#define LOW32 UINT64_C(0xffffffff)
+
+/* Claim and run chunks of loop `gen` until none is left. */
+static void run_chunks(kn_pool *p, uint32_t gen, int32_t t) {
+  for (;;) {
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    if ((uint32_t)(c >> 32) != gen) return;
+    int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    int64_t ch = atomic_load_explicit(&p->chunk, memory_order_relaxed);
+    kn_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    void *arg = atomic_load_explicit(&p->arg, memory_order_relaxed);
+    int64_t i0 = (int64_t)(c & LOW32);
+    if (i0 >= n) return;
+    int64_t i1 = i0 + ch < n ? i0 + ch : n;
+    uint64_t want = (c & ~LOW32) | (uint64_t)i1;
+    if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, want, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    /* a successful claim means loop `gen` is not finished, so fn, arg and
+       n read above are its own */
+    for (int64_t i = i0; i < i1; i++) fn(arg, i, t);
+    if (atomic_fetch_add(&p->done, i1 - i0) + (i1 - i0) == n && atomic_load(&p->caller_sleeps)) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done_cv);
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
 }
 
 static void *worker_main(void *a) {
   worker *w = a;
   kn_pool *p = w->pool;
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t g;
+    uint32_t g;
     int spins = 0;
-    while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+    while ((g = (uint32_t)(atomic_load_explicit(&p->claim, memory_order_acquire) >> 32)) ==
+               seen &&
            !atomic_load_explicit(&p->stop, memory_order_acquire)) {
       if (++spins < KN_POOL_SPIN) {
         cpu_relax();
@@ -62,7 +95,7 @@ static void *worker_main(void *a) {
       }
       pthread_mutex_lock(&p->mu);
       atomic_fetch_add(&p->sleepers, 1);
-      while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+      while ((uint32_t)(atomic_load(&p->claim) >> 32) == seen && !atomic_load(&p->stop))
         pthread_cond_wait(&p->wake, &p->mu);
       atomic_fetch_sub(&p->sleepers, 1);
       pthread_mutex_unlock(&p->mu);
@@ -70,12 +103,7 @@ static void *worker_main(void *a) {
     }
     if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
     seen = g;
-    run_share(p, w->index);
-    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_signal(&p->done_cv);
-      pthread_mutex_unlock(&p->mu);
-    }
+    run_chunks(p, g, w->index);
   }
 }
 
@@ -89,10 +117,15 @@ kn_status kn_pool_create(int32_t threads, kn_pool **out, kn_error *err) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done_cv, NULL);
-  atomic_init(&p->gen, 0);
-  atomic_init(&p->pending, 0);
+  atomic_init(&p->claim, 0);
+  atomic_init(&p->done, 0);
   atomic_init(&p->sleepers, 0);
+  atomic_init(&p->caller_sleeps, false);
   atomic_init(&p->stop, false);
+  atomic_init(&p->fn, NULL);
+  atomic_init(&p->arg, NULL);
+  atomic_init(&p->n, 0);
+  atomic_init(&p->chunk, 1);
   if (threads > 1) {
     p->workers = kn_calloc((size_t)threads - 1, sizeof *p->workers);
     if (!p->workers) {
@@ -138,25 +171,34 @@ void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg) {
     for (int64_t i = 0; i < n; i++) fn(arg, i, 0);
     return;
   }
-  p->fn = fn;
-  p->arg = arg;
-  p->n = n;
-  atomic_store_explicit(&p->pending, p->threads - 1, memory_order_relaxed);
-  atomic_fetch_add(&p->gen, 1); /* seq_cst: pairs with a worker's sleepers++ then gen check */
+  KN_ASSERT(n < (int64_t)INT32_MAX);
+  /* about four chunks per thread: balance without a claim per task */
+  int64_t chunk = n / ((int64_t)p->threads * 4);
+  atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
+  atomic_store_explicit(&p->n, n, memory_order_relaxed);
+  atomic_store_explicit(&p->chunk, chunk > 0 ? chunk : 1, memory_order_relaxed);
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  uint32_t gen = ++p->gen;
+  if (gen == 0) gen = ++p->gen; /* workers start having seen 0 */
+  /* seq_cst: pairs with a worker's sleepers++ then claim check */
+  atomic_store(&p->claim, (uint64_t)gen << 32);
   if (atomic_load(&p->sleepers) > 0) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
   }
-  run_share(p, 0);
+  run_chunks(p, gen, 0);
   int spins = 0;
-  while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+  while (atomic_load_explicit(&p->done, memory_order_acquire) < n) {
     if (++spins < KN_POOL_SPIN) {
       cpu_relax();
       continue;
     }
     pthread_mutex_lock(&p->mu);
-    while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done_cv, &p->mu);
+    atomic_store(&p->caller_sleeps, true);
+    while (atomic_load(&p->done) < n) pthread_cond_wait(&p->done_cv, &p->mu);
+    atomic_store(&p->caller_sleeps, false);
     pthread_mutex_unlock(&p->mu);
   }
 }
