@@ -1151,6 +1151,23 @@ static kn_status verify(reader *r, kn_engine_info *info) {
       return bad(r, "section %s is missing", section_name(type));
   if (version < 2 && r->sec[KN_ENGINE_SECTION_PACKED].present)
     return bad(r, "section PACKED needs format version 2, the file is version %u", version);
+  /* the padding between the table and the sections is zero (no checksum
+     covers it: a flipped bit there must not pass) */
+  uint64_t at = table_end;
+  for (;;) {
+    const rsec *next = NULL;
+    for (uint32_t type = 1; type <= N_SECTION_TYPES; type++)
+      if (r->sec[type].present && r->sec[type].off >= at && (!next || r->sec[type].off < next->off))
+        next = &r->sec[type];
+    if (!next) break;
+    for (uint64_t i = at; i < next->off; i++)
+      if (b[i]) return bad(r, "padding byte %llu before a section is not zero: the file is corrupted",
+                           (unsigned long long)i);
+    at = next->off + (next->size ? next->size : 1);
+  }
+  for (uint64_t i = at; i < size; i++)
+    if (b[i]) return bad(r, "padding byte %llu after the sections is not zero: the file is corrupted",
+                         (unsigned long long)i);
   uint64_t file_size = rd_u64(b + 56);
   if (file_size != size)
     return bad(r, "%s: the header says %llu bytes but the file has %zu",
