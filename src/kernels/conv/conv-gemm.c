@@ -51,6 +51,35 @@ typedef struct im2col {
   int64_t nr;
 } im2col;
 
+/* Entries of the per-panel (tap, run) table below: 9 taps x 32 runs, or a
+ * 7x7 stem's 49 taps x 5 runs; larger kernels on tiny images take the
+ * slow path. */
+#define MAX_TAB 512
+
+/* Where row (channel, ky, kx) of run r reads, for one tap (ky, kx): the
+ * columns [lo, hi) of the run that fall inside the image (the rest are
+ * zeros) and the offset in the channel's plane of column lo's input. */
+typedef struct tap_run {
+  int32_t off;
+  int16_t lo, hi;
+} tap_run;
+
+/* One (channel, ky, kx) row of a panel from its runs' table entries. */
+static inline void panel_row(float *restrict d, const float *restrict plane,
+                             const tap_run *t, int32_t nruns, const int64_t *r_col,
+                             const int64_t *r_len, int64_t sw) {
+  for (int32_t r = 0; r < nruns; r++) {
+    float *restrict dr = d + r_col[r];
+    int64_t len = r_len[r], lo = t[r].lo, hi = t[r].hi;
+    const float *src = plane + t[r].off;
+    for (int64_t j = 0; j < lo; j++) dr[j] = 0.0f;
+    if (sw == 1) memcpy(dr + lo, src, (size_t)(hi - lo) * sizeof(float));
+    else
+      for (int64_t j = lo; j < hi; j++) dr[j] = src[(j - lo) * sw];
+    for (int64_t j = hi; j < len; j++) dr[j] = 0.0f;
+  }
+}
+
 static void im2col_panel(void *arg, int64_t k0, int64_t kc, int64_t n0, int64_t ncols,
                          float *dst) {
   const im2col *a = arg;
@@ -70,40 +99,55 @@ static void im2col_panel(void *arg, int64_t k0, int64_t kc, int64_t n0, int64_t 
     p += len;
   }
   int64_t ksz = g->kh * g->kw;
-  int64_t ch = k0 / ksz, rem = k0 % ksz, ky = rem / g->kw, kx = rem % g->kw;
+  /* The bounds of a (tap, run) do not depend on the channel: work them
+   * out once per panel (the divisions), not once per row of it. */
+  tap_run tab[MAX_TAB];
+  bool tabbed = ksz * nruns <= MAX_TAB && h * w <= INT32_MAX;
+  if (tabbed)
+    for (int64_t ky = 0, t = 0; ky < g->kh; ky++)
+      for (int64_t kx = 0; kx < g->kw; kx++, t++)
+        for (int32_t r = 0; r < nruns; r++) {
+          tap_run *e = &tab[t * nruns + r];
+          int64_t iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
+          int64_t start = r_ox[r] * sw - g->pl + kx * g->dw; /* input column of dr[0] */
+          int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
+          int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
+          if (hi > r_len[r]) hi = r_len[r];
+          if (lo > hi) lo = hi;
+          if (iy < 0 || iy >= h) lo = hi = 0;
+          e->off = (int32_t)(lo < hi ? iy * w + start + lo * sw : 0);
+          e->lo = (int16_t)lo;
+          e->hi = (int16_t)hi;
+        }
+  int64_t ch = k0 / ksz, tap = k0 % ksz;
   for (int64_t kk = 0; kk < kc; kk++) {
     float *d = dst + kk * nr;
     const float *plane = a->x + ch * h * w;
-    for (int32_t r = 0; r < nruns; r++) {
-      float *dr = d + r_col[r];
-      int64_t len = r_len[r];
-      int64_t iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
-      if (iy < 0 || iy >= h) {
-        memset(dr, 0, (size_t)len * sizeof(float));
-        continue;
+    if (tabbed) {
+      panel_row(d, plane, tab + tap * nruns, nruns, r_col, r_len, sw);
+    } else {
+      int64_t ky = tap / g->kw, kx = tap % g->kw;
+      for (int32_t r = 0; r < nruns; r++) {
+        tap_run e;
+        int64_t iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
+        int64_t start = r_ox[r] * sw - g->pl + kx * g->dw;
+        int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
+        int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
+        if (hi > r_len[r]) hi = r_len[r];
+        if (lo > hi) lo = hi;
+        if (iy < 0 || iy >= h) lo = hi = 0;
+        e.off = 0;
+        e.lo = (int16_t)lo;
+        e.hi = (int16_t)hi;
+        /* offsets may exceed int32 here: pass the input itself */
+        panel_row(d, lo < hi ? plane + iy * w + start + lo * sw : plane, &e, 1, &r_col[r],
+                  &r_len[r], sw);
       }
-      const float *row = plane + iy * w;
-      int64_t start = r_ox[r] * sw - g->pl + kx * g->dw; /* input column of dr[0] */
-      int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
-      int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
-      if (hi > len) hi = len;
-      if (lo > hi) lo = hi;
-      for (int64_t j = 0; j < lo; j++) dr[j] = 0.0f;
-      if (sw == 1) {
-        const float *s = row + start;
-        for (int64_t j = lo; j < hi; j++) dr[j] = s[j];
-      } else {
-        for (int64_t j = lo; j < hi; j++) dr[j] = row[start + j * sw];
-      }
-      for (int64_t j = hi; j < len; j++) dr[j] = 0.0f;
     }
     for (int64_t j = ncols; j < nr; j++) d[j] = 0.0f;
-    if (++kx == g->kw) {
-      kx = 0;
-      if (++ky == g->kh) {
-        ky = 0;
-        ch++;
-      }
+    if (++tap == ksz) {
+      tap = 0;
+      ch++;
     }
   }
 }

@@ -28,6 +28,17 @@ ukernel(const int mr, const int split, int64_t kc, const float *restrict a, int6
         const float *restrict b, int64_t bs, float *restrict c, int64_t ldc, int64_t nr,
         const kn_sgemm_ustore *s) {
   __m512 c0[4][MR], c1[4][MR];
+  /* Bring C's tile towards L1 while the k loop runs (kc x mr FMA pairs,
+   * long enough to hide an L3 or DRAM miss): the store at the end then
+   * neither waits for its reads (accumulate) nor for the lines' ownership.
+   * A row of 32 floats spans three lines when C is not 64-byte aligned. */
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    const float *cr = c + r * ldc;
+    __builtin_prefetch(cr, 1, 3);
+    __builtin_prefetch(cr + 16, 1, 3);
+    __builtin_prefetch(cr + NR - 1, 1, 3);
+  }
 #pragma GCC unroll 4
   for (int q = 0; q < split; q++)
 #pragma GCC unroll 14

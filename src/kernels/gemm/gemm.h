@@ -61,7 +61,7 @@ typedef struct kn_sgemm_blocking {
 /* Data cache sizes in bytes: sysfs (cpu0/cache/index*), else sysconf,
  * else 32 KiB / 1 MiB / 8 MiB.  Slow (file reads, cpuid): call once. */
 void kn_cache_sizes(size_t *l1d, size_t *l2, size_t *l3);
-/* Blocking for `isa` from cache sizes (0: the defaults above). */
+/* Blocking for `isa` from cache sizes (0: 48 KiB / 1 MiB / 8 MiB, Zen 4/5). */
 kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3);
 
 typedef struct kn_sgemm_args {
