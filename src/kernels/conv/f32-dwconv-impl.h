@@ -195,8 +195,10 @@ DW_INLINE void dw_planes(const kn_dw_args *a, int64_t p0, int64_t p1, int64_t oy
   const kn_conv2d *g = a->g;
   dw_actv ap = dw_actv_of(&a->act);
   const int NR = (R - 1) * S + KH;
-  dw_plane P = {.h = g->h, .w = g->w, .oh = g->oh, .ow = g->ow, .pt = g->pt, .pl = g->pl,
-                .res_after = a->res_after};
+  /* (fields one by one: an initializer would zero the mask table too) */
+  dw_plane P;
+  P.h = g->h, P.w = g->w, P.oh = g->oh, P.ow = g->ow, P.pt = g->pt, P.pl = g->pl;
+  P.res_after = a->res_after;
   /* Interior vectors: loads inside [0, w) (S = 2 loads 2 VN floats), a
    * whole vector stored.  Both conditions are monotone in v. */
   P.nv = (g->ow + VN - 1) / VN;
