@@ -14,20 +14,23 @@
  * larger rounding error (values mixed with weights up to 8 and 1/24:
  * about 10x that of a direct sum, well inside 1e-3 relative).
  *
- * Per image, two parallel phases (kn_pool_for; every output element is
- * computed by one task in one fixed order, so results are identical for
- * any thread count and any blocking):
- *   1. input transform, one task per input channel: V of all tiles, one
- *      tile per vector lane (winograd.h has the layouts);
- *   2. one task per (block of tiles, panel of MR output channels): 36
- *      register-blocked products over the whole depth c, then the output
- *      transform of the panel's channels with bias, Relu/Clip and the
- *      residual applied while the tile is in registers (other
- *      activations on the block's rows right after, still in L1/L2).
+ * Per image, one kn_pool_for over (block of tiles, group of panels of MR
+ * output channels); every output element is computed by one task in one
+ * fixed order (the products sum over c in order whatever the blocking),
+ * so results are identical for any thread count.  A task:
+ *   1. transforms the block's input into its thread's V, one tile per
+ *      vector lane (winograd.h has the layouts);
+ *   2. per panel: 36 register-blocked products over the whole depth c
+ *      into M, then the output transform of the panel's channels with
+ *      bias, Relu/Clip and the residual applied while the tile is in
+ *      registers (other activations on the block's rows right after,
+ *      still in L1/L2).
  * A block holds as many tiles as keep its V (36 * c * tiles floats) and
  * the panel's M (36 * MR * tiles) in about 3/4 of L2 (kn_cache_sizes, read
  * once at pack time and kept in the packed weights' header): V is re-read
- * from L2 by every panel, U streams through once per block.
+ * from L2 by every panel, U streams through once per block.  Blocks are
+ * made as many as the threads (when the image has that many vectors of
+ * tiles) so that one barrier per image suffices.
  */
 #include <math.h>
 
@@ -127,33 +130,44 @@ void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, const float *w, f
 
 typedef struct wg_layout {
   int64_t tw, tiles, lanes; /* tiles per row, tiles and vector lanes per image */
-  int64_t tb, nblocks, npanels;
-  size_t lanes_bytes, v_floats, m_floats; /* m: per thread */
+  int64_t tb, tbc;          /* lanes per block; rounded up to whole chunks */
+  int64_t nblocks, npanels, groups; /* groups: of panels per block (tasks) */
+  size_t lanes_bytes, v_floats, m_floats; /* v, m: per thread */
 } wg_layout;
 
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-static void layout(const kn_wg_ukernels *uk, const kn_conv2d *g, int64_t tb, wg_layout *L) {
+/* Blocks of at most tbh lanes (the pack's choice), as many as the threads
+ * when the image has the lanes, and as even as whole vectors allow; when
+ * there are fewer blocks than threads, each block's panels are split in
+ * `groups` (each of those tasks transforms the block's input itself: a
+ * few percent of its products, cheaper than a second barrier). */
+static void layout(const kn_wg_ukernels *uk, const kn_conv2d *g, int64_t tbh, int32_t threads,
+                   wg_layout *L) {
+  int64_t vn = uk->vn, cw = 2 * vn;
   L->tw = ceil_div(g->ow, 4);
   L->tiles = ceil_div(g->oh, 4) * L->tw;
   L->lanes = image_lanes(uk, g);
-  L->tb = tb;
-  L->nblocks = ceil_div(L->lanes, tb);
+  int64_t nb = ceil_div(L->lanes, tbh);
+  if (nb % threads) nb = min64(ceil_div(nb, threads) * threads, L->lanes / vn);
+  L->tb = ceil_div(ceil_div(L->lanes, nb), vn) * vn;
+  L->tbc = ceil_div(L->tb, cw) * cw;
+  L->nblocks = ceil_div(L->lanes, L->tb);
   L->npanels = panels(uk, g);
-  L->lanes_bytes = align64((size_t)(L->lanes / uk->vn) * sizeof(kn_wg_lanes));
-  L->v_floats = (size_t)(L->nblocks * tb * NPOS * g->c);
-  L->m_floats = (size_t)(NPOS * uk->mr * tb);
+  L->groups = L->nblocks < threads ? min64(ceil_div(threads, L->nblocks), L->npanels) : 1;
+  L->lanes_bytes = align64((size_t)(L->lanes / vn) * sizeof(kn_wg_lanes));
+  L->v_floats = (size_t)(L->tbc * NPOS * g->c);
+  L->m_floats = (size_t)(NPOS * uk->mr * L->tbc);
 }
 
 size_t kn_f32_conv_winograd_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
   const kn_wg_ukernels *uk = wg_uk(isa);
-  /* the block size is the pack's: size for the largest it may choose */
-  int64_t cap = block_cap(uk, g), cw = 2 * uk->vn;
   wg_layout L;
-  layout(uk, g, cap, &L);
-  size_t v_floats = (size_t)((ceil_div(L.lanes, cw) * cw + cap) * NPOS * g->c);
-  return L.lanes_bytes + align64(v_floats * sizeof(float)) +
-         (size_t)(threads > 0 ? threads : 1) * align64(L.m_floats * sizeof(float));
+  /* blocks are at most the pack's size, itself at most block_cap */
+  layout(uk, g, block_cap(uk, g), 1, &L);
+  return L.lanes_bytes + (size_t)(threads > 0 ? threads : 1) *
+                             (align64(L.v_floats * sizeof(float)) +
+                              align64(L.m_floats * sizeof(float)));
 }
 
 typedef struct wg_job {
@@ -164,13 +178,12 @@ typedef struct wg_job {
   const float *x, *u; /* x: this image */
   const kn_epilogue *ep;
   kn_wg_epi epi;
-  bool act_after; /* an activation the output kernel does not do */
+  bool act_after;   /* an activation the output kernel does not do */
   const float *res; /* this image's residual, or NULL */
   float *y;         /* this image's output */
   const kn_wg_lanes *ln;
-  float *v;
-  char *mbuf;
-  size_t m_bytes;
+  char *buf; /* per thread: V of a block, then M of a panel */
+  size_t v_bytes, thread_bytes;
 } wg_job;
 
 static void make_lanes(const kn_wg_ukernels *uk, const kn_conv2d *g, const wg_layout *L,
@@ -196,21 +209,6 @@ static void make_lanes(const kn_wg_ukernels *uk, const kn_conv2d *g, const wg_la
   }
 }
 
-/* Phase 1: V of every tile of input channel ci. */
-static void input_task(void *arg, int64_t ci, int32_t thread) {
-  (void)thread;
-  const wg_job *j = arg;
-  const kn_conv2d *g = j->g;
-  const wg_layout *L = &j->L;
-  int64_t vn = j->uk->vn, cw = 2 * vn, c = g->c;
-  const float *plane = j->x + ci * g->h * g->w;
-  for (int64_t gi = 0; gi < L->lanes / vn; gi++) {
-    int64_t lane = gi * vn, blk = lane / L->tb, lb = lane % L->tb;
-    float *dst = j->v + (size_t)(blk * L->tb * NPOS * c) + (lb / cw) * c * cw + ci * cw + lb % cw;
-    j->uk->input(plane, g->w, &j->ln[gi], dst, c * L->tb);
-  }
-}
-
 /* Activation (and a residual after it) on channel mo's outputs of tiles
  * [t0, t1): the output rows those tiles cover, a few runs per tile row. */
 static void act_rows(const wg_job *j, int64_t mo, int64_t t0, int64_t t1) {
@@ -229,32 +227,43 @@ static void act_rows(const wg_job *j, int64_t mo, int64_t t0, int64_t t1) {
   }
 }
 
-/* Phase 2: block blk of tiles x panel p of output channels. */
-static void output_task(void *arg, int64_t task, int32_t thread) {
+/* One task: block blk of tiles, group pg of its panels of MR output
+ * channels: input transform of the block into this thread's V, then per
+ * panel the 36 products into M and the output transform. */
+static void wg_task(void *arg, int64_t task, int32_t thread) {
   const wg_job *j = arg;
   const kn_wg_ukernels *uk = j->uk;
   const kn_conv2d *g = j->g;
   const wg_layout *L = &j->L;
-  int64_t blk = task / L->npanels, p = task % L->npanels;
-  int64_t vn = uk->vn, mr = uk->mr, cw = 2 * vn, c = g->c, tb = L->tb;
-  int64_t lane0 = blk * tb, nl = min64(tb, L->lanes - lane0);
-  const float *vb = j->v + (size_t)(blk * tb * NPOS * c);
-  const float *ub = j->u + (size_t)(p * mr * NPOS * c);
-  float *mt = (float *)(j->mbuf + (size_t)thread * j->m_bytes);
-  for (int xi = 0; xi < NPOS; xi++)
-    for (int64_t ch = 0; ch * cw < nl; ch++)
-      uk->gemm(c, ub + (size_t)(xi * c * mr), vb + (size_t)(xi * c * tb + ch * c * cw),
-               mt + xi * mr * tb + ch * cw, tb, nl - ch * cw >= cw ? 2 : 1);
+  int64_t blk = task / L->groups, pg = task % L->groups;
+  int64_t vn = uk->vn, mr = uk->mr, cw = 2 * vn, c = g->c, tbc = L->tbc;
+  int64_t lane0 = blk * L->tb, nl = min64(L->tb, L->lanes - lane0);
+  float *v = (float *)(j->buf + (size_t)thread * j->thread_bytes);
+  float *mt = (float *)((char *)v + j->v_bytes);
+  for (int64_t ci = 0; ci < c; ci++) {
+    const float *plane = j->x + ci * g->h * g->w;
+    for (int64_t lb = 0; lb < nl; lb += vn)
+      uk->input(plane, g->w, &j->ln[(lane0 + lb) / vn], v + (lb / cw) * c * cw + ci * cw + lb % cw,
+                c * tbc);
+  }
+  int64_t p0 = pg * L->npanels / L->groups, p1 = (pg + 1) * L->npanels / L->groups;
   int64_t ohw = g->oh * g->ow;
   const float *bias = j->ep ? j->ep->bias : NULL;
-  for (int64_t r = 0; r < mr && p * mr + r < g->m; r++) {
-    int64_t mo = p * mr + r;
-    const float *res = j->res ? j->res + mo * ohw : NULL;
-    if (j->act_after && !j->epi.res_first) res = NULL; /* added after the activation */
-    for (int64_t l = 0; l < nl; l += vn)
-      uk->output(mt + r * tb + l, mr * tb, bias ? bias[mo] : 0.0f, &j->ln[(lane0 + l) / vn],
-                 j->y + mo * ohw, res, g->ow, &j->epi);
-    if (j->act_after) act_rows(j, mo, lane0, min64(lane0 + nl, L->tiles));
+  for (int64_t p = p0; p < p1; p++) {
+    const float *ub = j->u + (size_t)(p * mr * NPOS * c);
+    for (int xi = 0; xi < NPOS; xi++)
+      for (int64_t ch = 0; ch * cw < nl; ch++)
+        uk->gemm(c, ub + (size_t)(xi * c * mr), v + (size_t)(xi * c * tbc + ch * c * cw),
+                 mt + xi * mr * tbc + ch * cw, tbc, nl - ch * cw >= cw ? 2 : 1);
+    for (int64_t r = 0; r < mr && p * mr + r < g->m; r++) {
+      int64_t mo = p * mr + r;
+      const float *res = j->res ? j->res + mo * ohw : NULL;
+      if (j->act_after && !j->epi.res_first) res = NULL; /* added after the activation */
+      for (int64_t l = 0; l < nl; l += vn)
+        uk->output(mt + r * tbc + l, mr * tbc, bias ? bias[mo] : 0.0f,
+                   &j->ln[(lane0 + l) / vn], j->y + mo * ohw, res, g->ow, &j->epi);
+      if (j->act_after) act_rows(j, mo, lane0, min64(lane0 + nl, L->tiles));
+    }
   }
 }
 
@@ -278,18 +287,18 @@ void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const f
   }
   int32_t hdr[HEADER];
   memcpy(hdr, wpacked, sizeof hdr);
-  KN_ASSERT(hdr[1] == uk->vn && hdr[2] == uk->mr);
-  wg_job j = {.isa = isa, .uk = uk, .g = g, .u = wpacked + HEADER, .ep = ep};
-  layout(uk, g, hdr[0], &j.L);
-  KN_ASSERT(j.L.tb >= 2 * uk->vn && j.L.tb <= block_cap(uk, g));
+  KN_ASSERT(hdr[1] == uk->vn && hdr[2] == uk->mr && hdr[0] >= 2 * uk->vn &&
+            hdr[0] <= block_cap(uk, g));
   int32_t threads = kn_pool_threads(pool);
   KN_ASSERT(threads >= 1);
-  j.m_bytes = align64(j.L.m_floats * sizeof(float));
+  wg_job j = {.isa = isa, .uk = uk, .g = g, .u = wpacked + HEADER, .ep = ep};
+  layout(uk, g, hdr[0], threads, &j.L);
+  j.v_bytes = align64(j.L.v_floats * sizeof(float));
+  j.thread_bytes = j.v_bytes + align64(j.L.m_floats * sizeof(float));
   char *s = scratch;
   j.ln = (const kn_wg_lanes *)s;
   make_lanes(uk, g, &j.L, (kn_wg_lanes *)s);
-  j.v = (float *)(s + j.L.lanes_bytes);
-  j.mbuf = s + j.L.lanes_bytes + align64(j.L.v_floats * sizeof(float));
+  j.buf = s + j.L.lanes_bytes;
   kn_act act = ep ? ep->act.act : KN_ACT_NONE;
   j.epi.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
   j.epi.lo = act == KN_ACT_RELU ? 0.0f : act == KN_ACT_CLIP ? ep->act.lo : 0.0f;
@@ -300,7 +309,6 @@ void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const f
     j.x = x + b * g->c * g->h * g->w;
     j.y = y + b * g->m * ohw;
     j.res = ep && ep->res ? ep->res + b * g->m * ohw : NULL;
-    kn_pool_for(pool, g->c, input_task, &j);
-    kn_pool_for(pool, j.L.nblocks * j.L.npanels, output_task, &j);
+    kn_pool_for(pool, j.L.nblocks * j.L.groups, wg_task, &j);
   }
 }
