@@ -13,6 +13,8 @@
  *   v_fma(a, b, c) = a * b + c, v_fnma(a, b, c) = c - a * b
  *   vi_ld vi_add vi_set1;  vm_bits(bits) (lane l set when bit l is), vm_and
  *   v_gather(base, idx, m)  base[idx[l]] for lanes in m, 0 elsewhere
+ *   WG_LOAD_ROW   optional: wg_load_row(plane, w, ln, a, d) fills d[0..5]
+ *                 with row a of the lanes' windows (replaces the gathers)
  *   wg_store(o, ln, y, res, ow, e)  the 4x4 outputs o[row][col] of the
  *                 lanes to their tiles in y, epilogue applied (winograd.h)
  *
@@ -59,10 +61,16 @@ static void wg_input(const float *plane, int64_t w, const kn_wg_lanes *ln, float
   for (int b = 0; b < 6; b++) cm[b] = vm_bits(ln->cbits[b]);
   V r[6][6]; /* r[a] = (d B)[a]: the rows' transforms, then the columns' */
   for (int a = 0; a < 6; a++) {
+    V d[6];
+#ifdef WG_LOAD_ROW
+    (void)base;
+    (void)cm;
+    wg_load_row(plane, w, ln, a, d);
+#else
     VM rm = vm_bits(ln->rbits[a]);
     VI ia = vi_add(base, vi_set1((int32_t)(a * w)));
-    V d[6];
     for (int b = 0; b < 6; b++) d[b] = v_gather(plane, vi_add(ia, vi_set1(b)), vm_and(rm, cm[b]));
+#endif
     bt6(d, r[a]);
   }
   for (int b = 0; b < 6; b++) {

@@ -200,7 +200,10 @@ static void make_lanes(const kn_wg_ukernels *uk, const kn_conv2d *g, const wg_la
       d->in_off[l] = (int32_t)(iy0 * g->w + ix0);
       for (int a = 0; a < 6; a++) {
         if (iy0 + a >= 0 && iy0 + a < g->h) d->rbits[a] |= 1u << l;
-        if (ix0 + a >= 0 && ix0 + a < g->w) d->cbits[a] |= 1u << l;
+        if (ix0 + a >= 0 && ix0 + a < g->w) {
+          d->cbits[a] |= 1u << l;
+          d->cmask[l] |= (uint8_t)(1u << a);
+        }
       }
       d->out_off[l] = (int32_t)(ty * 4 * g->ow + tx * 4);
       d->nrows[l] = (uint8_t)min64(4, g->oh - ty * 4);

@@ -24,6 +24,7 @@
 typedef struct kn_wg_lanes {
   int32_t in_off[KN_WG_VN_MAX];  /* input plane offset of the window's top left */
   uint32_t rbits[6], cbits[6];   /* lanes whose window row a / column b is inside */
+  uint8_t cmask[KN_WG_VN_MAX];   /* per lane: window columns b inside (bit b) */
   int32_t out_off[KN_WG_VN_MAX]; /* output plane offset of the tile's top left */
   uint8_t nrows[KN_WG_VN_MAX];   /* output rows of the tile (0: lane unused) */
   uint8_t ncols[KN_WG_VN_MAX];   /* output columns of the tile */
