@@ -18,8 +18,6 @@
 #include "kernels/conv/winograd.h"
 
 typedef __m512 V;
-typedef __m512i VI;
-typedef __mmask16 VM;
 #define VN 16
 #define MR 14
 #define KN_WG_TABLE kn_f32_winograd_f43__avx512
@@ -32,14 +30,6 @@ static inline V v_add(V a, V b) { return _mm512_add_ps(a, b); }
 static inline V v_sub(V a, V b) { return _mm512_sub_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 static inline V v_fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
-static inline VI vi_ld(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
-static inline VI vi_add(VI a, VI b) { return _mm512_add_epi32(a, b); }
-static inline VI vi_set1(int32_t i) { return _mm512_set1_epi32(i); }
-static inline VM vm_bits(uint32_t b) { return (VM)b; }
-static inline VM vm_and(VM a, VM b) { return (VM)(a & b); }
-static inline V v_gather(const float *base, VI idx, VM m) {
-  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
-}
 
 #define WG_LOAD_ROW
 static inline __attribute__((always_inline)) void wg_load_row(const float *plane, int64_t w,

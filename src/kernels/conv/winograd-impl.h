@@ -7,14 +7,15 @@
  * arithmetic with no shuffles; what differs per ISA is how lanes get in
  * (gathers) and out (wg_store).  The including file defines:
  *
- *   V, VI, VM     float vector, int32 vector, lane mask;  VN lanes, MR rows
+ *   V, VN, MR     float vector, its lanes, rows of the GEMM tile
  *   KN_WG_TABLE   name of the kn_wg_ukernels table to define
  *   v_zero v_set1 v_ld v_st v_add v_sub
  *   v_fma(a, b, c) = a * b + c, v_fnma(a, b, c) = c - a * b
- *   vi_ld vi_add vi_set1;  vm_bits(bits) (lane l set when bit l is), vm_and
- *   v_gather(base, idx, m)  base[idx[l]] for lanes in m, 0 elsewhere
- *   WG_LOAD_ROW   optional: wg_load_row(plane, w, ln, a, d) fills d[0..5]
- *                 with row a of the lanes' windows (replaces the gathers)
+ *   either WG_LOAD_ROW and wg_load_row(plane, w, ln, a, d), which fills
+ *     d[0..5] with row a of the lanes' input windows (zeros outside),
+ *   or gathers: VI, VM (int32 vector, lane mask), vi_ld vi_add vi_set1,
+ *     vm_bits(bits) (lane l set when bit l is), vm_and, and
+ *     v_gather(base, idx, m) = base[idx[l]] for lanes in m, 0 elsewhere
  *   wg_store(o, ln, y, res, ow, e)  the 4x4 outputs o[row][col] of the
  *                 lanes to their tiles in y, epilogue applied (winograd.h)
  *
@@ -56,15 +57,15 @@ WG_INLINE void at6(const V s[6], V out[4]) {
 
 static void wg_input(const float *plane, int64_t w, const kn_wg_lanes *ln, float *dst,
                      int64_t xs) {
+#ifndef WG_LOAD_ROW
   VI base = vi_ld(ln->in_off);
   VM cm[6];
   for (int b = 0; b < 6; b++) cm[b] = vm_bits(ln->cbits[b]);
+#endif
   V r[6][6]; /* r[a] = (d B)[a]: the rows' transforms, then the columns' */
   for (int a = 0; a < 6; a++) {
     V d[6];
 #ifdef WG_LOAD_ROW
-    (void)base;
-    (void)cm;
     wg_load_row(plane, w, ln, a, d);
 #else
     VM rm = vm_bits(ln->rbits[a]);
