@@ -684,11 +684,13 @@ static kn_conv2d conv2d_of(const conv_geom *geo);
  *    c256 m256 @14 68 -> 219, c64 m64 @10 34 -> 70, c32 m32 @8 22 -> 33;
  *  - 36 products per tile, tiles counted in whole vectors of 16, at most
  *    the direct method's 9 per output: 56x56 (ratio 0.27), 28x28 (0.33),
- *    14x14 (0.33), 10x10 (0.64), 8x8 (1.0) all win 1.5x to 3.7x;
- *    ResNet-50's 7x7 (4 tiles in a 16-lane vector: 1.31) gains 1.0x to
- *    1.4x from run to run while its Winograd weights, 4x the direct ones
- *    (38 MB for 512 -> 512), stream from DRAM and add to the RSS: left to
- *    conv_gemm. */
+ *    14x14 (0.33), 10x10 (0.64), 8x8 (1.0) all win 1.5x to 3.7x.  On a
+ *    quieter machine (load ~2.5, bench_conv, after the GEMM tuning of
+ *    39a442e) ResNet-50's layers went 123 -> 398 (56x56), 163 -> 428
+ *    (28x28), 157 -> 430 (14x14) GFLOP/s; its 7x7 (4 tiles in a 16-lane
+ *    vector: 1.31) 139 -> 130, and its Winograd weights, 4x the direct
+ *    ones (38 MB for 512 -> 512), stream from DRAM and add to the RSS:
+ *    left to conv_gemm. */
 static bool winograd_wins(const conv_geom *geo) {
   kn_conv2d c = conv2d_of(geo);
   if (c.oh < 1 || c.ow < 1 || c.h < 1 || c.w < 1 || !kn_f32_conv_winograd_fits(&c)) return false;
