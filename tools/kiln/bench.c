@@ -66,17 +66,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static uint64_t next(rng *r) { /* xorshift64* */
-  r->s ^= r->s >> 12;
-  r->s ^= r->s << 25;
-  r->s ^= r->s >> 27;
-  return r->s * 2685821657736338717ull;
-}
-
 /* ---- what an input feeds --------------------------------------------------- */
 
 typedef struct input_role {
@@ -201,7 +190,7 @@ static void dims_text(const int64_t *dims, int32_t rank, char *buf, size_t n) {
 /* ---- generated data ------------------------------------------------------- */
 
 static kn_status make_input(const kn_value_info *vi, const int64_t *dims, int32_t rank,
-                            input_role role, rng *r, kn_tensor *t, kn_error *err) {
+                            input_role role, kn_cli_rng *r, kn_tensor *t, kn_error *err) {
   kn_dtype dt = vi->dtype ? vi->dtype : KN_DTYPE_F32;
   if (dt == KN_DTYPE_STRING) {
     snprintf(err->msg, sizeof err->msg,
@@ -212,7 +201,7 @@ static kn_status make_input(const kn_value_info *vi, const int64_t *dims, int32_
   if (st) return st;
   int64_t n = kn_tensor_numel(t);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t x = next(r);
+    uint64_t x = kn_cli_rng_next(r);
     if (kn_dtype_is_float(dt)) {
       kn_store_f64(t->data, dt, i, (double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
     } else {
@@ -542,7 +531,7 @@ int kn_cmd_bench(int argc, char **argv) {
     if (kn_model_build(s.model, &bo, &err)) rc = kn_cli_error(&err);
   }
   double t_built = now_s();
-  rng r = {(uint64_t)o.seed * 0x9E3779B97F4A7C15ull + 1};
+  kn_cli_rng r = {(uint64_t)o.seed * 0x9E3779B97F4A7C15ull + 1};
   for (int32_t i = 0; !rc && i < s.nin; i++) {
     kn_value_info vi;
     if (kn_model_input_info(s.model, i, &vi) == KN_OK && !s.given[i] &&

@@ -92,4 +92,17 @@ void kn_cmd_bench_usage(FILE *f);
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
 
+/* The CLI's generated inputs (bench, compare): xorshift64*, seeded by the
+ * caller, so the same seed gives the same inputs in both commands. */
+typedef struct kn_cli_rng {
+  uint64_t s;
+} kn_cli_rng;
+
+static inline uint64_t kn_cli_rng_next(kn_cli_rng *r) {
+  r->s ^= r->s >> 12;
+  r->s ^= r->s << 25;
+  r->s ^= r->s >> 27;
+  return r->s * 2685821657736338717ull;
+}
+
 #endif

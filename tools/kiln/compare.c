@@ -28,19 +28,8 @@ void kn_cmd_compare_usage(FILE *f) {
           "also take the --name=VALUE form.\n");
 }
 
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static uint64_t next(rng *r) { /* xorshift64* */
-  r->s ^= r->s >> 12;
-  r->s ^= r->s << 25;
-  r->s ^= r->s >> 27;
-  return r->s * 2685821657736338717ull;
-}
-
 static kn_status random_input(const kn_value_info *vi, const char *const *shapes, int n_shapes,
-                              rng *r, kn_tensor *t, kn_error *err) {
+                              kn_cli_rng *r, kn_tensor *t, kn_error *err) {
   int64_t dims[KN_MAX_RANK];
   int32_t rank = vi->rank < 0 ? 0 : vi->rank;
   for (int32_t d = 0; d < rank; d++) dims[d] = vi->dims[d] < 0 ? 1 : vi->dims[d];
@@ -61,7 +50,7 @@ static kn_status random_input(const kn_value_info *vi, const char *const *shapes
   if (st) return st;
   int64_t n = kn_tensor_numel(t);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t x = next(r);
+    uint64_t x = kn_cli_rng_next(r);
     double u = (double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0;
     switch (dt) {
     case KN_DTYPE_F32: ((float *)t->data)[i] = (float)u; break;
@@ -274,7 +263,7 @@ int kn_cmd_compare(int argc, char **argv) {
     rc = ins ? kn_cli_error(&err) : kn_cli_fail("out of memory");
     goto done;
   }
-  rng r = {seed * 0x9E3779B97F4A7C15ull + 1};
+  kn_cli_rng r = {seed * 0x9E3779B97F4A7C15ull + 1};
   for (int32_t i = 0; i < nin; i++) {
     kn_value_info vi;
     if (kn_model_input_info(ref, i, &vi)) goto done;
