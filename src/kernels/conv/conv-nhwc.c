@@ -1,0 +1,312 @@
+/*
+ * conv_igemm_nhwc: channels-last convolution as an indirect GEMM per group
+ * (XNNPACK's igemm):
+ *
+ *   C [pixels, m/group] = A [pixels, taps x c/group] x B [taps x c/group, m/group]
+ *
+ * C's rows are output pixels (row stride m: a pixel's channels), B is the
+ * group's weights packed once into panels of the ISA's tile width, laid
+ * out [tap][input channel][panel column], and A is never formed: for each
+ * output pixel and tap the micro-kernel gets a pointer to the input
+ * pixel's channels of the group (igemm.h), or to a zero row where the
+ * window leaves the image.  Accumulators stay in registers over the whole
+ * depth, so every output element is one fixed sum whatever the tiling or
+ * the thread count, and the epilogue (bias, Relu/Clip, residual) runs on
+ * the registers; other activations run on the tile's rows while in L1.
+ *
+ * Row taps: with few input channels (the 7x7 stem, c = 3) a tap's 3 floats
+ * would leave the micro-kernel mostly pointer loads.  When dilation_w is 1
+ * and group is 1, a whole kernel row (kw * c contiguous floats of a
+ * horizontally zero-padded copy of the input in scratch) is one tap: the
+ * stem's 49 taps of depth 3 become 7 of depth 21.  The packed weights are
+ * the same ([ky][kx][ci] is the order of both).
+ *
+ * The input-channel scale s ([n, c], FusedConv's S) is applied to copies:
+ * row taps scale while padding; otherwise each task copies the scaled A
+ * rows of its pixels (taps x c/group floats per pixel, at most
+ * COPY_BYTES per thread) into scratch and points the kernel at them.  The
+ * copy costs about 1/(panel width) of the task's FMAs per panel.
+ *
+ * Threads: tasks are (group, chunk of pixels, range of panels).  Inside a
+ * task the panels are the outer loop and the chunk's pixel blocks stream
+ * past each panel, so a panel (taps x c/group x 64 floats) stays in L2 and
+ * the chunk's input (at most COPY_BYTES of A rows) stays there too.
+ */
+#include <math.h>
+
+#include "kernels/conv/conv.h"
+#include "kernels/conv/igemm.h"
+
+/* A rows of a task's pixel chunk: the scaled-copy buffer per thread, and
+ * the input a chunk touches while the panels pass over it. */
+#define COPY_BYTES (256 * 1024)
+/* Pixel blocks per chunk at most (pointer tables stay small). */
+#define MAX_BLOCKS 64
+/* Input channels up to which a kernel row is one tap (see above). */
+#define ROW_TAP_MAX_C 4
+
+static const kn_igemm_ukernels *uk_of(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return &kn_f32_igemm_ukernel_7x64__avx512;
+  if (isa == KN_ISA_AVX2) return &kn_f32_igemm_ukernel_4x24__avx2;
+#endif
+  (void)isa;
+  return &kn_f32_igemm_ukernel_4x8__portable;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+/* How one call splits its work; a function of the geometry, ISA and
+ * thread count only (the scratch size follows from it). */
+typedef struct plan {
+  const kn_igemm_ukernels *uk;
+  int64_t cg, mg;      /* input and output channels per group */
+  bool rows;           /* row taps over a padded copy */
+  int64_t taps, kc;    /* taps per pixel, floats per tap */
+  int64_t nr;          /* full panel width */
+  int64_t npanels;     /* per group */
+  int64_t gstride;     /* packed floats per group */
+  int64_t np;          /* output pixels of all images */
+  int64_t chunk;       /* pixels per task (a multiple of mr) */
+  int64_t nchunks, ppt, npg; /* chunks, panels per task, panel ranges */
+  int64_t wp;          /* row taps: padded input width */
+  size_t zero_floats;  /* the zero row */
+  size_t xp_floats;    /* row taps: the padded copy */
+  size_t ptr_count;    /* pointer table entries per thread */
+  size_t copy_floats;  /* scaled A rows per thread (0 with row taps) */
+  size_t thread_bytes; /* scratch per thread */
+} plan;
+
+static bool row_taps(const kn_conv2d *g) {
+  return g->group == 1 && g->dw == 1 && g->kw > 1 && g->c <= ROW_TAP_MAX_C;
+}
+
+/* Packed floats of one group's panels. */
+static void panel_geom(const kn_igemm_ukernels *uk, const kn_conv2d *g, int64_t *nr,
+                       int64_t *npanels, int64_t *gstride) {
+  int64_t mg = g->m / g->group, k = g->kh * g->kw * (g->c / g->group);
+  *nr = (int64_t)uk->vl * uk->nv;
+  *npanels = cdiv(mg, *nr);
+  *gstride = k * (mg / *nr * *nr + cdiv(mg % *nr, uk->vl) * uk->vl);
+}
+
+static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) {
+  memset(p, 0, sizeof *p);
+  const kn_igemm_ukernels *uk = uk_of(isa);
+  p->uk = uk;
+  p->cg = g->c / g->group;
+  p->mg = g->m / g->group;
+  p->rows = row_taps(g);
+  p->taps = p->rows ? g->kh : g->kh * g->kw;
+  p->kc = p->rows ? g->kw * g->c : p->cg;
+  panel_geom(uk, g, &p->nr, &p->npanels, &p->gstride);
+  p->np = g->n * g->oh * g->ow;
+  int64_t mr = uk->mr, arow = p->taps * p->kc * (int64_t)sizeof(float);
+  int64_t chunk = COPY_BYTES / (arow > 0 ? arow : 1) / mr * mr;
+  if (chunk > MAX_BLOCKS * mr) chunk = MAX_BLOCKS * mr;
+  if (chunk < mr) chunk = mr;
+  int64_t need = threads > 1 ? 4 * (int64_t)threads : 1;
+  int64_t nchunks = cdiv(p->np, chunk), npg = 1;
+  /* Enough tasks for the threads: split the panels first (each task then
+   * rereads its chunk's input, cheaper than rereading a panel), then the
+   * pixels. */
+  if (g->group * nchunks < need) {
+    npg = cdiv(need, g->group * nchunks);
+    if (npg > p->npanels) npg = p->npanels;
+  }
+  if (g->group * nchunks * npg < need) {
+    int64_t want = cdiv(need, g->group * npg);
+    chunk = cdiv(cdiv(p->np, want), mr) * mr;
+    if (chunk < mr) chunk = mr;
+    nchunks = cdiv(p->np, chunk);
+  }
+  p->chunk = chunk;
+  p->nchunks = nchunks;
+  p->ppt = cdiv(p->npanels, npg);
+  p->npg = cdiv(p->npanels, p->ppt);
+  p->zero_floats = (size_t)p->kc;
+  if (p->rows) {
+    int64_t right = (g->ow - 1) * g->sw + g->kw; /* padded columns the windows reach */
+    p->wp = g->w + g->pl > right ? g->w + g->pl : right;
+    p->xp_floats = (size_t)(g->n * g->h * p->wp * g->c);
+  }
+  p->ptr_count = (size_t)(cdiv(chunk, mr) * p->taps * mr);
+  p->copy_floats = p->rows ? 0 : (size_t)(chunk * p->taps * p->kc);
+  p->thread_bytes =
+      align64(p->ptr_count * sizeof(float *)) + align64(p->copy_floats * sizeof(float));
+}
+
+size_t kn_f32_conv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
+  int64_t nr, npanels, gstride;
+  panel_geom(uk_of(isa), g, &nr, &npanels, &gstride);
+  return (size_t)(g->group * gstride);
+}
+
+void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
+  const kn_igemm_ukernels *uk = uk_of(isa);
+  int64_t nr, npanels, gstride;
+  panel_geom(uk, g, &nr, &npanels, &gstride);
+  int64_t cg = g->c / g->group, mg = g->m / g->group, ksz = g->kh * g->kw, k = ksz * cg;
+  for (int64_t gi = 0; gi < g->group; gi++)
+    for (int64_t pi = 0; pi < npanels; pi++) {
+      int64_t width = mg - pi * nr < nr ? mg - pi * nr : nr;
+      int64_t nrs = cdiv(width, uk->vl) * uk->vl;
+      float *d = dst + gi * gstride + pi * nr * k;
+      for (int64_t t = 0; t < ksz; t++)
+        for (int64_t ci = 0; ci < cg; ci++, d += nrs)
+          for (int64_t j = 0; j < nrs; j++)
+            d[j] = j < width ? w[((gi * mg + pi * nr + j) * cg + ci) * ksz + t] : 0.0f;
+    }
+}
+
+size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+  plan p;
+  make_plan(isa, g, threads, &p);
+  return align64(p.zero_floats * sizeof(float)) + align64(p.xp_floats * sizeof(float)) +
+         (size_t)threads * p.thread_bytes;
+}
+
+/* ---- driver --------------------------------------------------------------- */
+
+typedef struct job {
+  kn_isa isa;
+  const kn_conv2d *g;
+  plan p;
+  const float *x, *s, *wp;
+  const kn_epilogue *ep;
+  float *y;
+  const float *zero, *xp; /* the zero row; row taps: the padded input */
+  char *thread_scratch;
+  kn_igemm_params kp; /* the parts shared by every tile */
+  bool post_act;      /* an activation the micro-kernel does not do */
+  bool kernel_res;    /* the micro-kernel adds the residual */
+} job;
+
+/* Row taps: one padded, scaled input row (task = image x row). */
+static void pad_row(void *arg, int64_t task, int32_t thread) {
+  (void)thread;
+  const job *j = arg;
+  const kn_conv2d *g = j->g;
+  int64_t c = g->c, b = task / g->h;
+  const float *src = j->x + task * g->w * c;
+  float *d = (float *)j->xp + task * j->p.wp * c;
+  int64_t left = g->pl * c, n = g->w * c, total = j->p.wp * c;
+  memset(d, 0, (size_t)left * sizeof(float));
+  if (j->s) {
+    const float *sc = j->s + b * c;
+    for (int64_t i = 0; i < n; i++) d[left + i] = src[i] * sc[i % c];
+  } else {
+    memcpy(d + left, src, (size_t)n * sizeof(float));
+  }
+  memset(d + left + n, 0, (size_t)(total - left - n) * sizeof(float));
+}
+
+/* Pointer tables of the blocks of pixels [p0, p1) of group gi: block k's
+ * entries start at tab + k * taps * mr, [tap][row].  With a scale (and no
+ * row taps) the rows are scaled copies in buf. */
+static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const float **tab,
+                         float *buf) {
+  const kn_conv2d *g = j->g;
+  const plan *p = &j->p;
+  int64_t mr = p->uk->mr, ohw = g->oh * g->ow, taps = p->taps, kc = p->kc;
+  int64_t b = p0 / ohw, oy = p0 % ohw / g->ow, ox = p0 % g->ow;
+  const float **t = tab;
+  for (int64_t q0 = p0; q0 < p1; q0 += mr) {
+    int64_t rows = p1 - q0 < mr ? p1 - q0 : mr;
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl;
+      for (int64_t ky = 0, tap = 0; ky < g->kh; ky++) {
+        int64_t iy = iy0 + ky * g->dh;
+        bool yin = iy >= 0 && iy < g->h;
+        if (p->rows) {
+          t[tap * rows + r] = yin ? j->xp + ((b * g->h + iy) * p->wp + ox * g->sw) * g->c : j->zero;
+          tap++;
+          continue;
+        }
+        for (int64_t kx = 0; kx < g->kw; kx++, tap++) {
+          int64_t ix = ix0 + kx * g->dw;
+          const float *src = yin && ix >= 0 && ix < g->w
+                                 ? j->x + ((b * g->h + iy) * g->w + ix) * g->c + gi * p->cg
+                                 : j->zero;
+          if (j->s && src != j->zero) {
+            float *d = buf + ((q0 - p0 + r) * taps + tap) * kc;
+            const float *sc = j->s + b * g->c + gi * p->cg;
+            for (int64_t i = 0; i < kc; i++) d[i] = src[i] * sc[i];
+            src = d;
+          }
+          t[tap * rows + r] = src;
+        }
+      }
+      if (++ox == g->ow) {
+        ox = 0;
+        if (++oy == g->oh) {
+          oy = 0;
+          b++;
+        }
+      }
+    }
+    t += taps * mr;
+  }
+}
+
+static void conv_task(void *arg, int64_t task, int32_t thread) {
+  const job *j = arg;
+  const kn_conv2d *g = j->g;
+  const plan *p = &j->p;
+  int64_t pg = task % p->npg, ci = task / p->npg % p->nchunks, gi = task / p->npg / p->nchunks;
+  int64_t p0 = ci * p->chunk, p1 = p0 + p->chunk < p->np ? p0 + p->chunk : p->np;
+  int64_t pa = pg * p->ppt, pb = pa + p->ppt < p->npanels ? pa + p->ppt : p->npanels;
+  char *ts = j->thread_scratch + (size_t)thread * p->thread_bytes;
+  const float **tab = (const float **)ts;
+  float *buf = (float *)(ts + align64(p->ptr_count * sizeof(float *)));
+  build_tables(j, gi, p0, p1, tab, buf);
+  int64_t mr = p->uk->mr, m = g->m, k = p->taps * p->kc;
+  for (int64_t pi = pa; pi < pb; pi++) {
+    int64_t col = gi * p->mg + pi * p->nr;
+    int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
+    int64_t nv = cdiv(width, p->uk->vl);
+    const float *w = j->wp + gi * p->gstride + pi * p->nr * k;
+    kn_igemm_params kp = j->kp;
+    kp.bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
+    const float *const *t = tab;
+    for (int64_t q0 = p0; q0 < p1; q0 += mr, t += p->taps * mr) {
+      int64_t rows = p1 - q0 < mr ? p1 - q0 : mr;
+      float *c = j->y + q0 * m + col;
+      const float *res = j->ep && j->ep->res ? j->ep->res + q0 * m + col : NULL;
+      kp.res = j->kernel_res ? res : NULL;
+      p->uk->fn[nv - 1][rows - 1](p->taps, p->kc, t, w, c, m, width, &kp);
+      if (j->post_act) {
+        kn_epilogue e = {.act = j->ep->act, .res = j->kernel_res ? NULL : res, .ldr = m};
+        kn_f32_epilogue(j->isa, &e, c, m, 0, rows, 0, width);
+      }
+    }
+  }
+}
+
+void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                      const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
+                      void *scratch) {
+  if (g->n * g->m * g->oh * g->ow == 0) return;
+  int32_t threads = kn_pool_threads(pool);
+  job j = {.isa = isa, .g = g, .x = x, .s = s, .wp = wpacked, .ep = ep, .y = y};
+  make_plan(isa, g, threads, &j.p);
+  char *sp = scratch;
+  float *zero = (float *)sp;
+  memset(zero, 0, j.p.zero_floats * sizeof(float));
+  j.zero = zero;
+  sp += align64(j.p.zero_floats * sizeof(float));
+  j.xp = (const float *)sp;
+  sp += align64(j.p.xp_floats * sizeof(float));
+  j.thread_scratch = sp;
+  kn_act act = ep ? ep->act.act : KN_ACT_NONE;
+  bool in_regs = act == KN_ACT_NONE || act == KN_ACT_RELU || act == KN_ACT_CLIP;
+  j.post_act = !in_regs;
+  j.kernel_res = ep && ep->res && (in_regs || ep->res_first);
+  j.kp.res_after = ep && !ep->res_first;
+  j.kp.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
+  j.kp.lo = act == KN_ACT_CLIP ? ep->act.lo : 0.0f;
+  j.kp.hi = act == KN_ACT_CLIP ? ep->act.hi : INFINITY;
+  if (j.p.rows) kn_pool_for(pool, g->n * g->h, pad_row, &j);
+  kn_pool_for(pool, g->group * j.p.nchunks * j.p.npg, conv_task, &j);
+}

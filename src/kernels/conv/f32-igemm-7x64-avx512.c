@@ -1,0 +1,50 @@
+/*
+ * Indirect-GEMM micro-kernels for conv_igemm_nhwc, AVX-512: tiles of up to
+ * 7 output pixels x 64 output channels (4 zmm).
+ *
+ * Why 7 x 64: 28 accumulators + 4 weight vectors = 32 zmm, the row values
+ * broadcast straight from memory into the FMAs ({1to16} operands).  Per
+ * depth step that is 28 FMAs (14 cycles on two 512-bit FMA pipes) against
+ * 4 vector loads and 28 scalar broadcasts, and 7 row pointers leave enough
+ * general registers for the loop (XNNPACK's AVX-512 igemm uses 7 rows for
+ * the same reason).  ResNet's and MobileNet's planes (112/56/28/14/7 wide)
+ * are whole multiples of 7 pixels.  Narrower variants (16, 32, 48
+ * columns) serve channel tails, so a panel wastes at most 15 lanes.
+ */
+#include <immintrin.h>
+
+typedef __m512 V;
+#define VL 16
+#define MR 7
+#define NV 4
+#define KN_IGEMM_TABLE kn_f32_igemm_ukernel_7x64__avx512
+
+static inline V v_zero(void) { return _mm512_setzero_ps(); }
+static inline V v_set1(float f) { return _mm512_set1_ps(f); }
+static inline V v_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+static inline V v_add(V a, V b) { return _mm512_add_ps(a, b); }
+static inline V v_min(V a, V b) { return _mm512_min_ps(a, b); }
+static inline V v_max(V a, V b) { return _mm512_max_ps(a, b); }
+static inline __mmask16 v_mask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+static inline V v_ldn(const float *p, int64_t n) { return _mm512_maskz_loadu_ps(v_mask(n), p); }
+static inline void v_stn(float *p, V v, int64_t n) { _mm512_mask_storeu_ps(p, v_mask(n), v); }
+
+#include "kernels/conv/igemm-impl.h"
+
+#define ROWS(N)                                                                            \
+  KN_IGEMM_FN(1, N)                                                                        \
+  KN_IGEMM_FN(2, N)                                                                        \
+  KN_IGEMM_FN(3, N)                                                                        \
+  KN_IGEMM_FN(4, N)                                                                        \
+  KN_IGEMM_FN(5, N)                                                                        \
+  KN_IGEMM_FN(6, N)                                                                        \
+  KN_IGEMM_FN(7, N)
+ROWS(1)
+ROWS(2)
+ROWS(3)
+ROWS(4)
+#undef ROWS
+
+#define ROWS(N) {igemm_1x##N, igemm_2x##N, igemm_3x##N, igemm_4x##N, igemm_5x##N, igemm_6x##N, igemm_7x##N}
+const kn_igemm_ukernels KN_IGEMM_TABLE = {MR, VL, NV, {ROWS(1), ROWS(2), ROWS(3), ROWS(4)}};

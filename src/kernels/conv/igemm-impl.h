@@ -1,0 +1,77 @@
+/*
+ * The indirect-GEMM micro-kernels (igemm.h) for one ISA, from one
+ * template.  The including file defines the vector type and operations:
+ *
+ *   V, VL (floats per vector), MR (rows of the largest tile), NV (vectors
+ *   of the widest panel), v_zero, v_set1, v_ld (unaligned full load),
+ *   v_fma(a, b, c) = a*b + c, v_add, v_min, v_max, v_ldn(p, n) (first n
+ *   lanes, zeros after), v_stn(p, v, n) (first n lanes), and KN_IGEMM_TABLE
+ *   (the name of the kn_igemm_ukernels table to define).
+ *
+ * Every (rows, vectors) pair is its own function, the loops below unrolled
+ * by the compiler for those constants: accumulators stay in registers for
+ * the whole depth (taps x channels), one broadcast of each row's value per
+ * depth step feeds nv FMAs, and pixel or channel tails run a smaller tile
+ * instead of a padded one.
+ */
+#ifndef KN_IGEMM_TABLE
+#error "define the vector operations and KN_IGEMM_TABLE before including igemm-impl.h"
+#endif
+
+#include "kernels/conv/igemm.h"
+
+static inline __attribute__((always_inline)) void
+igemm_tile(const int mr, const int nv, int64_t taps, int64_t kc, const float *const *restrict a,
+           const float *restrict w, float *restrict c, int64_t ldc, int64_t nc,
+           const kn_igemm_params *p) {
+  V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) acc[r][v] = v_zero();
+  for (; taps > 0; taps--) {
+    const float *ap[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) ap[r] = a[r];
+    a += mr;
+    for (int64_t k = 0; k < kc; k++) {
+      V b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; v++) b[v] = v_ld(w + v * VL);
+      w += nv * VL;
+#pragma GCC unroll 8
+      for (int r = 0; r < mr; r++) {
+        V av = v_set1(ap[r][k]);
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) acc[r][v] = v_fma(av, b[v], acc[r][v]);
+      }
+    }
+  }
+  const V lo = v_set1(p->lo), hi = v_set1(p->hi);
+#pragma GCC unroll 4
+  for (int v = 0; v < nv; v++) {
+    int64_t n = nc - v * VL;
+    if (n <= 0) break;
+    if (n > VL) n = VL;
+    V bias = p->bias ? v_ldn(p->bias + v * VL, n) : v_zero();
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+      float *cr = c + r * ldc + v * VL;
+      const float *rr = p->res ? p->res + r * ldc + v * VL : NULL;
+      V x = acc[r][v];
+      if (p->accumulate) x = v_add(x, v_ldn(cr, n));
+      x = v_add(x, bias);
+      if (rr && !p->res_after) x = v_add(x, v_ldn(rr, n));
+      if (p->clamp) x = v_min(v_max(x, lo), hi);
+      if (rr && p->res_after) x = v_add(x, v_ldn(rr, n));
+      v_stn(cr, x, n);
+    }
+  }
+}
+
+#define KN_IGEMM_FN(R, N)                                                                  \
+  static void igemm_##R##x##N(int64_t taps, int64_t kc, const float *const *a,            \
+                              const float *w, float *c, int64_t ldc, int64_t nc,          \
+                              const kn_igemm_params *p) {                                 \
+    igemm_tile(R, N, taps, kc, a, w, c, ldc, nc, p);                                      \
+  }
