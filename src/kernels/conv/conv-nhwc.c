@@ -47,7 +47,7 @@
 
 static const kn_igemm_ukernels *uk_of(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS
-  if (isa == KN_ISA_AVX512) return &kn_f32_igemm_ukernel_7x64__avx512;
+  if (isa == KN_ISA_AVX512) return &kn_f32_igemm_ukernel_6x64__avx512;
   if (isa == KN_ISA_AVX2) return &kn_f32_igemm_ukernel_4x24__avx2;
 #endif
   (void)isa;
@@ -131,7 +131,7 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) 
     p->wp = g->w + g->pl > right ? g->w + g->pl : right;
     p->xp_floats = (size_t)(g->n * g->h * p->wp * g->c);
   }
-  p->ptr_count = (size_t)(cdiv(chunk, mr) * p->taps * mr);
+  p->ptr_count = (size_t)(cdiv(chunk, mr) * p->taps * uk->mr_max);
   p->copy_floats = p->rows ? 0 : (size_t)(chunk * p->taps * p->kc);
   p->thread_bytes =
       align64(p->ptr_count * sizeof(float *)) + align64(p->copy_floats * sizeof(float));
@@ -202,18 +202,29 @@ static void pad_row(void *arg, int64_t task, int32_t thread) {
   memset(d + left + n, 0, (size_t)(total - left - n) * sizeof(float));
 }
 
+/* Rows of the block that starts `left` pixels before the chunk's end. */
+static int64_t block_rows(const kn_igemm_ukernels *uk, int64_t left) {
+  return left <= uk->mr_max && left > uk->mr ? left : left < uk->mr ? left : uk->mr;
+}
+
 /* Pointer tables of the blocks of pixels [p0, p1) of group gi: block k's
- * entries start at tab + k * taps * mr, [tap][row].  With a scale (and no
+ * entries start at tab + k * taps * mr_max, [tap][row].  With a scale (and no
  * row taps) the rows are scaled copies in buf. */
 static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const float **tab,
                          float *buf) {
   const kn_conv2d *g = j->g;
   const plan *p = &j->p;
-  int64_t mr = p->uk->mr, ohw = g->oh * g->ow, taps = p->taps, kc = p->kc;
+  int64_t ohw = g->oh * g->ow, taps = p->taps, kc = p->kc;
   int64_t b = p0 / ohw, oy = p0 % ohw / g->ow, ox = p0 % g->ow;
   const float **t = tab;
-  for (int64_t q0 = p0; q0 < p1; q0 += mr) {
-    int64_t rows = p1 - q0 < mr ? p1 - q0 : mr;
+  bool pointwise = taps == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+                   g->oh == g->h && g->ow == g->w && !j->s;
+  for (int64_t q0 = p0, rows; q0 < p1; q0 += rows, t += taps * p->uk->mr_max) {
+    rows = block_rows(p->uk, p1 - q0);
+    if (pointwise) { /* pixel q reads input pixel q */
+      for (int64_t r = 0; r < rows; r++) t[r] = j->x + (q0 + r) * g->c + gi * p->cg;
+      continue;
+    }
     for (int64_t r = 0; r < rows; r++) {
       int64_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl;
       for (int64_t ky = 0, tap = 0; ky < g->kh; ky++) {
@@ -246,7 +257,6 @@ static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const
         }
       }
     }
-    t += taps * mr;
   }
 }
 
@@ -261,7 +271,7 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
   const float **tab = (const float **)ts;
   float *buf = (float *)(ts + align64(p->ptr_count * sizeof(float *)));
   build_tables(j, gi, p0, p1, tab, buf);
-  int64_t mr = p->uk->mr, m = g->m, k = p->taps * p->kc;
+  int64_t m = g->m, k = p->taps * p->kc;
   for (int64_t pi = pa; pi < pb; pi++) {
     int64_t col = gi * p->mg + pi * p->nr;
     int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
@@ -270,8 +280,8 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
     kn_igemm_params kp = j->kp;
     kp.bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
     const float *const *t = tab;
-    for (int64_t q0 = p0; q0 < p1; q0 += mr, t += p->taps * mr) {
-      int64_t rows = p1 - q0 < mr ? p1 - q0 : mr;
+    for (int64_t q0 = p0, rows; q0 < p1; q0 += rows, t += p->taps * p->uk->mr_max) {
+      rows = block_rows(p->uk, p1 - q0);
       float *c = j->y + q0 * m + col;
       const float *res = j->ep && j->ep->res ? j->ep->res + q0 * m + col : NULL;
       kp.res = j->kernel_res ? res : NULL;

@@ -46,4 +46,4 @@ ROWS(3)
 #undef ROWS
 
 #define ROWS(N) {igemm_1x##N, igemm_2x##N, igemm_3x##N, igemm_4x##N}
-const kn_igemm_ukernels KN_IGEMM_TABLE = {MR, VL, NV, {ROWS(1), ROWS(2), ROWS(3)}};
+const kn_igemm_ukernels KN_IGEMM_TABLE = {MR, MR, VL, NV, {ROWS(1), ROWS(2), ROWS(3)}};

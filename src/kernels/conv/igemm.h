@@ -44,16 +44,19 @@ typedef void (*kn_igemm_fn)(int64_t taps, int64_t kc, const float *const *a,
 #define KN_IGEMM_NV_MAX 4
 
 /* One ISA's micro-kernels: fn[nv - 1][r - 1] computes r rows by nv vectors
- * of vl floats (panel width nv * vl). */
+ * of vl floats (panel width nv * vl), for r up to mr_max: the main tile
+ * has mr rows, and mr_max = mr + 1 where a tail of mr + 1 rows is one
+ * tile (7x7 planes on AVX-512). */
 typedef struct kn_igemm_ukernels {
-  int32_t mr, vl, nv; /* largest tile: mr rows, nv vectors of vl floats */
+  int32_t mr, mr_max; /* rows of the main tile, of the largest */
+  int32_t vl, nv;     /* widest panel: nv vectors of vl floats */
   kn_igemm_fn fn[KN_IGEMM_NV_MAX][KN_IGEMM_MR_MAX];
 } kn_igemm_ukernels;
 
 extern const kn_igemm_ukernels kn_f32_igemm_ukernel_4x8__portable;
 #ifdef KN_HAVE_X86_KERNELS
 extern const kn_igemm_ukernels kn_f32_igemm_ukernel_4x24__avx2;
-extern const kn_igemm_ukernels kn_f32_igemm_ukernel_7x64__avx512;
+extern const kn_igemm_ukernels kn_f32_igemm_ukernel_6x64__avx512;
 #endif
 
 #endif
