@@ -9,7 +9,7 @@
  * 8, 15, 16, 17, 24, 40, 63, 64, 65, 96, 144, 200), pixel counts that are
  * and are not multiples of the row tiles, prime channel counts, 1 channel,
  * 1x1 images, strides 2 and 3, dilation 2, asymmetric pads, groups 2 and
- * 4, batch 2; every epilogue form (no bias, bias, each activation, a
+ * 4, batch 2, depths split into blocks; every epilogue form (no bias, bias, each activation, a
  * residual before or after the activation) and the input-channel scale s.
  * Outputs start full of NaNs, so an element the kernel does not write
  * fails, and the 1- and 2-thread results must be bit-identical. */
@@ -224,6 +224,12 @@ static void test_conv_nhwc_geometry(void **state) {
       {2, 16, 9, 7, 40, 4, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, KN_ACT_LEAKYRELU, 2, false},
       {2, 12, 5, 5, 8, 4, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, KN_ACT_HARDSIGMOID, 0, true},
       {2, 8, 8, 8, 6, 2, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, true, KN_ACT_NONE, 1, false},
+      /* depth split into blocks (panels over 256 KiB on AVX-512, 2.7k
+       * depth steps on AVX2): by taps, by channels, with every epilogue */
+      {1, 128, 5, 6, 80, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_SILU, 2, false},
+      {1, 160, 4, 5, 20, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_CLIP, 1, true},
+      {1, 3001, 2, 3, 70, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_RELU, 1, true},
+      {2, 2900, 3, 2, 17, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_TANH, 2, false},
       /* MobileNetV2 pointwise layers */
       {1, 24, 14, 14, 144, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_CLIP, 0, false},
       {1, 96, 7, 7, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_NONE, 1, true},

@@ -40,6 +40,11 @@
 /* A rows of a task's pixel chunk: the scaled-copy buffer per thread, and
  * the input a chunk touches while the panels pass over it. */
 #define COPY_BYTES (256 * 1024)
+/* Weights of one panel per depth block at most: larger panels (3x3 on
+ * 512 channels: 1.2 MB) would stream from L3 once per pixel block, so
+ * their depth is split into blocks that stay in L2, the partial sums
+ * accumulating in C (in L2 too). */
+#define DEPTH_BYTES (256 * 1024)
 /* Pixel blocks per chunk at most (pointer tables stay small). */
 #define MAX_BLOCKS 64
 /* Input channels up to which a kernel row is one tap (see above). */
@@ -68,6 +73,7 @@ typedef struct plan {
   int64_t npanels;     /* per group */
   int64_t gstride;     /* packed floats per group */
   int64_t np;          /* output pixels of all images */
+  int64_t tb, kcb;     /* depth block: tb taps x kcb channels (tb = 1 or kcb = kc) */
   int64_t chunk;       /* pixels per task (a multiple of mr) */
   int64_t nchunks, ppt, npg; /* chunks, panels per task, panel ranges */
   int64_t wp;          /* row taps: padded input width */
@@ -102,6 +108,19 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) 
   p->kc = p->rows ? g->kw * g->c : p->cg;
   panel_geom(uk, g, &p->nr, &p->npanels, &p->gstride);
   p->np = g->n * g->oh * g->ow;
+  int64_t col_bytes = p->nr * (int64_t)sizeof(float); /* one depth step of a panel */
+  p->tb = p->taps;
+  p->kcb = p->kc;
+  if (p->taps * p->kc * col_bytes > DEPTH_BYTES) {
+    if (p->kc * col_bytes <= DEPTH_BYTES) {
+      p->tb = DEPTH_BYTES / (p->kc * col_bytes);
+      p->tb = cdiv(p->taps, cdiv(p->taps, p->tb)); /* equal blocks */
+    } else {
+      p->tb = 1;
+      p->kcb = DEPTH_BYTES / col_bytes;
+      p->kcb = cdiv(p->kc, cdiv(p->kc, p->kcb));
+    }
+  }
   int64_t mr = uk->mr, arow = p->taps * p->kc * (int64_t)sizeof(float);
   int64_t chunk = COPY_BYTES / (arow > 0 ? arow : 1) / mr * mr;
   if (chunk > MAX_BLOCKS * mr) chunk = MAX_BLOCKS * mr;
@@ -275,22 +294,33 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
   for (int64_t pi = pa; pi < pb; pi++) {
     int64_t col = gi * p->mg + pi * p->nr;
     int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
-    int64_t nv = cdiv(width, p->uk->vl);
+    int64_t nv = cdiv(width, p->uk->vl), nrs = nv * p->uk->vl;
     const float *w = j->wp + gi * p->gstride + pi * p->nr * k;
-    kn_igemm_params kp = j->kp;
-    kp.bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
-    const float *const *t = tab;
-    for (int64_t q0 = p0, rows; q0 < p1; q0 += rows, t += p->taps * p->uk->mr_max) {
-      rows = block_rows(p->uk, p1 - q0);
-      float *c = j->y + q0 * m + col;
-      const float *res = j->ep && j->ep->res ? j->ep->res + q0 * m + col : NULL;
-      kp.res = j->kernel_res ? res : NULL;
-      p->uk->fn[nv - 1][rows - 1](p->taps, p->kc, t, w, c, m, width, &kp);
-      if (j->post_act) {
-        kn_epilogue e = {.act = j->ep->act, .res = j->kernel_res ? NULL : res, .ldr = m};
-        kn_f32_epilogue(j->isa, &e, c, m, 0, rows, 0, width);
+    const float *bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
+    for (int64_t t0 = 0; t0 < p->taps; t0 += p->tb)
+      for (int64_t k0 = 0; k0 < p->kc; k0 += p->kcb) {
+        int64_t tn = p->taps - t0 < p->tb ? p->taps - t0 : p->tb;
+        int64_t kn = p->kc - k0 < p->kcb ? p->kc - k0 : p->kcb;
+        bool last = t0 + tn == p->taps && k0 + kn == p->kc;
+        kn_igemm_params kp = j->kp;
+        kp.accumulate = t0 > 0 || k0 > 0;
+        kp.a_off = k0;
+        if (!last) kp.clamp = false;
+        kp.bias = last ? bias : NULL;
+        const float *wd = w + (t0 * p->kc + k0) * nrs;
+        const float *const *t = tab;
+        for (int64_t q0 = p0, rows; q0 < p1; q0 += rows, t += p->taps * p->uk->mr_max) {
+          rows = block_rows(p->uk, p1 - q0);
+          float *c = j->y + q0 * m + col;
+          const float *res = j->ep && j->ep->res ? j->ep->res + q0 * m + col : NULL;
+          kp.res = j->kernel_res && last ? res : NULL;
+          p->uk->fn[nv - 1][rows - 1](tn, kn, t + t0 * rows, wd, c, m, width, &kp);
+          if (j->post_act && last) {
+            kn_epilogue e = {.act = j->ep->act, .res = j->kernel_res ? NULL : res, .ldr = m};
+            kn_f32_epilogue(j->isa, &e, c, m, 0, rows, 0, width);
+          }
+        }
       }
-    }
   }
 }
 

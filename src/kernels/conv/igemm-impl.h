@@ -32,7 +32,7 @@ igemm_tile(const int mr, const int nv, int64_t taps, int64_t kc, const float *co
   for (; taps > 0; taps--) {
     const float *ap[MR];
 #pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) ap[r] = a[r];
+    for (int r = 0; r < mr; r++) ap[r] = a[r] + p->a_off;
     a += mr;
     for (int64_t k = 0; k < kc; k++) {
       V b[NV];
@@ -41,14 +41,9 @@ igemm_tile(const int mr, const int nv, int64_t taps, int64_t kc, const float *co
       w += nv * VL;
 #pragma GCC unroll 8
       for (int r = 0; r < mr; r++) {
-#ifdef V_FMA_BCAST
-#pragma GCC unroll 4
-        for (int v = 0; v < nv; v++) acc[r][v] = V_FMA_BCAST(&ap[r][k], b[v], acc[r][v]);
-#else
         V av = v_set1(ap[r][k]);
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) acc[r][v] = v_fma(av, b[v], acc[r][v]);
-#endif
       }
     }
   }

@@ -6,7 +6,7 @@
  * One call computes a register tile of mr output pixels (rows, fixed per
  * function) by the columns of one packed weight panel:
  *
- *   t[r][j] = sum over taps t, kk < kc of  a[t*mr + r][kk] * w[(t*kc + kk)*nrs + j]
+ *   t[r][j] = sum over taps t, kk < kc of  a[t*mr + r][a_off + kk] * w[(t*kc + kk)*nrs + j]
  *
  * in that order (taps outer, channels inner), then
  *
@@ -14,9 +14,9 @@
  *             (+ R[r][j] before or after the clamp to [lo, hi])
  *
  * for j < nc, rows r of C and R at stride ldc (both are [pixel][channel]
- * matrices of the same shape).  a holds taps x mr row pointers, each to kc
- * readable floats: an input pixel's channels of the group, a zero row for
- * a padding tap, or a copy in scratch.  w: the panel, nrs = nv * VL floats
+ * matrices of the same shape).  a holds taps x mr row pointers ([tap][row]),
+ * each with kc readable floats from a_off on: an input pixel's channels of
+ * the group, a zero row for a padding tap, or a copy in scratch.  w: the panel, nrs = nv * VL floats
  * per depth step (the panel's width rounded up to the ISA's vector; zero
  * columns beyond the output channels).  Columns j >= nc are computed and
  * dropped (masked stores), so bias and R are read only for j < nc.
@@ -32,6 +32,7 @@ typedef struct kn_igemm_params {
   bool res_after;    /* add R after the clamp (else before) */
   bool clamp;        /* min(max(v, lo), hi): Relu, Clip */
   bool accumulate;   /* add C's values (depth blocks after the first) */
+  int64_t a_off;     /* added to every row pointer (a depth block's first channel) */
   float lo, hi;
 } kn_igemm_params;
 
