@@ -20,6 +20,7 @@
 #include "conv_fast.h"
 #include "conv_ref.h"
 #include "kernels/conv/conv.h"
+#include "layout.h"
 #include "plan/tactic.h"
 #include "ref_gemm.h"
 
@@ -625,6 +626,7 @@ typedef struct conv_packed {
 } conv_packed;
 
 static bool is_transpose_node(const kn_node *n) { return !strcmp(n->op_type, "ConvTranspose"); }
+static bool is_nhwc_node(const kn_node *n) { return !strcmp(n->op_type, "NhwcFusedConv"); }
 
 /* Geometry from static types (unknown parts as kn_conv_geometry leaves
  * them); false when the node is not a float32 4-D convolution with known
@@ -643,6 +645,7 @@ static bool static_geometry(const kn_graph *gr, const kn_node *n, bool transpose
   xs.t.dtype = ws.t.dtype = KN_DTYPE_F32;
   xs.t.rank = ws.t.rank = 4;
   memcpy(xs.t.dims, xv->type.dims, sizeof xs.t.dims);
+  if (is_nhwc_node(n)) kn_dims_to_nchw(xv->type.dims, xs.t.dims);
   memcpy(ws.t.dims, wv->type.dims, sizeof ws.t.dims);
   for (int32_t i = 0; i < 4; i++)
     if (ws.t.dims[i] < 1) return false;
@@ -703,8 +706,13 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   (void)isa;
   bool tr = is_transpose_node(n);
   conv_geom geo;
-  if (strcmp(n->op_type, "Conv") && strcmp(n->op_type, "FusedConv") && !tr) return 0;
+  if (strcmp(n->op_type, "Conv") && strcmp(n->op_type, "FusedConv") && !tr &&
+      !is_nhwc_node(n))
+    return 0;
   if (!static_geometry(gr, n, tr, &geo, NULL)) return 0;
+  if (is_nhwc_node(n))
+    return geo.group > 1 && geo.group == geo.c && geo.m == geo.c ? KN_TACTIC_conv_depthwise_nhwc
+                                                                 : KN_TACTIC_conv_igemm_nhwc;
   if (tr) return KN_TACTIC_conv_transpose_gemm;
   if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return KN_TACTIC_conv_depthwise;
   if (winograd_wins(&geo)) return KN_TACTIC_conv_winograd;
@@ -725,6 +733,8 @@ static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   if (t == KN_TACTIC_conv_gemm) return kn_f32_conv_gemm_pack_size(isa, c);
   if (t == KN_TACTIC_conv_winograd) return kn_f32_conv_winograd_pack_size(isa, c);
   if (t == KN_TACTIC_conv_transpose_gemm) return kn_f32_deconv_pack_size(isa, c);
+  if (t == KN_TACTIC_conv_igemm_nhwc) return kn_f32_conv_nhwc_pack_size(isa, c);
+  if (t == KN_TACTIC_conv_depthwise_nhwc) return kn_f32_dwconv_nhwc_pack_size(isa, c);
   return 0;
 }
 
@@ -732,6 +742,8 @@ static void pack_into(int32_t t, kn_isa isa, const kn_conv2d *c, const float *w,
   if (t == KN_TACTIC_conv_gemm) kn_f32_conv_gemm_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_winograd) kn_f32_conv_winograd_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_depthwise_nhwc) kn_f32_dwconv_nhwc_pack(isa, c, w, dst);
 }
 
 kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void **packed,
@@ -807,6 +819,46 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
     kn_f32_conv_winograd(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
   else
     kn_f32_deconv(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
+  *done = true;
+  return KN_OK;
+}
+
+kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tensor *x,
+                            const float *s, const kn_tensor *w, const kn_epilogue *ep,
+                            kn_tensor *y, bool *done) {
+  *done = false;
+  int32_t t = ctx->node->tactic;
+  if (geo->nd != 2 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
+      y->dtype != KN_DTYPE_F32 ||
+      (t != KN_TACTIC_conv_igemm_nhwc && t != KN_TACTIC_conv_depthwise_nhwc))
+    return KN_OK;
+  kn_rt *rt = ctx->rt;
+  kn_isa isa = rt->isa;
+  int32_t threads = kn_rt_threads(rt);
+  kn_conv2d c = conv2d_of(geo);
+  bool dw = t == KN_TACTIC_conv_depthwise_nhwc;
+  if (dw && !(c.group == c.c && c.m == c.c)) return KN_OK;
+  size_t kbytes = dw ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads)
+                     : kn_f32_conv_nhwc_scratch(isa, &c, threads);
+  const conv_packed *pk = ctx->packed;
+  const float *wp = NULL;
+  size_t nf = pack_floats(t, isa, &c), pbytes = 0;
+  if (pk && pk->hdr.tactic == t && pk->hdr.isa == (int32_t)isa && pk->group == c.group &&
+      !memcmp(pk->wdims, w->dims, sizeof pk->wdims))
+    wp = (const float *)((const char *)pk + pk->data_off);
+  else
+    pbytes = (nf * sizeof(float) + 63) & ~(size_t)63;
+  char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
+  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
+  if (pbytes) {
+    pack_into(t, isa, &c, w->data, (float *)scratch);
+    wp = (const float *)scratch;
+  }
+  void *ks = scratch + pbytes;
+  if (dw)
+    kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
+  else
+    kn_f32_conv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
   *done = true;
   return KN_OK;
 }

@@ -48,6 +48,7 @@
 #include "conv_fast.h"
 #include "conv_ref.h"
 #include "gemm_tactic.h"
+#include "layout.h"
 #include "plan/tactic.h"
 #include "ref_gemm.h"
 
@@ -333,6 +334,49 @@ static kn_status fconv_run(kn_op_ctx *ctx) {
   kn_status st = fconv_run_x(ctx, &xs);
   free(xs.data);
   return st;
+}
+
+/* NhwcFusedConv's fast run (src/ops/layout.c): the channels-last kernels
+ * take the input-channel scale S and a residual of Y's shape themselves;
+ * a broadcast residual is left to the reference. */
+kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
+  *done = false;
+  const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *b = kn_in(ctx, 2),
+                  *z = kn_in(ctx, 3), *cs = kn_in(ctx, 4);
+  kn_tensor *y = kn_out(ctx, 0);
+  if (!x || !w || x->rank != 4 || w->rank != 4 || y->rank != 4) return KN_OK;
+  if (z && kn_tensor_numel(z) > 0 &&
+      (z->rank != 4 || memcmp(z->dims, y->dims, sizeof(int64_t) * 4)))
+    return KN_OK;
+  if (cs && kn_tensor_numel(cs) > 0 &&
+      (cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[3]))
+    return KN_OK;
+  epilogue e;
+  memset(&e, 0, sizeof e);
+  kn_status st = read_activation(ctx, &e);
+  if (st) return st;
+  kn_tensor xv = *x; /* the NCHW view the geometry reads */
+  kn_dims_to_nchw(x->dims, xv.dims);
+  kn_conv_geom g;
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  bool complete;
+  if ((st = kn_conv_geometry(ctx, &xv, w, false, &g, &r, d, &complete))) return st;
+  if (kn_tensor_numel(y) == 0) {
+    *done = true;
+    return KN_OK;
+  }
+  kn_epilogue ke = {.bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL,
+                    .bias_per_row = false,
+                    .res = z && kn_tensor_numel(z) > 0 ? z->data : NULL,
+                    .res_first = e.res_first};
+  ke.act.act = (kn_act)kn_act_from_name(act_names[e.act]);
+  ke.act.alpha = e.alpha;
+  ke.act.beta = e.beta;
+  ke.act.lo = e.lo;
+  ke.act.hi = e.hi;
+  return kn_conv_nhwc_fast(ctx, &g, x, cs && kn_tensor_numel(cs) > 0 ? cs->data : NULL, w,
+                           &ke, y, done);
 }
 
 static double epi_flops(const kn_op_ctx *ctx) {

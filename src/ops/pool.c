@@ -21,6 +21,7 @@
 #include <math.h>
 
 #include "kernels/pool/pool.h"
+#include "layout.h"
 #include "plan/tactic.h"
 
 #define POOL_MAX_SP (KN_MAX_RANK - 2)
@@ -717,6 +718,54 @@ static kn_status roipool_run(kn_op_ctx *ctx) {
       }
     }
   }
+  return KN_OK;
+}
+
+/* ---- channels-last pools (the fast runs of src/ops/layout.c's steps) ---- */
+
+int32_t kn_pool_nhwc_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  const kn_type *t = &g->values[n->inputs[0]].type;
+  return t->dtype == KN_DTYPE_F32 && t->rank == 4 ? KN_TACTIC_pool_nhwc : 0;
+}
+
+kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) {
+  *done = false;
+  const kn_tensor *x = kn_in(ctx, 0);
+  kn_tensor *y = kn_out(ctx, 0);
+  if (!x || x->dtype != KN_DTYPE_F32 || x->rank != 4 || y->rank != 4 ||
+      ctx->node->tactic != KN_TACTIC_pool_nhwc)
+    return KN_OK;
+  const char *op = ctx->node->op_type;
+  kn_rt *rt = ctx->rt;
+  int64_t n = x->dims[0], c = x->dims[3];
+  if (!strcmp(op, "NhwcGlobalAveragePool") || !strcmp(op, "NhwcGlobalMaxPool")) {
+    if (n * c > 0)
+      kn_f32_global_pool_nhwc(rt->isa, rt->pool, !strcmp(op, "NhwcGlobalMaxPool"), n,
+                              x->dims[1] * x->dims[2], c, x->data, y->data);
+    *done = true;
+    return KN_OK;
+  }
+  pool_mode m = !strcmp(op, "NhwcMaxPool") ? POOL_MAX : POOL_AVG;
+  kn_tensor xv = *x; /* the NCHW view the geometry reads */
+  kn_dims_to_nchw(x->dims, xv.dims);
+  pool_opts o;
+  pool_geo g;
+  kn_status st = pool_opts_of(ctx, m, &o);
+  if (!st) st = pool_geometry(ctx, &xv, &g, true);
+  if (st) return st;
+  if (g.ns != 2) return KN_OK;
+  *done = true;
+  if (kn_tensor_numel(x) == 0 || kn_tensor_numel(y) == 0) return KN_OK;
+  kn_pool2d p = {.planes = n, .h = g.in[0], .w = g.in[1], .oh = g.out[0], .ow = g.out[1],
+                 .kh = g.k[0], .kw = g.k[1], .sh = g.s[0], .sw = g.s[1], .dh = g.d[0],
+                 .dw = g.d[1], .pt = g.pb[0], .pl = g.pb[1], .pb = g.pe[0], .pr = g.pe[1],
+                 .is_max = m == POOL_MAX, .count_include_pad = o.count_include_pad};
+  void *scratch =
+      kn_rt_scratch(rt, kn_f32_pool2d_nhwc_scratch(rt->isa, &p, c, kn_rt_threads(rt)));
+  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for pooling scratch");
+  kn_f32_pool2d_nhwc(rt->isa, rt->pool, &p, c, x->data, y->data, scratch);
   return KN_OK;
 }
 

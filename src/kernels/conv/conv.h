@@ -87,4 +87,36 @@ size_t kn_f32_deconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
 void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                    const float *wpacked, const kn_epilogue *ep, float *y, void *scratch);
 
+/* ---- channels-last (NHWC) convolutions -------------------------------------
+ *
+ * x is [n, h, w, c] and y is [n, oh, ow, m] (channels innermost); the
+ * weights are the model's [m, c/group, kh, kw], packed once.  The epilogue
+ * conventions are those above with the layout changed: ep->bias one value
+ * per output channel ([m], bias_per_row ignored), ep->res NULL or a tensor
+ * of y's shape and layout [n, oh, ow, m], any activation.  s: NULL or an
+ * input-channel scale [n, c] (FusedConv's S): the conv reads
+ * x[b, iy, ix, ci] * s[b, ci].  Every output element is written.
+ *
+ * conv_igemm_nhwc  any group, stride, dilation, padding: per group an
+ *                  indirect GEMM (rows = output pixels, columns = output
+ *                  channels, depth = taps x input channels) whose A rows
+ *                  are read in place through per-pixel, per-tap pointers
+ *                  into x (a zero row for padding), B = the prepacked
+ *                  weights, C = y rows.
+ * conv_depthwise_nhwc  group == c == m: a direct kernel vectorised over
+ *                  channels. */
+size_t kn_f32_conv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
+void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                      const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
+                      void *scratch);
+
+size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
+void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                        const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
+                        void *scratch);
+
 #endif

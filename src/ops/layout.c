@@ -1,0 +1,242 @@
+/*
+ * Channels-last steps (domain "kiln"), made by the channels_last pass
+ * (src/passes/channels_last.c).  Nhwc<Op> computes <Op> with its 4-D
+ * activations stored [N, H, W, C] (channels innermost) instead of ONNX's
+ * [N, C, H, W]:
+ *
+ *   NhwcFusedConv          FusedConv (fused.c); X (input 0), the residual Z
+ *                          (input 3) and Y are channels-last; W stays
+ *                          [M, C/group, kH, kW], B [M], S [N, C]
+ *   NhwcMaxPool            MaxPool without the Indices output
+ *   NhwcAveragePool        AveragePool
+ *   NhwcGlobalAveragePool  GlobalAveragePool (Y is [N, 1, 1, C])
+ *   NhwcGlobalMaxPool      GlobalMaxPool
+ *
+ * with the base op's attributes, unchanged.  Shape inference, FLOPs and the
+ * reference kernel (tactic 0) run the base op on [N, C, H, W] views: the
+ * reference transposes the channels-last inputs into buffers of their own,
+ * runs the base op's reference and transposes its outputs back, so a
+ * channels-last step is by construction the base op up to the layout.  The
+ * fast tactics (conv_igemm_nhwc, conv_depthwise_nhwc, pool_nhwc) read and
+ * write channels-last directly (src/kernels/conv, src/kernels/pool).
+ */
+#include "layout.h"
+
+#include "conv_fast.h"
+#include "plan/tactic.h"
+
+typedef kn_status (*nhwc_fast_fn)(kn_op_ctx *ctx, bool *done);
+
+typedef struct nhwc_op {
+  const char *name;
+  const char *base_domain, *base;
+  uint32_t nhwc_inputs; /* bit i: input i is a 4-D channels-last tensor */
+  nhwc_fast_fn fast;
+} nhwc_op;
+
+static const nhwc_op nhwc_ops[] = {
+    {"NhwcFusedConv", KN_DOMAIN, "FusedConv", 1u | 8u, kn_fused_conv_nhwc_fast},
+    {"NhwcMaxPool", "", "MaxPool", 1u, kn_pool_nhwc_fast},
+    {"NhwcAveragePool", "", "AveragePool", 1u, kn_pool_nhwc_fast},
+    {"NhwcGlobalAveragePool", "", "GlobalAveragePool", 1u, kn_pool_nhwc_fast},
+    {"NhwcGlobalMaxPool", "", "GlobalMaxPool", 1u, kn_pool_nhwc_fast},
+};
+#define N_NHWC_OPS ((int32_t)(sizeof nhwc_ops / sizeof nhwc_ops[0]))
+
+const char *kn_nhwc_op_for(const char *domain, const char *op, uint32_t *nhwc_inputs) {
+  const char *d = domain ? domain : "";
+  for (int32_t i = 0; i < N_NHWC_OPS; i++)
+    if (!strcmp(nhwc_ops[i].base, op) && !strcmp(nhwc_ops[i].base_domain, d)) {
+      if (nhwc_inputs) *nhwc_inputs = nhwc_ops[i].nhwc_inputs;
+      return nhwc_ops[i].name;
+    }
+  return NULL;
+}
+
+static const nhwc_op *nhwc_find(const kn_node *n) {
+  for (int32_t i = 0; i < N_NHWC_OPS; i++)
+    if (!strcmp(nhwc_ops[i].name, n->op_type)) return &nhwc_ops[i];
+  return NULL;
+}
+
+void kn_dims_to_nchw(const int64_t *nhwc, int64_t *nchw) {
+  int64_t d[4] = {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
+  memcpy(nchw, d, sizeof d);
+}
+
+void kn_dims_to_nhwc(const int64_t *nchw, int64_t *nhwc) {
+  int64_t d[4] = {nchw[0], nchw[2], nchw[3], nchw[1]};
+  memcpy(nhwc, d, sizeof d);
+}
+
+/* dst [n, c, h, w] <- src [n, h, w, c] (to_nchw) or the reverse; es bytes
+ * per element, dims are the NCHW ones. */
+static void transpose_data(const int64_t *nchw, size_t es, const void *src, void *dst,
+                           bool to_nchw) {
+  int64_t n = nchw[0], c = nchw[1], hw = nchw[2] * nchw[3];
+  const char *s = src;
+  char *d = dst;
+  for (int64_t b = 0; b < n; b++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t p = 0; p < hw; p++) {
+        int64_t i_nchw = (b * c + ch) * hw + p, i_nhwc = (b * hw + p) * c + ch;
+        if (to_nchw) memcpy(d + i_nchw * es, s + i_nhwc * es, es);
+        else memcpy(d + i_nhwc * es, s + i_nchw * es, es);
+      }
+}
+
+#define NHWC_MAX_IO 8
+
+/* Runs the base op's `infer`, `run` or reads its FLOPs (fn / flops) on
+ * ctx with channels-last inputs and outputs seen as [N, C, H, W]. */
+static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
+                           double (*flops)(const kn_op_ctx *), double *flops_out, bool run) {
+  const kn_op_def *base = kn_op_find(e->base_domain, e->base);
+  KN_ASSERT(base && ctx->n_in <= NHWC_MAX_IO && ctx->n_out <= NHWC_MAX_IO);
+  kn_slot in_s[NHWC_MAX_IO], out_s[NHWC_MAX_IO];
+  kn_slot *in_p[NHWC_MAX_IO], *out_p[NHWC_MAX_IO];
+  memset(in_s, 0, sizeof in_s);
+  memset(out_s, 0, sizeof out_s);
+  kn_status st = KN_OK;
+  for (int32_t i = 0; i < ctx->n_in; i++) {
+    in_p[i] = ctx->in[i];
+    const kn_slot *s = ctx->in[i];
+    if (!s || s->kind != KN_KIND_TENSOR || s->t.rank != 4 || !(e->nhwc_inputs >> i & 1u))
+      continue;
+    in_s[i] = *s;
+    in_s[i].t.owned = 0;
+    kn_dims_to_nchw(s->t.dims, in_s[i].t.dims);
+    if (run && s->t.data && kn_tensor_numel(&s->t) > 0) {
+      size_t es = kn_dtype_size(s->t.dtype);
+      void *buf = kn_malloc(s->t.nbytes ? s->t.nbytes : 1);
+      if (!buf) {
+        st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for a channels-last input copy");
+        goto done;
+      }
+      transpose_data(in_s[i].t.dims, es, s->t.data, buf, true);
+      in_s[i].t.data = buf;
+      in_s[i].t.owned = 1; /* ours to free below */
+    }
+    in_p[i] = &in_s[i];
+  }
+  for (int32_t o = 0; o < ctx->n_out; o++) {
+    out_p[o] = flops ? ctx->out[o] : &out_s[o]; /* flops: the caller's NCHW views */
+    if (!run) continue;
+    const kn_tensor *y = &ctx->out[o]->t;
+    if (ctx->out[o]->kind != KN_KIND_TENSOR || y->rank != 4) {
+      out_p[o] = ctx->out[o];
+      continue;
+    }
+    out_s[o].kind = KN_KIND_TENSOR;
+    out_s[o].t = *y;
+    out_s[o].t.owned = 0;
+    kn_dims_to_nchw(y->dims, out_s[o].t.dims);
+    out_s[o].t.data = kn_calloc(y->nbytes ? y->nbytes : 1, 1);
+    if (!out_s[o].t.data) {
+      st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for a channels-last output copy");
+      goto done;
+    }
+  }
+  {
+    kn_node tmp = *ctx->node;
+    tmp.op_type = (char *)e->base;
+    tmp.domain = (char *)e->base_domain;
+    tmp.op = base;
+    tmp.tactic = KN_TACTIC_reference;
+    kn_op_ctx c2 = *ctx;
+    c2.node = &tmp;
+    /* the newest version of ONNX ops (the pass converts only ops whose
+     * attributes mean the same at every version); kiln ops are version 1 */
+    c2.opset = e->base_domain[0] ? 1 : KN_MAX_OPSET;
+    c2.in = in_p;
+    c2.out = out_p;
+    c2.rt = NULL;
+    c2.packed = NULL;
+    if (flops) {
+      *flops_out = flops(&c2);
+      goto done;
+    }
+    st = fn(&c2);
+  }
+  if (st) goto done;
+  for (int32_t o = 0; o < ctx->n_out; o++) {
+    if (out_p[o] != &out_s[o] || out_s[o].kind != KN_KIND_TENSOR) continue;
+    const kn_tensor *t = &out_s[o].t;
+    if (!run) {
+      int64_t d[KN_MAX_RANK];
+      if (t->rank == 4) kn_dims_to_nhwc(t->dims, d);
+      else memcpy(d, t->dims, sizeof d);
+      kn_out_set(ctx, o, t->dtype, t->rank, t->rank >= 0 ? d : NULL);
+    } else if (kn_tensor_numel(t) > 0) {
+      transpose_data(t->dims, kn_dtype_size(t->dtype), t->data, ctx->out[o]->t.data, false);
+    }
+  }
+done:
+  for (int32_t i = 0; i < ctx->n_in; i++)
+    if (in_s[i].t.owned) free(in_s[i].t.data);
+  if (run)
+    for (int32_t o = 0; o < ctx->n_out; o++)
+      if (out_p[o] == &out_s[o]) free(out_s[o].t.data);
+  return st;
+}
+
+static kn_status nhwc_infer(kn_op_ctx *ctx) {
+  const nhwc_op *e = nhwc_find(ctx->node);
+  KN_ASSERT(e);
+  const kn_tensor *x = kn_in(ctx, 0);
+  if (x && x->rank >= 0 && x->rank != 4)
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "input 0 has rank %d, expected a 4-D channels-last tensor [N, H, W, C]",
+                      (int)x->rank);
+  const kn_op_def *base = kn_op_find(e->base_domain, e->base);
+  return nhwc_call(ctx, e, base->infer, NULL, NULL, false);
+}
+
+static kn_status nhwc_run(kn_op_ctx *ctx) {
+  const nhwc_op *e = nhwc_find(ctx->node);
+  KN_ASSERT(e);
+  if (ctx->rt && ctx->node->tactic != KN_TACTIC_reference && e->fast) {
+    bool done = false;
+    kn_status st = e->fast(ctx, &done);
+    if (st || done) return st;
+  }
+  const kn_op_def *base = kn_op_find(e->base_domain, e->base);
+  return nhwc_call(ctx, e, base->run, NULL, NULL, true);
+}
+
+static double nhwc_flops(const kn_op_ctx *ctx) {
+  const nhwc_op *e = nhwc_find(ctx->node);
+  const kn_op_def *base = e ? kn_op_find(e->base_domain, e->base) : NULL;
+  if (!base || !base->flops) {
+    const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
+    return y && y->rank >= 0 ? (double)kn_tensor_numel(y) : 0;
+  }
+  /* the output slots hold the channels-last types: view them as NCHW */
+  kn_op_ctx c = *ctx;
+  kn_slot out_s[NHWC_MAX_IO];
+  kn_slot *out_p[NHWC_MAX_IO];
+  for (int32_t o = 0; o < ctx->n_out && o < NHWC_MAX_IO; o++) {
+    out_s[o] = *ctx->out[o];
+    if (out_s[o].kind == KN_KIND_TENSOR && out_s[o].t.rank == 4)
+      kn_dims_to_nchw(ctx->out[o]->t.dims, out_s[o].t.dims);
+    out_p[o] = &out_s[o];
+  }
+  c.out = out_p;
+  double f = 0;
+  (void)nhwc_call(&c, e, NULL, base->flops, &f, false);
+  return f;
+}
+
+const kn_op_def kn_ops_layout[] = {
+    {"NhwcFusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
+    {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
+     .select = kn_pool_nhwc_select},
+    {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
+     .select = kn_pool_nhwc_select},
+    {"NhwcGlobalAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
+     .select = kn_pool_nhwc_select},
+    {"NhwcGlobalMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
+     .select = kn_pool_nhwc_select},
+    KN_OP_END,
+};

@@ -1,0 +1,23 @@
+/* Channels-last steps (src/ops/layout.c): what the channels_last pass and
+ * the conv / pool families share about them. */
+#ifndef KN_OPS_LAYOUT_H
+#define KN_OPS_LAYOUT_H
+
+#include "op.h"
+
+/* The channels-last op (domain "kiln") computing op `op` of `domain`, or
+ * NULL when there is none; *nhwc_inputs: bit i set when its input i is a
+ * 4-D channels-last tensor (the outputs always are). */
+const char *kn_nhwc_op_for(const char *domain, const char *op, uint32_t *nhwc_inputs);
+
+/* [N, H, W, C] dims -> [N, C, H, W] and back (4 entries; in == out allowed). */
+void kn_dims_to_nchw(const int64_t *nhwc, int64_t *nchw);
+void kn_dims_to_nhwc(const int64_t *nchw, int64_t *nhwc);
+
+/* Fast runs of the channels-last steps (*done = false: not a case the
+ * tactic takes, the reference runs instead). */
+kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR; /* fused.c */
+kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR;       /* pool.c */
+int32_t kn_pool_nhwc_select(const kn_graph *g, const kn_node *n, int32_t isa);
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * Channels-last regions: convolutions, pools and what runs between them
+ * switch to [N, H, W, C] tensors, with Transposes only at the region's edges.
+ *
+ * Why: kiln's convolution kernels are fastest channels-last
+ * (src/kernels/conv/conv.h): an output pixel's channels are one contiguous
+ * row, so a convolution is a GEMM with pixels as rows and output channels as
+ * columns whose A rows are read in place (no im2col), a depthwise kernel
+ * vectorises over channels, and a thin 7x7 map is 49 rows instead of a
+ * 49-column tail.  ONNX Runtime (NCHWc), oneDNN (nChw16c) and XNNPACK (NHWC)
+ * make the same choice.
+ *
+ * One sweep in topological order, on float32 4-D tensors with known rank:
+ *  - every 2-D Conv / FusedConv with constant 4-D weights becomes an
+ *    NhwcFusedConv (src/ops/layout.c); an input not yet channels-last gets a
+ *    Transpose (perm 0,2,3,1) in front, made once per value;
+ *  - MaxPool (without Indices), AveragePool, GlobalAveragePool and
+ *    GlobalMaxPool whose input is already channels-last become their Nhwc
+ *    forms;
+ *  - elementwise ops (unary, binary with broadcasting, Sum/Mean/Max/Min,
+ *    PRelu, ElementwiseChain) and Concat on the channel axis join the region
+ *    when at least one input is channels-last and every other input is a
+ *    4-D tensor (given a Transpose), a constant (stored again permuted, after
+ *    padding its shape to rank 4 as broadcasting does) or a scalar; their
+ *    broadcasting is unchanged because all operands are permuted alike;
+ *  - any other reader of a value the region now makes (Flatten, Reshape,
+ *    Softmax, a graph output, a subgraph) reads it through one Transpose
+ *    back (perm 0,3,1,2), made once per value.
+ * The rest of the optimizer then cancels Transposes that meet (transpose
+ * pass) and drops unused ones (dce).  The step names are the original node
+ * names, so `kiln inspect` shows which steps run channels-last (their op
+ * is Nhwc<Op>, their tactic *_nhwc) and where the reorders are.
+ */
+#include "pattern.h"
+
+#include "ops/layout.h"
+
+typedef struct cl_state {
+  kn_graph *g;
+  kn_error *err;
+  int32_t nv0;     /* values before the pass: the maps below cover them */
+  int32_t *twin;   /* channels-last twin of a value, or -1 */
+  bool *killed;    /* the value's NCHW producer became channels-last */
+  int32_t *adapted; /* permuted copy of a constant, or -1 */
+} cl_state;
+
+static const char *const unary_ops[] = {
+    "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Clip", "Elu",
+    "Selu", "Celu", "Softplus", "Softsign", "Exp", "Log", "Abs", "Neg", "Sqrt",
+    "Reciprocal", "Erf", "Floor", "Ceil", "Round", "Sign", "Gelu", "Mish",
+    "ThresholdedRelu", "Identity", NULL};
+static const char *const binary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
+                                         "Sum", "Mean", "PRelu", NULL};
+
+static bool in_list(const char *const *l, const char *s) {
+  for (; *l; l++)
+    if (!strcmp(*l, s)) return true;
+  return false;
+}
+
+static bool is_f32_4d(const kn_graph *g, int32_t v) {
+  return v >= 0 && g->values[v].type.rank == 4 && g->values[v].type.dtype == KN_DTYPE_F32;
+}
+
+static bool is_const(const kn_graph *g, int32_t v) {
+  return v >= 0 && g->values[v].constant && g->values[v].constant->data;
+}
+
+static kn_status oom(cl_state *s) {
+  return kn_fail(s->err, KN_ERR_OOM, "out of memory making channels-last regions");
+}
+
+/* A Transpose node from value `from` to a fresh value (or to `to` >= 0). */
+static int32_t add_transpose(cl_state *s, int32_t from, int32_t to, bool to_nhwc) {
+  kn_graph *g = s->g;
+  char hint[256];
+  snprintf(hint, sizeof hint, "%s%s", g->values[from >= 0 ? from : to].name,
+           to_nhwc ? "_nhwc" : "_nchw");
+  char *name = kn_graph_unique_name(g, hint);
+  if (!name) return -1;
+  if (to < 0) to = kn_graph_add_fresh_value(g, name);
+  int32_t ni = to >= 0 ? kn_graph_new_node(g, "Transpose", "", name, 1, &from, 1, &to) : -1;
+  free(name);
+  static const int64_t p_nhwc[4] = {0, 2, 3, 1}, p_nchw[4] = {0, 3, 1, 2};
+  if (ni < 0 || !kn_node_set_ints(&g->nodes[ni], "perm", to_nhwc ? p_nhwc : p_nchw, 4))
+    return -1;
+  return to;
+}
+
+/* The channels-last form of 4-D value v (made once). */
+static int32_t get_nhwc(cl_state *s, int32_t v) {
+  if (s->twin[v] >= 0) return s->twin[v];
+  int32_t t = add_transpose(s, v, -1, true);
+  if (t >= 0) s->twin[v] = t;
+  return t;
+}
+
+/* Constant v stored again for channels-last readers: its shape padded to
+ * rank 4 with leading ones (as broadcasting aligns it), then permuted
+ * (0, 2, 3, 1).  Scalars and one-element constants are returned as is. */
+static int32_t adapt_const(cl_state *s, int32_t v) {
+  kn_graph *g = s->g;
+  const kn_tensor *c = g->values[v].constant;
+  if (c->rank > 4) return -2;
+  if (kn_tensor_numel(c) <= 1) return v;
+  if (s->adapted[v] >= 0) return s->adapted[v];
+  int64_t d[4] = {1, 1, 1, 1};
+  for (int32_t i = 0; i < c->rank; i++) d[4 - c->rank + i] = c->dims[i];
+  int64_t nd[4];
+  kn_dims_to_nhwc(d, nd);
+  kn_tensor t;
+  kn_error e;
+  if (kn_tensor_alloc(&t, c->dtype, 4, nd, &e)) return -1;
+  size_t es = kn_dtype_size(c->dtype);
+  int64_t hw = d[2] * d[3];
+  const char *src = c->data;
+  char *dst = t.data;
+  for (int64_t b = 0; b < d[0]; b++)
+    for (int64_t ch = 0; ch < d[1]; ch++)
+      for (int64_t p = 0; p < hw; p++)
+        memcpy(dst + ((b * hw + p) * d[1] + ch) * es, src + ((b * d[1] + ch) * hw + p) * es,
+               es);
+  char hint[256];
+  snprintf(hint, sizeof hint, "%s_nhwc", g->values[v].name);
+  int32_t a = kn_graph_add_constant(g, hint, &t);
+  kn_tensor_release(&t);
+  if (a < 0) return -1;
+  s->adapted[v] = a;
+  return a;
+}
+
+typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT } cl_kind;
+
+static cl_kind classify(const kn_graph *g, const kn_node *n) {
+  bool onnx = !n->domain[0], kiln = !strcmp(n->domain, KN_DOMAIN);
+  if (n->n_inputs < 1 || n->n_outputs < 1) return CL_OTHER;
+  int32_t x = n->inputs[0];
+  if ((onnx && !strcmp(n->op_type, "Conv")) || (kiln && !strcmp(n->op_type, "FusedConv"))) {
+    if (!is_f32_4d(g, x) || n->n_inputs < 2 || !is_const(g, n->inputs[1]) ||
+        g->values[n->inputs[1]].constant->rank != 4 || !is_f32_4d(g, n->outputs[0]))
+      return CL_OTHER;
+    return CL_CONV;
+  }
+  if (onnx && (!strcmp(n->op_type, "MaxPool") || !strcmp(n->op_type, "AveragePool") ||
+               !strcmp(n->op_type, "GlobalAveragePool") ||
+               !strcmp(n->op_type, "GlobalMaxPool"))) {
+    if (!is_f32_4d(g, x) || (n->n_outputs > 1 && n->outputs[1] >= 0)) return CL_OTHER;
+    return CL_POOL;
+  }
+  if ((onnx || kiln) && (in_list(unary_ops, n->op_type) || in_list(binary_ops, n->op_type) ||
+                         (kiln && !strcmp(n->op_type, "ElementwiseChain"))))
+    return n->n_outputs == 1 && g->values[n->outputs[0]].type.rank == 4 ? CL_ELTWISE
+                                                                        : CL_OTHER;
+  if (onnx && !strcmp(n->op_type, "Concat") && g->values[n->outputs[0]].type.rank == 4) {
+    const kn_attr *a = kn_node_attr(n, "axis");
+    if (a && (a->i == 1 || a->i == -3)) return CL_CONCAT;
+  }
+  return CL_OTHER;
+}
+
+/* Whether an elementwise node or Concat can read channels-last inputs:
+ * one already is, and every other is 4-D, a constant or a scalar. */
+static bool joins_region(const cl_state *s, const kn_node *n, cl_kind k) {
+  const kn_graph *g = s->g;
+  bool any = false;
+  for (int32_t i = 0; i < n->n_inputs; i++) {
+    int32_t v = n->inputs[i];
+    if (v < 0) continue;
+    if (v < s->nv0 && s->twin[v] >= 0 && g->values[v].type.rank == 4) {
+      any = true;
+      continue;
+    }
+    if (g->values[v].type.rank == 4) continue;
+    if (k == CL_CONCAT) return false;
+    if (is_const(g, v) && g->values[v].constant->rank <= 4) continue;
+    if (g->values[v].type.rank == 0) continue;
+    return false;
+  }
+  return any;
+}
+
+/* Replace node i by its channels-last form `op` (domain `domain`);
+ * nhwc_mask: inputs that are 4-D activations to read channels-last (the
+ * others: constants adapted when `adapt`, else read as they are). */
+static kn_status convert(cl_state *s, int32_t i, const char *op, const char *domain,
+                         uint32_t nhwc_mask, bool adapt) {
+  kn_graph *g = s->g;
+  int32_t nin = g->nodes[i].n_inputs, nout = g->nodes[i].n_outputs;
+  int32_t *in = kn_malloc((size_t)(nin + nout) * sizeof *in), *out = in + nin;
+  if (!in) return oom(s);
+  for (int32_t k = 0; k < nin; k++) {
+    int32_t v = g->nodes[i].inputs[k];
+    in[k] = v;
+    if (v < 0) continue;
+    if (nhwc_mask >> k & 1u) {
+      if (is_const(g, v)) {
+        in[k] = adapt_const(s, v);
+      } else if (g->values[v].type.rank == 4) {
+        in[k] = get_nhwc(s, v);
+      }
+    } else if (adapt && is_const(g, v)) {
+      in[k] = adapt_const(s, v);
+    }
+    if (in[k] < 0) {
+      free(in);
+      return oom(s);
+    }
+  }
+  for (int32_t k = 0; k < nout; k++) {
+    int32_t v = g->nodes[i].outputs[k];
+    out[k] = -1;
+    if (v < 0) continue;
+    char hint[256];
+    snprintf(hint, sizeof hint, "%s_nhwc", g->values[v].name);
+    out[k] = kn_graph_add_fresh_value(g, hint);
+    if (out[k] < 0) {
+      free(in);
+      return oom(s);
+    }
+    s->twin[v] = out[k];
+    s->killed[v] = true;
+  }
+  char *name = kn_strdup(g->nodes[i].name);
+  int32_t ni = name ? kn_graph_new_node(g, op, domain, name, nin, in, nout, out) : -1;
+  free(name);
+  free(in);
+  if (ni < 0 || !kn_node_copy_attrs(&g->nodes[ni], &g->nodes[i]) ||
+      !kn_node_add_covers(&g->nodes[ni], &g->nodes[i]))
+    return oom(s);
+  g->nodes[i].dead = true;
+  return KN_OK;
+}
+
+kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
+  cl_state s = {.g = g, .err = ctx->err, .nv0 = g->n_values};
+  size_t nv = (size_t)(s.nv0 > 0 ? s.nv0 : 1);
+  s.twin = kn_malloc(nv * sizeof *s.twin);
+  s.adapted = kn_malloc(nv * sizeof *s.adapted);
+  s.killed = kn_calloc(nv, sizeof *s.killed);
+  kn_status st = KN_OK;
+  if (!s.twin || !s.adapted || !s.killed) {
+    st = oom(&s);
+    goto done;
+  }
+  for (int32_t v = 0; v < s.nv0; v++) s.twin[v] = s.adapted[v] = -1;
+  int32_t n0 = g->n_nodes;
+  bool any = false;
+  for (int32_t i = 0; i < n0 && !st; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    cl_kind k = classify(g, n);
+    if (k == CL_CONV) {
+      /* the residual Z (FusedConv input 3) must be 4-D or a constant */
+      if (n->n_inputs > 3 && n->inputs[3] >= 0 && !is_const(g, n->inputs[3]) &&
+          g->values[n->inputs[3]].type.rank != 4)
+        continue;
+      st = convert(&s, i, "NhwcFusedConv", KN_DOMAIN, 1u | 8u, false);
+      any = true;
+    } else if (k == CL_POOL) {
+      if (s.twin[n->inputs[0]] < 0) continue;
+      const char *op = kn_nhwc_op_for("", n->op_type, NULL);
+      st = convert(&s, i, op, KN_DOMAIN, 1u, false);
+      any = true;
+    } else if ((k == CL_ELTWISE || k == CL_CONCAT) && joins_region(&s, n, k)) {
+      uint32_t mask = 0;
+      for (int32_t j = 0; j < n->n_inputs && j < 32; j++)
+        if (n->inputs[j] >= 0 && !is_const(g, n->inputs[j]) &&
+            g->values[n->inputs[j]].type.rank == 4)
+          mask |= 1u << j;
+      int32_t ni = g->n_nodes;
+      st = convert(&s, i, g->nodes[i].op_type, g->nodes[i].domain, mask, true);
+      if (!st && k == CL_CONCAT && !kn_node_set_int(&g->nodes[ni], "axis", 3)) st = oom(&s);
+      any = true;
+    }
+  }
+  if (st || !any) goto done;
+  /* Readers left in NCHW (other ops, graph outputs, subgraphs) get one
+   * Transpose back per value. */
+  int32_t *uses = kn_malloc((size_t)g->n_values * sizeof *uses);
+  if (!uses) {
+    st = oom(&s);
+    goto done;
+  }
+  kn_graph_use_counts(g, uses);
+  for (int32_t v = 0; v < s.nv0 && !st; v++)
+    if (s.killed[v] && uses[v] > 0 && add_transpose(&s, s.twin[v], v, false) < 0)
+      st = oom(&s);
+  free(uses);
+  *changed = true;
+done:
+  free(s.twin);
+  free(s.adapted);
+  free(s.killed);
+  return st;
+}
