@@ -719,6 +719,12 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   return KN_TACTIC_conv_gemm;
 }
 
+bool kn_conv_prefers_nchw(const kn_graph *gr, const kn_node *n) {
+  conv_geom geo;
+  if (!static_geometry(gr, n, false, &geo, NULL)) return false;
+  return winograd_wins(&geo);
+}
+
 /* The 2-D kernel geometry of geo (complete). */
 static kn_conv2d conv2d_of(const conv_geom *geo) {
   kn_conv2d c = {.n = geo->n, .c = geo->c, .h = geo->x_sp[0], .w = geo->x_sp[1],

@@ -209,7 +209,9 @@ static double nhwc_flops(const kn_op_ctx *ctx) {
   const kn_op_def *base = e ? kn_op_find(e->base_domain, e->base) : NULL;
   if (!base || !base->flops) {
     const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
-    return y && y->rank >= 0 ? (double)kn_tensor_numel(y) : 0;
+    double n = 1;
+    for (int32_t i = 0; y && i < y->rank; i++) n *= y->dims[i] < 0 ? 1 : (double)y->dims[i];
+    return y && y->rank >= 0 ? n : 0;
   }
   /* the output slots hold the channels-last types: view them as NCHW */
   kn_op_ctx c = *ctx;

@@ -12,8 +12,9 @@
  *
  * One sweep in topological order, on float32 4-D tensors with known rank:
  *  - every 2-D Conv / FusedConv with constant 4-D weights becomes an
- *    NhwcFusedConv (src/ops/layout.c); an input not yet channels-last gets a
- *    Transpose (perm 0,2,3,1) in front, made once per value;
+ *    NhwcFusedConv (src/ops/layout.c), unless its best kernel is
+ *    channels-first (kn_conv_prefers_nchw); an input not yet channels-last
+ *    gets a Transpose (perm 0,2,3,1) in front, made once per value;
  *  - MaxPool (without Indices), AveragePool, GlobalAveragePool and
  *    GlobalMaxPool whose input is already channels-last become their Nhwc
  *    forms;
@@ -183,7 +184,7 @@ static bool joins_region(const cl_state *s, const kn_node *n, cl_kind k) {
  * nhwc_mask: inputs that are 4-D activations to read channels-last (the
  * others: constants adapted when `adapt`, else read as they are). */
 static kn_status convert(cl_state *s, int32_t i, const char *op, const char *domain,
-                         uint32_t nhwc_mask, bool adapt) {
+                         uint32_t nhwc_mask, bool adapt, int32_t *new_index) {
   kn_graph *g = s->g;
   int32_t nin = g->nodes[i].n_inputs, nout = g->nodes[i].n_outputs;
   int32_t *in = kn_malloc((size_t)(nin + nout) * sizeof *in), *out = in + nin;
@@ -224,10 +225,12 @@ static kn_status convert(cl_state *s, int32_t i, const char *op, const char *dom
   int32_t ni = name ? kn_graph_new_node(g, op, domain, name, nin, in, nout, out) : -1;
   free(name);
   free(in);
-  if (ni < 0 || !kn_node_copy_attrs(&g->nodes[ni], &g->nodes[i]) ||
-      !kn_node_add_covers(&g->nodes[ni], &g->nodes[i]))
+  if (ni < 0 || !kn_node_copy_attrs(&g->nodes[ni], &g->nodes[i])) return oom(s);
+  /* same name: it covers what the node did, nothing more */
+  if (g->nodes[i].covers && !(g->nodes[ni].covers = kn_strdup(g->nodes[i].covers)))
     return oom(s);
   g->nodes[i].dead = true;
+  if (new_index) *new_index = ni;
   return KN_OK;
 }
 
@@ -249,17 +252,18 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     const kn_node *n = &g->nodes[i];
     if (n->dead) continue;
     cl_kind k = classify(g, n);
+    if (k == CL_CONV && kn_conv_prefers_nchw(g, n)) continue;
     if (k == CL_CONV) {
       /* the residual Z (FusedConv input 3) must be 4-D or a constant */
       if (n->n_inputs > 3 && n->inputs[3] >= 0 && !is_const(g, n->inputs[3]) &&
           g->values[n->inputs[3]].type.rank != 4)
         continue;
-      st = convert(&s, i, "NhwcFusedConv", KN_DOMAIN, 1u | 8u, false);
+      st = convert(&s, i, "NhwcFusedConv", KN_DOMAIN, 1u | 8u, false, NULL);
       any = true;
     } else if (k == CL_POOL) {
       if (s.twin[n->inputs[0]] < 0) continue;
       const char *op = kn_nhwc_op_for("", n->op_type, NULL);
-      st = convert(&s, i, op, KN_DOMAIN, 1u, false);
+      st = convert(&s, i, op, KN_DOMAIN, 1u, false, NULL);
       any = true;
     } else if ((k == CL_ELTWISE || k == CL_CONCAT) && joins_region(&s, n, k)) {
       uint32_t mask = 0;
@@ -267,8 +271,8 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
         if (n->inputs[j] >= 0 && !is_const(g, n->inputs[j]) &&
             g->values[n->inputs[j]].type.rank == 4)
           mask |= 1u << j;
-      int32_t ni = g->n_nodes;
-      st = convert(&s, i, g->nodes[i].op_type, g->nodes[i].domain, mask, true);
+      int32_t ni = -1;
+      st = convert(&s, i, g->nodes[i].op_type, g->nodes[i].domain, mask, true, &ni);
       if (!st && k == CL_CONCAT && !kn_node_set_int(&g->nodes[ni], "axis", 3)) st = oom(&s);
       any = true;
     }

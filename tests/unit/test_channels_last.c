@@ -131,7 +131,8 @@ static void test_mobile_block(void **state) {
 }
 
 /* A region that ends in an op it cannot take (Softmax over channels) and
- * starts again after it: each edge gets its Transpose. */
+ * starts again after it: each edge gets its Transpose; a Concat joins the
+ * region with its NCHW input transposed in (axis -3 becomes 3). */
 static void test_region_edges(void **state) {
   (void)state;
   kn_ir_model *m = tk_model_new(13);
@@ -140,7 +141,11 @@ static void test_region_edges(void **state) {
   int32_t y = conv(g, x, 4, 6, 3, 1, 1, 1, true);
   y = tk_node(g, "Softmax", 1, (int32_t[]){y});
   assert_true(kn_node_set_int(tk_last(g), "axis", 1));
+  int32_t sm = y;
   y = conv(g, y, 6, 3, 3, 3, 1, 10, true);
+  /* a Concat of a channels-last conv and the Softmax (NCHW) result */
+  y = tk_node(g, "Concat", 2, (int32_t[]){y, sm});
+  assert_true(kn_node_set_int(tk_last(g), "axis", -3));
   tk_output(g, y);
   check(m, 2, 4);
 }
