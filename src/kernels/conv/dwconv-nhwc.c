@@ -1,0 +1,124 @@
+/*
+ * Channels-last depthwise convolution (conv.h: conv_depthwise_nhwc):
+ * packing and the driver of the row kernels of f32-dwconv-nhwc.h (one
+ * per ISA, all from f32-dwconv-nhwc-impl.h).
+ *
+ * Weights are packed once as [kh * kw][cp] (channel-contiguous, cp = c
+ * rounded up to 16 with zeros, whatever the ISA), so a tap's weights for
+ * a channel vector are one aligned-stride load.
+ *
+ * The kernels finish Relu / Clip / no activation and the residual in
+ * registers; any other activation (Sigmoid, Silu, HardSwish, Gelu, ...)
+ * runs with kn_f32_epilogue over the rows just written (contiguous in
+ * NHWC: rows x ow x c floats), in chunks of about DWN_POST_FLOATS so they
+ * are still in L1/L2.  A residual added after such an activation goes
+ * with it; one added before it stays in the kernel.
+ *
+ * Tasks: (image, chunk of output rows); one thread runs each image as one
+ * task.  Every output element is computed by one task in a fixed order,
+ * so any thread count gives the same bits.
+ */
+#include "kernels/conv/conv.h"
+#include "kernels/conv/f32-dwconv-nhwc.h"
+
+/* Outputs per post-pass chunk: 32 KiB, L1 on Zen 5 and the rows the
+ * kernel just wrote (they are in L2 at worst). */
+#define DWN_POST_FLOATS 8192
+
+static int64_t dwn_cp(int64_t c) { return (c + KN_DWN_CALIGN - 1) / KN_DWN_CALIGN * KN_DWN_CALIGN; }
+
+size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
+  (void)isa;
+  return (size_t)(g->kh * g->kw * dwn_cp(g->c));
+}
+
+void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
+  (void)isa;
+  KN_ASSERT(g->group == g->c && g->m == g->c);
+  int64_t taps = g->kh * g->kw, cp = dwn_cp(g->c);
+  for (int64_t t = 0; t < taps; t++)
+    for (int64_t ch = 0; ch < cp; ch++) dst[t * cp + ch] = ch < g->c ? w[ch * taps + t] : 0.0f;
+}
+
+size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+  (void)isa, (void)g, (void)threads;
+  /* nothing: the kernels read the input in place (64 bytes so that the
+   * caller's scratch request is never for zero bytes) */
+  return 64;
+}
+
+typedef struct dwn_job {
+  kn_dwn_args a;
+  kn_dwn_rows_fn rows;
+  kn_isa isa;
+  kn_epilogue post; /* activation (and residual after it) not done inline */
+  bool has_post;
+  int64_t chunks, chunk_rows, post_rows;
+} dwn_job;
+
+static void dwn_task(void *arg, int64_t task, int32_t thread) {
+  (void)thread;
+  const dwn_job *j = arg;
+  const kn_conv2d *g = j->a.g;
+  int64_t b = task / j->chunks, oy0 = task % j->chunks * j->chunk_rows;
+  int64_t oy1 = oy0 + j->chunk_rows < g->oh ? oy0 + j->chunk_rows : g->oh;
+  if (!j->has_post) {
+    if (oy0 < oy1) j->rows(&j->a, b, oy0, oy1);
+    return;
+  }
+  int64_t row = g->ow * g->c;
+  for (int64_t r0 = oy0; r0 < oy1; r0 += j->post_rows) {
+    int64_t r1 = r0 + j->post_rows < oy1 ? r0 + j->post_rows : oy1, n = (r1 - r0) * row;
+    int64_t off = (b * g->oh + r0) * row;
+    j->rows(&j->a, b, r0, r1);
+    kn_epilogue e = j->post;
+    if (e.res) e.res += off;
+    e.ldr = n;
+    kn_f32_epilogue(j->isa, &e, j->a.y + off, n, 0, 1, 0, n);
+  }
+}
+
+static kn_dwn_rows_fn dwn_rows_fn(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return kn_f32_dwconv_nhwc_rows__avx512;
+  if (isa == KN_ISA_AVX2) return kn_f32_dwconv_nhwc_rows__avx2;
+#endif
+  (void)isa;
+  return kn_f32_dwconv_nhwc_rows__portable;
+}
+
+void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                        const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
+                        void *scratch) {
+  (void)scratch;
+  KN_ASSERT(g->group == g->c && g->m == g->c);
+  if (g->n * g->c * g->oh * g->ow == 0) return;
+  dwn_job j = {.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .y = y},
+               .rows = dwn_rows_fn(isa), .isa = isa};
+  if (ep) {
+    j.a.bias = ep->bias;
+    if (kn_f32_dwconv_inline_act(ep->act.act)) {
+      j.a.act = ep->act;
+      j.a.res = ep->res;
+      j.a.res_after = !ep->res_first;
+    } else {
+      /* residual first: inline, before the post-pass activation */
+      j.a.res = ep->res && ep->res_first ? ep->res : NULL;
+      j.has_post = true;
+      j.post = (kn_epilogue){.act = ep->act, .res = ep->res_first ? NULL : ep->res};
+    }
+  }
+  int64_t row = g->ow * g->c;
+  j.post_rows = row >= DWN_POST_FLOATS ? 1 : DWN_POST_FLOATS / row;
+  /* Split: one task per image on one thread; else at least 4 tasks per
+   * thread (rows of an image are independent), chunks of whole rows. */
+  int32_t threads = kn_pool_threads(pool);
+  int64_t chunks = 1;
+  if (threads > 1) {
+    chunks = (4 * (int64_t)threads + g->n - 1) / g->n;
+    if (chunks > g->oh) chunks = g->oh;
+  }
+  j.chunk_rows = (g->oh + chunks - 1) / chunks;
+  j.chunks = (g->oh + j.chunk_rows - 1) / j.chunk_rows;
+  kn_pool_for(threads > 1 ? pool : NULL, g->n * j.chunks, dwn_task, &j);
+}

@@ -1,0 +1,49 @@
+/*
+ * Channels-last depthwise convolution kernels (internal to
+ * src/kernels/conv): what the driver (dwconv-nhwc.c) hands the per-ISA
+ * kernels (f32-dwconv-nhwc-<isa>.c, all from f32-dwconv-nhwc-impl.h).
+ *
+ * A kernel call computes output rows [oy0, oy1) of image b, every
+ * channel, straight from the NHWC input (no copy), and writes
+ *   y = act(conv + bias [+ res])  [+ res]
+ * with act one of kn_f32_dwconv_inline_act's (Relu, Clip, none); the
+ * driver applies any other activation afterwards on the rows while they
+ * are in cache.  Each output element's taps are accumulated with one FMA
+ * each, starting from the bias, ky ascending then kx ascending (taps in
+ * the padding skipped): the NCHW kernel's order, and independent of the
+ * row split, so results do not depend on the thread count.
+ */
+#ifndef KN_F32_DWCONV_NHWC_H
+#define KN_F32_DWCONV_NHWC_H
+
+#include "kernels/conv/f32-dwconv.h"
+
+/* Packed weights: [kh * kw][cp] with cp = c rounded up to KN_DWN_CALIGN
+ * (zeros past c), so every tap's channel vector is one unmasked load on
+ * any ISA. */
+#define KN_DWN_CALIGN 16
+
+typedef struct kn_dwn_args {
+  const kn_conv2d *g;
+  const float *x;    /* [n, h, w, c] */
+  const float *s;    /* NULL or the input-channel scale [n, c] */
+  const float *w;    /* packed [kh * kw][cp] */
+  int64_t cp;        /* channel stride of w */
+  const float *bias; /* NULL or [c] */
+  const float *res;  /* NULL or [n, oh, ow, c] */
+  bool res_after;    /* res added after act (else before it) */
+  kn_act_params act; /* kn_f32_dwconv_inline_act(act.act) holds */
+  float *y;          /* [n, oh, ow, c] */
+} kn_dwn_args;
+
+typedef void (*kn_dwn_rows_fn)(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1);
+
+void kn_f32_dwconv_nhwc_rows__portable(const kn_dwn_args *a, int64_t b, int64_t oy0,
+                                       int64_t oy1);
+#ifdef KN_HAVE_X86_KERNELS
+void kn_f32_dwconv_nhwc_rows__avx2(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1);
+void kn_f32_dwconv_nhwc_rows__avx512(const kn_dwn_args *a, int64_t b, int64_t oy0,
+                                     int64_t oy1);
+#endif
+
+#endif
