@@ -112,6 +112,20 @@ void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
                       const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
                       void *scratch);
 
+/* conv_winograd_nhwc  3x3, stride 1, dilation 1, group 1, any padding:
+ *                  F(4x4, 3x3) as in conv_winograd, transforms vectorised
+ *                  over channels and the 36 products [tiles, c] x [c, m]
+ *                  run by kn_sgemm on weights packed in the Winograd
+ *                  domain as its B operand (kernels/conv/winograd-nhwc.c). */
+bool kn_f32_conv_winograd_nhwc_fits(const kn_conv2d *g);
+size_t kn_f32_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
+/* w [m, c, 3, 3] */
+void kn_f32_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                               const float *s, const float *wpacked, const kn_epilogue *ep,
+                               float *y, void *scratch);
+
 size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
 size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);

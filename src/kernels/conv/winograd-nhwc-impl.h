@@ -1,0 +1,139 @@
+/*
+ * The channels-last Winograd F(4x4, 3x3) transforms (winograd-nhwc.h),
+ * written once against a small vector interface and instantiated per ISA
+ * by f32-winograd-nhwc-avx512.c (VL = 16), -avx2.c (8) and -portable.c (4).
+ * One vector holds VL channels of one tile position, so both transforms
+ * are plain vector arithmetic; the channel tail uses masked loads/stores.
+ * The including file defines:
+ *
+ *   V, VL, KN_WGN_TABLE (the kn_wgn_ukernels table to define)
+ *   v_zero v_set1 v_ld v_st v_add v_sub v_mul v_min v_max
+ *   v_fma(a, b, c) = a * b + c, v_fnma(a, b, c) = c - a * b
+ *   v_ldn(p, n) (first n lanes from p, zeros after), v_stn(p, v, n)
+ *
+ * The matrices are Lavin & Gray's, as in winograd-impl.h (the same
+ * bt6/at6 arithmetic, so both layouts round alike):
+ *   B^T = [4  0 -5  0 1 0;  0 -4 -4  1 1 0;  0  4 -4 -1 1 0;
+ *          0 -2 -1  2 1 0;  0  2 -1 -2 1 0;  0  4  0 -5 0 1]
+ *   A^T = [1 1  1 1  1 0;  0 1 -1 2 -2 0;  0 1 1 4 4 0;  0 1 -1 8 -8 1]
+ */
+#ifndef KN_WGN_TABLE
+#error "define the vector interface before including winograd-nhwc-impl.h"
+#endif
+
+#define WGN_INLINE static inline __attribute__((always_inline))
+
+/* out[i] = (B^T d)[i] for one 6-vector d (a row or a column of a tile). */
+WGN_INLINE void bt6(const V d[6], V out[6]) {
+  const V four = v_set1(4.0f), five = v_set1(5.0f), two = v_set1(2.0f);
+  V s12 = v_add(d[1], d[2]), s34 = v_add(d[3], d[4]);
+  V d12 = v_sub(d[1], d[2]), d43 = v_sub(d[4], d[3]);
+  V d42 = v_sub(d[4], d[2]), d31 = v_sub(d[3], d[1]);
+  out[0] = v_fnma(five, d[2], v_fma(four, d[0], d[4]));
+  out[1] = v_fnma(four, s12, s34);
+  out[2] = v_fma(four, d12, d43);
+  out[3] = v_fma(two, d31, d42);
+  out[4] = v_fnma(two, d31, d42);
+  out[5] = v_fnma(five, d[3], v_fma(four, d[1], d[5]));
+}
+
+/* out[i] = (A^T s)[i] for one 6-vector s. */
+WGN_INLINE void at6(const V s[6], V out[4]) {
+  const V two = v_set1(2.0f), four = v_set1(4.0f), eight = v_set1(8.0f);
+  V p12 = v_add(s[1], s[2]), m12 = v_sub(s[1], s[2]);
+  V p34 = v_add(s[3], s[4]), m34 = v_sub(s[3], s[4]);
+  out[0] = v_add(v_add(s[0], p12), p34);
+  out[1] = v_fma(two, m34, m12);
+  out[2] = v_fma(four, p34, p12);
+  out[3] = v_add(v_fma(eight, m34, m12), s[5]);
+}
+
+/* One VL-channel slice (n valid lanes) of one tile: rows first (each
+ * loaded row's transform kept), then the columns, stored per xi. */
+WGN_INLINE void input_slice(const float *x, int64_t off0, const float *s, int64_t w, int64_t c,
+                            unsigned rm, unsigned cm, int n, bool full, float *dst, int64_t xs) {
+  V sv = s ? (full ? v_ld(s) : v_ldn(s, n)) : v_zero();
+  V r[6][6];
+  for (int a = 0; a < 6; a++) {
+    V d[6];
+    for (int b = 0; b < 6; b++) {
+      if ((rm >> a & 1) && (cm >> b & 1)) {
+        const float *p = x + (off0 + (a * w + b) * c); /* >= 0 when valid */
+        d[b] = full ? v_ld(p) : v_ldn(p, n);
+        if (s) d[b] = v_mul(d[b], sv);
+      } else {
+        d[b] = v_zero();
+      }
+    }
+    bt6(d, r[a]);
+  }
+  for (int b = 0; b < 6; b++) {
+    V col[6], o[6];
+    for (int a = 0; a < 6; a++) col[a] = r[a][b];
+    bt6(col, o);
+    for (int a = 0; a < 6; a++) v_st(dst + (a * 6 + b) * xs, o[a]);
+  }
+}
+
+static void wgn_input(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
+                      int64_t iy0, int64_t ix0, float *dst, int64_t xs) {
+  unsigned rm = 0, cm = 0;
+  for (int a = 0; a < 6; a++) {
+    if (iy0 + a >= 0 && iy0 + a < h) rm |= 1u << a;
+    if (ix0 + a >= 0 && ix0 + a < w) cm |= 1u << a;
+  }
+  /* the window's top left may lie outside x: only offsets of positions
+   * inside are ever turned into pointers */
+  int64_t off0 = (iy0 * w + ix0) * c;
+  int64_t ci = 0;
+  if (rm == 0x3f && cm == 0x3f) { /* interior tile: no tests in the loop */
+    for (; ci + VL <= c; ci += VL)
+      input_slice(x, off0 + ci, s ? s + ci : NULL, w, c, 0x3f, 0x3f, VL, true, dst + ci, xs);
+  } else {
+    for (; ci + VL <= c; ci += VL)
+      input_slice(x, off0 + ci, s ? s + ci : NULL, w, c, rm, cm, VL, true, dst + ci, xs);
+  }
+  if (ci < c)
+    input_slice(x, off0 + ci, s ? s + ci : NULL, w, c, rm, cm, (int)(c - ci), false, dst + ci,
+                xs);
+}
+
+WGN_INLINE void output_slice(const float *m, int64_t xs, const float *bias, float *y,
+                             const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                             const kn_wgn_epi *e, int n, bool full) {
+  V t[4][6], o[4][4];
+  for (int b = 0; b < 6; b++) {
+    V s[6], q[4];
+    for (int a = 0; a < 6; a++) s[a] = v_ld(m + (a * 6 + b) * xs);
+    at6(s, q);
+    for (int a = 0; a < 4; a++) t[a][b] = q[a];
+  }
+  V bv = bias ? (full ? v_ld(bias) : v_ldn(bias, n)) : v_zero();
+  V lo = v_set1(e->lo), hi = v_set1(e->hi);
+  for (int a = 0; a < nrows; a++) {
+    at6(t[a], o[a]);
+    for (int b = 0; b < ncols; b++) {
+      int64_t off = a * ys + b * ps;
+      V v = v_add(o[a][b], bv);
+      if (res && e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
+      if (e->clamp) v = v_min(v_max(v, lo), hi);
+      if (res && !e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
+      if (full) v_st(y + off, v);
+      else v_stn(y + off, v, n);
+    }
+  }
+}
+
+static void wgn_output(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
+                       const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                       const kn_wgn_epi *e) {
+  int64_t j = 0;
+  for (; j + VL <= nch; j += VL)
+    output_slice(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps, nrows,
+                 ncols, e, VL, true);
+  if (j < nch)
+    output_slice(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps, nrows,
+                 ncols, e, (int)(nch - j), false);
+}
+
+const kn_wgn_ukernels KN_WGN_TABLE = {VL, wgn_input, wgn_output};

@@ -1,0 +1,261 @@
+/*
+ * conv_winograd_nhwc: 3x3, stride-1, undilated, ungrouped convolution of
+ * channels-last tensors by Winograd's F(4x4, 3x3) (Lavin & Gray 2016, the
+ * matrices of winograd.c):
+ *
+ *   Y(tile) = A^T [ sum_c (G g_{m,c} G^T) (.) (B^T d_c B) ] A
+ *
+ * In NHWC the channel sum at each of the 36 positions xi of the 6x6
+ * domain is a GEMM with tiles as rows:
+ *   M_xi [tiles, m] = V_xi [tiles, c] x U_xi [c, m],
+ * U_xi = the transformed weights, packed once as kn_sgemm's B operand
+ * (panels of NR output channels), so the products run on the tuned GEMM
+ * micro-kernels (src/kernels/gemm) with the weights read in place.  The
+ * transforms are vectorised over channels (winograd-nhwc.h): a channel
+ * vector of one tile never meets another tile's, so there are no gathers,
+ * transposes or border lanes, only a masked vector at the channel tail.
+ *
+ * Work is split into blocks of T tiles, numbered across the whole batch
+ * (a 7x7 map has only 4 tiles per image), and, when there are fewer
+ * blocks than threads, each block's output channels into groups of whole
+ * NR panels (each such task transforms its block's input itself: 1/m of
+ * its products).  A task: input transform of its block into its thread's
+ * V [36][T][ldv]; 36 kn_sgemm calls (pool NULL: the task is the thread's)
+ * into M [36][T][ldm]; output transform with bias, Relu/Clip and the
+ * residual in registers, written straight to y (other activations run on
+ * each finished pixel's channels while they are in L1).
+ *
+ * T depends only on c and m (never on the thread count or the caches), and
+ * kn_sgemm computes each element in one k order whatever the rows and
+ * columns it is given, so every output element is the same whatever the
+ * thread count.  T keeps V and M of a block in about 1.5 MB (L2 plus a
+ * little L3 on Zen 4/5): V_xi is packed by kn_sgemm from there, M is
+ * re-read by the output transform; U streams from L3 or memory once per
+ * block, so T is kept at least 2 row panels deep so each weight loaded
+ * feeds that many rows.
+ */
+#include <math.h>
+
+#include "kernels/conv/conv.h"
+#include "kernels/conv/winograd-nhwc.h"
+#include "kernels/gemm/gemm.h"
+
+#define NPOS 36
+#define HEADER 16 /* floats before U (keeps U 64-byte aligned) */
+#define BLOCK_FLOATS (1536 * 1024 / 4 / NPOS) /* per tile and channel of V + M */
+
+static const kn_wgn_ukernels *wgn_uk(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return &kn_f32_winograd_nhwc_f43__avx512;
+  if (isa == KN_ISA_AVX2) return &kn_f32_winograd_nhwc_f43__avx2;
+#else
+  (void)isa;
+#endif
+  return &kn_f32_winograd_nhwc_f43__portable;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+bool kn_f32_conv_winograd_nhwc_fits(const kn_conv2d *g) {
+  /* any pads and sizes: windows partly or wholly outside read zeros */
+  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+         g->group == 1;
+}
+
+/* Floats of one U_xi (a packed B of c x m). */
+static int64_t u_floats(kn_isa isa, const kn_conv2d *g) {
+  return (int64_t)kn_sgemm_pack_b_size(isa, g->c, g->m);
+}
+
+size_t kn_f32_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
+  return HEADER + (size_t)(NPOS * u_floats(isa, g));
+}
+
+/* U = G w G^T per (output, input) channel pair in double (the 1/6 and
+ * 1/24 entries would otherwise add their rounding to the run's error),
+ * written in kn_sgemm's packed-B layout (gemm.h): U_xi panel j holds, for
+ * each input channel k, output channels [j*NR, j*NR+NR), zeros past m. */
+void kn_f32_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
+  static const double G[6][3] = {
+      {1.0 / 4, 0, 0},
+      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+      {0, 0, 1},
+  };
+  KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
+  int64_t nr = kn_sgemm_nr(isa), c = g->c, us = u_floats(isa, g);
+  int32_t hdr[HEADER] = {(int32_t)nr, (int32_t)isa};
+  memcpy(dst, hdr, sizeof hdr);
+  float *u = dst + HEADER;
+  memset(u, 0, (size_t)(NPOS * us) * sizeof(float));
+  for (int64_t m = 0; m < g->m; m++)
+    for (int64_t k = 0; k < c; k++) {
+      const float *f = w + (m * c + k) * 9;
+      double gf[6][3]; /* G f */
+      for (int i = 0; i < 6; i++)
+        for (int b = 0; b < 3; b++)
+          gf[i][b] = G[i][0] * f[b] + G[i][1] * f[3 + b] + G[i][2] * f[6 + b];
+      float *up = u + (m / nr) * nr * c + k * nr + m % nr;
+      for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++)
+          up[(i * 6 + j) * us] =
+              (float)(gf[i][0] * G[j][0] + gf[i][1] * G[j][1] + gf[i][2] * G[j][2]);
+    }
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+typedef struct wgn_layout {
+  int64_t th, tw, tiles; /* tile rows and columns per image, tiles in the batch */
+  int64_t t;             /* tiles per block */
+  int64_t ldv, ldm;      /* row strides of V and M (ldm: for all m) */
+  int64_t nblocks, npanels, groups;
+  size_t v_bytes, m_bytes, gemm_bytes, thread_bytes;
+} wgn_layout;
+
+/* The GEMM arguments of one product of a block (pointers left out). */
+static kn_sgemm_args gemm_args(const kn_conv2d *g, const wgn_layout *L, int64_t rows,
+                               int64_t cols) {
+  kn_sgemm_args a = {.m = rows, .n = cols, .k = g->c, .alpha = 1.0f, .lda = L->ldv,
+                     .ldc = L->ldm};
+  return a;
+}
+
+static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wgn_layout *L) {
+  int64_t mr = kn_sgemm_mr(isa), nr = kn_sgemm_nr(isa);
+  L->th = ceil_div(g->oh, 4);
+  L->tw = ceil_div(g->ow, 4);
+  L->tiles = g->n * L->th * L->tw;
+  L->ldv = round_up(max64(g->c, 1), 16);
+  L->ldm = round_up(max64(g->m, 1), 16);
+  int64_t t = BLOCK_FLOATS / (L->ldv + L->ldm) / mr * mr;
+  t = max64(t, 2 * mr);
+  L->t = min64(t, max64(L->tiles, 1));
+  L->nblocks = ceil_div(L->tiles, L->t);
+  L->npanels = ceil_div(g->m, nr);
+  L->groups = L->nblocks < threads ? min64(ceil_div(threads, L->nblocks), L->npanels) : 1;
+  L->v_bytes = align64((size_t)(NPOS * L->t * L->ldv) * sizeof(float));
+  L->m_bytes = align64((size_t)(NPOS * L->t * L->ldm) * sizeof(float));
+  /* the GEMM's A buffer grows with the rows, but one row panel takes a
+   * deeper k pass (gemm.c): the larger of the two cases */
+  kn_sgemm_args a = gemm_args(g, L, L->t, g->m), a1 = gemm_args(g, L, min64(L->t, mr), g->m);
+  a.b_packed = a1.b_packed = (const float *)L; /* any non-NULL: packed B */
+  size_t s0 = kn_sgemm_scratch_size(isa, &a, 1), s1 = kn_sgemm_scratch_size(isa, &a1, 1);
+  L->gemm_bytes = align64(s0 > s1 ? s0 : s1);
+  L->thread_bytes = L->v_bytes + L->m_bytes + L->gemm_bytes;
+}
+
+size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+  wgn_layout L;
+  layout(isa, g, threads > 0 ? threads : 1, &L);
+  return (size_t)(threads > 0 ? threads : 1) * L.thread_bytes;
+}
+
+typedef struct wgn_job {
+  kn_isa isa;
+  const kn_wgn_ukernels *uk;
+  const kn_conv2d *g;
+  wgn_layout L;
+  const float *x, *s, *u;
+  const kn_epilogue *ep;
+  kn_wgn_epi epi;
+  bool act_after; /* an activation the output transform does not do */
+  float *y;
+  char *buf;
+  int64_t nr, us;
+} wgn_job;
+
+static void wgn_task(void *arg, int64_t task, int32_t thread) {
+  const wgn_job *j = arg;
+  const kn_conv2d *g = j->g;
+  const wgn_layout *L = &j->L;
+  int64_t blk = task / L->groups, grp = task % L->groups;
+  int64_t t0 = blk * L->t, nt = min64(L->t, L->tiles - t0);
+  int64_t m0 = grp * L->npanels / L->groups * j->nr;
+  int64_t m1 = min64((grp + 1) * L->npanels / L->groups * j->nr, g->m);
+  if (nt <= 0 || m1 <= m0) return;
+  char *base = j->buf + (size_t)thread * L->thread_bytes;
+  float *v = (float *)base, *mt = (float *)(base + L->v_bytes);
+  void *gs = base + L->v_bytes + L->m_bytes;
+  int64_t tpi = L->th * L->tw, c = g->c, m = g->m;
+  int64_t xs_v = L->t * L->ldv, xs_m = L->t * L->ldm;
+  for (int64_t i = 0; i < nt; i++) {
+    int64_t tile = t0 + i, b = tile / tpi, r = tile % tpi;
+    j->uk->input(j->x + b * g->h * g->w * c, j->s ? j->s + b * c : NULL, g->h, g->w, c,
+                 r / L->tw * 4 - g->pt, r % L->tw * 4 - g->pl, v + i * L->ldv, xs_v);
+  }
+  kn_sgemm_args a = gemm_args(g, L, nt, m1 - m0);
+  for (int xi = 0; xi < NPOS; xi++) {
+    a.a = v + xi * xs_v;
+    a.b_packed = j->u + xi * j->us + m0 * c; /* m0 is a whole number of panels */
+    a.c = mt + xi * xs_m;
+    kn_sgemm(j->isa, NULL, &a, gs);
+  }
+  const kn_epilogue *ep = j->ep;
+  const float *bias = ep && ep->bias ? ep->bias + m0 : NULL;
+  const float *res = ep ? ep->res : NULL;
+  for (int64_t i = 0; i < nt; i++) {
+    int64_t tile = t0 + i, b = tile / tpi, r = tile % tpi;
+    int64_t oy = r / L->tw * 4, ox = r % L->tw * 4;
+    int nrows = (int)min64(4, g->oh - oy), ncols = (int)min64(4, g->ow - ox);
+    int64_t off = ((b * g->oh + oy) * g->ow + ox) * m + m0;
+    const float *rk = res && !(j->act_after && !j->epi.res_first) ? res + off : NULL;
+    j->uk->output(mt + i * L->ldm, xs_m, m1 - m0, bias, j->y + off, rk, g->ow * m, m, nrows,
+                  ncols, &j->epi);
+    if (!j->act_after) continue;
+    for (int ry = 0; ry < nrows; ry++)
+      for (int rx = 0; rx < ncols; rx++) {
+        int64_t po = off + (ry * g->ow + rx) * m;
+        float *p = j->y + po;
+        kn_f32_act(j->isa, &ep->act, p, p, m1 - m0);
+        if (res && !j->epi.res_first)
+          for (int64_t q = 0; q < m1 - m0; q++) p[q] += res[po + q];
+      }
+  }
+}
+
+/* No input channels: every output is the epilogue of its bias. */
+static void no_channels(kn_isa isa, const kn_conv2d *g, const kn_epilogue *ep, float *y) {
+  int64_t np = g->n * g->oh * g->ow, m = g->m;
+  const float *res = ep ? ep->res : NULL;
+  bool first = ep && ep->res_first;
+  for (int64_t p = 0; p < np; p++)
+    for (int64_t o = 0; o < m; o++)
+      y[p * m + o] = (ep && ep->bias ? ep->bias[o] : 0.0f) + (res && first ? res[p * m + o] : 0);
+  if (ep) kn_f32_act(isa, &ep->act, y, y, np * m);
+  if (res && !first)
+    for (int64_t i = 0; i < np * m; i++) y[i] += res[i];
+}
+
+void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                               const float *s, const float *wpacked, const kn_epilogue *ep,
+                               float *y, void *scratch) {
+  KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
+  if (g->n * g->m * g->oh * g->ow == 0) return;
+  if (g->c == 0) {
+    no_channels(isa, g, ep, y);
+    return;
+  }
+  int32_t hdr[HEADER];
+  memcpy(hdr, wpacked, sizeof hdr);
+  KN_ASSERT(hdr[0] == kn_sgemm_nr(isa) && hdr[1] == (int32_t)isa);
+  int32_t threads = kn_pool_threads(pool);
+  KN_ASSERT(threads >= 1);
+  wgn_job j = {.isa = isa, .uk = wgn_uk(isa), .g = g, .x = x, .s = s, .u = wpacked + HEADER,
+               .ep = ep, .y = y, .buf = scratch, .nr = kn_sgemm_nr(isa),
+               .us = u_floats(isa, g)};
+  layout(isa, g, threads, &j.L);
+  kn_act act = ep ? ep->act.act : KN_ACT_NONE;
+  j.epi.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
+  j.epi.lo = act == KN_ACT_RELU ? 0.0f : act == KN_ACT_CLIP ? ep->act.lo : 0.0f;
+  j.epi.hi = act == KN_ACT_RELU ? INFINITY : act == KN_ACT_CLIP ? ep->act.hi : 0.0f;
+  j.epi.res_first = ep && ep->res_first;
+  j.act_after = act != KN_ACT_NONE && !j.epi.clamp;
+  kn_pool_for(pool, j.L.nblocks * j.L.groups, wgn_task, &j);
+}

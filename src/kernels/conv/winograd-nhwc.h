@@ -1,0 +1,51 @@
+/*
+ * conv_winograd_nhwc's per-ISA pieces (private to src/kernels/conv): the
+ * driver (winograd-nhwc.c) owns the tiles, blocks, threads and the 36
+ * GEMMs (kn_sgemm); each ISA file (f32-winograd-nhwc-{avx512,avx2,
+ * portable}.c, all from winograd-nhwc-impl.h) provides the two transforms
+ * of one 4x4 output tile, vectorised over channels (VL channels per vector,
+ * a masked vector for the tail), so no lane ever crosses a tile and there
+ * are no shuffles or gathers.
+ *
+ * Layouts (floats; xi = 6 * row + column of the 6x6 Winograd domain):
+ *   V  one block of T tiles: [xi][T][ldv], the row of tile t at xi holds
+ *      (B^T d B)_xi for channels 0..c-1 (ldv = c rounded up to 16: the
+ *      tail vector is stored whole); the GEMMs' A operands.
+ *   M  the products of a block for channels [m0, m1): [xi][T][ldm].
+ */
+#ifndef KN_WINOGRAD_NHWC_H
+#define KN_WINOGRAD_NHWC_H
+
+#include "kernels/kernels.h"
+
+/* Epilogue of the output transform, while the tile is in registers:
+ * y = clamp(P + bias (+ res if res_first)) (+ res if !res_first),
+ * clamp = [lo, hi] when `clamp` (Relu, Clip), else none. */
+typedef struct kn_wgn_epi {
+  bool clamp, res_first;
+  float lo, hi;
+} kn_wgn_epi;
+
+typedef struct kn_wgn_ukernels {
+  int32_t vl; /* channels per vector */
+  /* B^T d B of the 6x6 window with top left (iy0, ix0) (may lie partly
+   * outside: zeros there) of image x [h, w, c] (channels scaled by s[c]
+   * when s is not NULL) into dst[xi * xs + ci], ci < c rounded up to VL. */
+  void (*input)(const float *x, const float *s, int64_t h, int64_t w, int64_t c, int64_t iy0,
+                int64_t ix0, float *dst, int64_t xs);
+  /* A^T m A of one tile for nch channels (m[xi * xs + j], j < nch), plus
+   * bias[j] (bias NULL: none) and the epilogue, into the tile's nrows x
+   * ncols outputs: y[a * ys + b * ps + j] (res: the residual, same
+   * offsets, or NULL). */
+  void (*output)(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
+                 const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                 const kn_wgn_epi *e);
+} kn_wgn_ukernels;
+
+extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__portable;
+#ifdef KN_HAVE_X86_KERNELS
+extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__avx2;
+extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__avx512;
+#endif
+
+#endif
