@@ -35,4 +35,12 @@ static inline V v_max(V a, V b) { return v_sel(a > b, a, b); }
 static inline V v_fma(V a, V b, V c) { return a * b + c; }
 static inline V v_fnma(V a, V b, V c) { return c - a * b; }
 
+#define WGN_MR 6 /* f32-gemm-6x8-portable.c */
+#define WGN_MRP 6
+
+static inline void wgn_store_panel(const float *t, float *dst, int n) {
+  for (int l = 0; l < n; l++)
+    for (int r = 0; r < WGN_MR; r++) dst[l * WGN_MR + r] = t[r * VL + l];
+}
+
 #include "kernels/conv/winograd-nhwc-impl.h"

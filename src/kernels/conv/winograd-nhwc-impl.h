@@ -10,6 +10,11 @@
  *   v_zero v_set1 v_ld v_st v_add v_sub v_mul v_min v_max
  *   v_fma(a, b, c) = a * b + c, v_fnma(a, b, c) = c - a * b
  *   v_ldn(p, n) (first n lanes from p, zeros after), v_stn(p, v, n)
+ *   WGN_MR        rows of the ISA's GEMM micro-tile (kn_sgemm_mr)
+ *   WGN_MRP       WGN_MR rounded up to what wgn_store_panel transposes
+ *   wgn_store_panel(t, dst, n)  dst[l * WGN_MR + r] = t[r * VL + l] for
+ *                 l < n, r < WGN_MR: one staged [MRP][VL] block into the
+ *                 packed-A panel's [channel][MR] order
  *
  * The matrices are Lavin & Gray's, as in winograd-impl.h (the same
  * bt6/at6 arithmetic, so both layouts round alike):
@@ -22,6 +27,7 @@
 #endif
 
 #define WGN_INLINE static inline __attribute__((always_inline))
+#define NPOS_ 36
 
 /* out[i] = (B^T d)[i] for one 6-vector d (a row or a column of a tile). */
 WGN_INLINE void bt6(const V d[6], V out[6]) {
@@ -48,17 +54,18 @@ WGN_INLINE void at6(const V s[6], V out[4]) {
   out[3] = v_add(v_fma(eight, m34, m12), s[5]);
 }
 
-/* One VL-channel slice (n valid lanes) of one tile: rows first (each
- * loaded row's transform kept), then the columns, stored per xi. */
-WGN_INLINE void input_slice(const float *x, int64_t off0, const float *s, int64_t w, int64_t c,
-                            unsigned rm, unsigned cm, int n, bool full, float *dst, int64_t xs) {
+/* Tile r's window (zeros outside, channels scaled by s) for one slice of
+ * n <= VL channels: rows first, then the columns; the 36 results go to
+ * t[xi * WGN_MRP * VL] (row r of each xi's staging block). */
+WGN_INLINE void input_tile(const float *x, int64_t off0, const float *s, int64_t w, int64_t c,
+                           unsigned rm, unsigned cm, int n, bool full, float *t) {
   V sv = s ? (full ? v_ld(s) : v_ldn(s, n)) : v_zero();
   V r[6][6];
   for (int a = 0; a < 6; a++) {
     V d[6];
     for (int b = 0; b < 6; b++) {
       if ((rm >> a & 1) && (cm >> b & 1)) {
-        const float *p = x + (off0 + (a * w + b) * c); /* >= 0 when valid */
+        const float *p = x + (off0 + (a * w + b) * c); /* >= 0 when inside */
         d[b] = full ? v_ld(p) : v_ldn(p, n);
         if (s) d[b] = v_mul(d[b], sv);
       } else {
@@ -71,31 +78,48 @@ WGN_INLINE void input_slice(const float *x, int64_t off0, const float *s, int64_
     V col[6], o[6];
     for (int a = 0; a < 6; a++) col[a] = r[a][b];
     bt6(col, o);
-    for (int a = 0; a < 6; a++) v_st(dst + (a * 6 + b) * xs, o[a]);
+    for (int a = 0; a < 6; a++) v_st(t + (a * 6 + b) * WGN_MRP * VL, o[a]);
   }
 }
 
+/* The input transform of one row panel of `rows` <= MR tiles, straight
+ * into kn_sgemm's packed-A layout: per slice of VL channels, each tile's
+ * 36 vectors are staged as rows of a [MRP][VL] block per xi (in L1), and
+ * each block is transposed into the panel's [channel][MR] order (rows past
+ * `rows` zero, as the GEMM's packing pads). */
 static void wgn_input(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
-                      int64_t iy0, int64_t ix0, float *dst, int64_t xs) {
-  unsigned rm = 0, cm = 0;
-  for (int a = 0; a < 6; a++) {
-    if (iy0 + a >= 0 && iy0 + a < h) rm |= 1u << a;
-    if (ix0 + a >= 0 && ix0 + a < w) cm |= 1u << a;
+                      const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs) {
+  float stage[NPOS_ * WGN_MRP * VL] __attribute__((aligned(64)));
+  unsigned rm[WGN_MR], cm[WGN_MR];
+  int64_t off0[WGN_MR];
+  for (int r = 0; r < rows; r++) {
+    rm[r] = cm[r] = 0;
+    for (int a = 0; a < 6; a++) {
+      if (tiles[r].iy0 + a >= 0 && tiles[r].iy0 + a < h) rm[r] |= 1u << a;
+      if (tiles[r].ix0 + a >= 0 && tiles[r].ix0 + a < w) cm[r] |= 1u << a;
+    }
+    /* the window's top left may lie outside x: only offsets of positions
+     * inside are ever turned into pointers */
+    off0[r] = tiles[r].xb + (tiles[r].iy0 * w + tiles[r].ix0) * c;
   }
-  /* the window's top left may lie outside x: only offsets of positions
-   * inside are ever turned into pointers */
-  int64_t off0 = (iy0 * w + ix0) * c;
-  int64_t ci = 0;
-  if (rm == 0x3f && cm == 0x3f) { /* interior tile: no tests in the loop */
-    for (; ci + VL <= c; ci += VL)
-      input_slice(x, off0 + ci, s ? s + ci : NULL, w, c, 0x3f, 0x3f, VL, true, dst + ci, xs);
-  } else {
-    for (; ci + VL <= c; ci += VL)
-      input_slice(x, off0 + ci, s ? s + ci : NULL, w, c, rm, cm, VL, true, dst + ci, xs);
+  for (int xi = 0; xi < NPOS_; xi++)
+    for (int r = rows; r < WGN_MRP; r++) v_st(stage + (xi * WGN_MRP + r) * VL, v_zero());
+  for (int64_t ci = 0; ci < c; ci += VL) {
+    int n = (int)(c - ci < VL ? c - ci : VL);
+    bool full = n == VL;
+    for (int r = 0; r < rows; r++) {
+      const float *sr = s ? s + tiles[r].sb + ci : NULL;
+      float *t = stage + r * VL;
+      if (full && rm[r] == 0x3f && cm[r] == 0x3f) /* interior: no tests inside */
+        input_tile(x, off0[r] + ci, sr, w, c, 0x3f, 0x3f, VL, true, t);
+      else if (full)
+        input_tile(x, off0[r] + ci, sr, w, c, rm[r], cm[r], VL, true, t);
+      else
+        input_tile(x, off0[r] + ci, sr, w, c, rm[r], cm[r], n, false, t);
+    }
+    for (int xi = 0; xi < NPOS_; xi++)
+      wgn_store_panel(stage + xi * WGN_MRP * VL, dst + xi * xs + ci * WGN_MR, n);
   }
-  if (ci < c)
-    input_slice(x, off0 + ci, s ? s + ci : NULL, w, c, rm, cm, (int)(c - ci), false, dst + ci,
-                xs);
 }
 
 WGN_INLINE void output_slice(const float *m, int64_t xs, const float *bias, float *y,
@@ -136,4 +160,4 @@ static void wgn_output(const float *m, int64_t xs, int64_t nch, const float *bia
                  ncols, e, (int)(nch - j), false);
 }
 
-const kn_wgn_ukernels KN_WGN_TABLE = {VL, wgn_input, wgn_output};
+const kn_wgn_ukernels KN_WGN_TABLE = {VL, WGN_MR, wgn_input, wgn_output};

@@ -20,25 +20,28 @@
  * blocks than threads, each block's output channels into groups of whole
  * NR panels (each such task transforms its block's input itself: 1/m of
  * its products).  A task: input transform of its block into its thread's
- * V [36][T][ldv]; 36 kn_sgemm calls (pool NULL: the task is the thread's)
- * into M [36][T][ldm]; output transform with bias, Relu/Clip and the
- * residual in registers, written straight to y (other activations run on
- * each finished pixel's channels while they are in L1).
+ * V, written directly as kn_sgemm's packed A (row panels of MR tiles:
+ * the GEMM's own scalar repacking of a row-major V cost a quarter of the
+ * products' time on 64 channels); 36 kn_sgemm calls (pool NULL: the task
+ * is the thread's) into M [36][T][ldm]; output transform with bias,
+ * Relu/Clip and the residual in registers, written straight to y (other
+ * activations run on each finished pixel's channels while in L1).
  *
  * T depends only on c and m (never on the thread count or the caches), and
  * kn_sgemm computes each element in one k order whatever the rows and
  * columns it is given, so every output element is the same whatever the
  * thread count.  T keeps V and M of a block in about 1.5 MB (L2 plus a
- * little L3 on Zen 4/5): V_xi is packed by kn_sgemm from there, M is
- * re-read by the output transform; U streams from L3 or memory once per
- * block, so T is kept at least 2 row panels deep so each weight loaded
- * feeds that many rows.
+ * little L3 on Zen 4/5): the GEMMs read V from there, the output
+ * transform re-reads M; U streams from L3 or memory once per block, so T
+ * is kept at least 2 row panels deep so each weight loaded feeds that
+ * many rows.
  */
 #include <math.h>
 
 #include "kernels/conv/conv.h"
 #include "kernels/conv/winograd-nhwc.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/gemm/ukernel.h" /* KN_SGEMM_MR_MAX */
 
 #define NPOS 36
 #define HEADER 16 /* floats before U (keeps U 64-byte aligned) */
@@ -114,7 +117,7 @@ void kn_f32_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float 
 typedef struct wgn_layout {
   int64_t th, tw, tiles; /* tile rows and columns per image, tiles in the batch */
   int64_t t;             /* tiles per block */
-  int64_t ldv, ldm;      /* row strides of V and M (ldm: for all m) */
+  int64_t ldm;           /* row stride of M (room for all m) */
   int64_t nblocks, npanels, groups;
   size_t v_bytes, m_bytes, gemm_bytes, thread_bytes;
 } wgn_layout;
@@ -122,8 +125,7 @@ typedef struct wgn_layout {
 /* The GEMM arguments of one product of a block (pointers left out). */
 static kn_sgemm_args gemm_args(const kn_conv2d *g, const wgn_layout *L, int64_t rows,
                                int64_t cols) {
-  kn_sgemm_args a = {.m = rows, .n = cols, .k = g->c, .alpha = 1.0f, .lda = L->ldv,
-                     .ldc = L->ldm};
+  kn_sgemm_args a = {.m = rows, .n = cols, .k = g->c, .alpha = 1.0f, .ldc = L->ldm};
   return a;
 }
 
@@ -132,20 +134,20 @@ static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wgn_layout *
   L->th = ceil_div(g->oh, 4);
   L->tw = ceil_div(g->ow, 4);
   L->tiles = g->n * L->th * L->tw;
-  L->ldv = round_up(max64(g->c, 1), 16);
   L->ldm = round_up(max64(g->m, 1), 16);
-  int64_t t = BLOCK_FLOATS / (L->ldv + L->ldm) / mr * mr;
+  int64_t t = BLOCK_FLOATS / (max64(g->c, 1) + L->ldm) / mr * mr;
   t = max64(t, 2 * mr);
-  L->t = min64(t, max64(L->tiles, 1));
+  L->t = min64(t, round_up(max64(L->tiles, 1), mr));
   L->nblocks = ceil_div(L->tiles, L->t);
   L->npanels = ceil_div(g->m, nr);
   L->groups = L->nblocks < threads ? min64(ceil_div(threads, L->nblocks), L->npanels) : 1;
-  L->v_bytes = align64((size_t)(NPOS * L->t * L->ldv) * sizeof(float));
+  L->v_bytes = align64((size_t)(NPOS * L->t * max64(g->c, 1)) * sizeof(float));
   L->m_bytes = align64((size_t)(NPOS * L->t * L->ldm) * sizeof(float));
   /* the GEMM's A buffer grows with the rows, but one row panel takes a
    * deeper k pass (gemm.c): the larger of the two cases */
   kn_sgemm_args a = gemm_args(g, L, L->t, g->m), a1 = gemm_args(g, L, min64(L->t, mr), g->m);
-  a.b_packed = a1.b_packed = (const float *)L; /* any non-NULL: packed B */
+  /* any non-NULL pointers: both operands packed */
+  a.a_packed = a1.a_packed = a.b_packed = a1.b_packed = (const float *)L;
   size_t s0 = kn_sgemm_scratch_size(isa, &a, 1), s1 = kn_sgemm_scratch_size(isa, &a1, 1);
   L->gemm_bytes = align64(s0 > s1 ? s0 : s1);
   L->thread_bytes = L->v_bytes + L->m_bytes + L->gemm_bytes;
@@ -184,15 +186,20 @@ static void wgn_task(void *arg, int64_t task, int32_t thread) {
   float *v = (float *)base, *mt = (float *)(base + L->v_bytes);
   void *gs = base + L->v_bytes + L->m_bytes;
   int64_t tpi = L->th * L->tw, c = g->c, m = g->m;
-  int64_t xs_v = L->t * L->ldv, xs_m = L->t * L->ldm;
-  for (int64_t i = 0; i < nt; i++) {
-    int64_t tile = t0 + i, b = tile / tpi, r = tile % tpi;
-    j->uk->input(j->x + b * g->h * g->w * c, j->s ? j->s + b * c : NULL, g->h, g->w, c,
-                 r / L->tw * 4 - g->pt, r % L->tw * 4 - g->pl, v + i * L->ldv, xs_v);
+  int64_t mr = j->uk->mr, xs_v = L->t * c, xs_m = L->t * L->ldm;
+  for (int64_t p = 0; p * mr < nt; p++) {
+    kn_wgn_tile tl[KN_SGEMM_MR_MAX];
+    int rows = (int)min64(mr, nt - p * mr);
+    for (int q = 0; q < rows; q++) {
+      int64_t tile = t0 + p * mr + q, b = tile / tpi, r = tile % tpi;
+      tl[q] = (kn_wgn_tile){.xb = b * g->h * g->w * c, .sb = b * c,
+                            .iy0 = r / L->tw * 4 - g->pt, .ix0 = r % L->tw * 4 - g->pl};
+    }
+    j->uk->input(j->x, j->s, g->h, g->w, c, tl, rows, v + p * mr * c, xs_v);
   }
   kn_sgemm_args a = gemm_args(g, L, nt, m1 - m0);
   for (int xi = 0; xi < NPOS; xi++) {
-    a.a = v + xi * xs_v;
+    a.a_packed = v + xi * xs_v;
     a.b_packed = j->u + xi * j->us + m0 * c; /* m0 is a whole number of panels */
     a.c = mt + xi * xs_m;
     kn_sgemm(j->isa, NULL, &a, gs);
@@ -245,6 +252,7 @@ void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, co
   int32_t hdr[HEADER];
   memcpy(hdr, wpacked, sizeof hdr);
   KN_ASSERT(hdr[0] == kn_sgemm_nr(isa) && hdr[1] == (int32_t)isa);
+  KN_ASSERT(wgn_uk(isa)->mr == kn_sgemm_mr(isa) && kn_sgemm_mr(isa) <= KN_SGEMM_MR_MAX);
   int32_t threads = kn_pool_threads(pool);
   KN_ASSERT(threads >= 1);
   wgn_job j = {.isa = isa, .uk = wgn_uk(isa), .g = g, .x = x, .s = s, .u = wpacked + HEADER,

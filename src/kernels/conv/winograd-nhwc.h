@@ -8,9 +8,10 @@
  * are no shuffles or gathers.
  *
  * Layouts (floats; xi = 6 * row + column of the 6x6 Winograd domain):
- *   V  one block of T tiles: [xi][T][ldv], the row of tile t at xi holds
- *      (B^T d B)_xi for channels 0..c-1 (ldv = c rounded up to 16: the
- *      tail vector is stored whole); the GEMMs' A operands.
+ *   V  one block of T tiles (T a multiple of MR = kn_sgemm_mr): per xi a
+ *      packed A of kn_sgemm (gemm.h): panels of MR tiles, [panel][c][MR],
+ *      holding (B^T d B)_xi (zero rows past the block's last tile), so the
+ *      GEMMs read it in place.
  *   M  the products of a block for channels [m0, m1): [xi][T][ldm].
  */
 #ifndef KN_WINOGRAD_NHWC_H
@@ -26,13 +27,19 @@ typedef struct kn_wgn_epi {
   float lo, hi;
 } kn_wgn_epi;
 
+/* Where one tile's 6x6 input window is: its image at x + xb (and its
+ * scale at s + sb), its top left (iy0, ix0), possibly outside the image. */
+typedef struct kn_wgn_tile {
+  int64_t xb, sb, iy0, ix0;
+} kn_wgn_tile;
+
 typedef struct kn_wgn_ukernels {
-  int32_t vl; /* channels per vector */
-  /* B^T d B of the 6x6 window with top left (iy0, ix0) (may lie partly
-   * outside: zeros there) of image x [h, w, c] (channels scaled by s[c]
-   * when s is not NULL) into dst[xi * xs + ci], ci < c rounded up to VL. */
-  void (*input)(const float *x, const float *s, int64_t h, int64_t w, int64_t c, int64_t iy0,
-                int64_t ix0, float *dst, int64_t xs);
+  int32_t vl, mr; /* channels per vector; rows of the GEMM tile it packs for */
+  /* B^T d B of the windows of `rows` <= MR tiles (zeros outside the
+   * images [h, w, c]; channels scaled by s when s is not NULL) into one
+   * packed-A row panel per xi: dst[xi * xs + ci * MR + r]. */
+  void (*input)(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
+                const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs);
   /* A^T m A of one tile for nch channels (m[xi * xs + j], j < nch), plus
    * bias[j] (bias NULL: none) and the epilogue, into the tile's nrows x
    * ncols outputs: y[a * ys + b * ps + j] (res: the residual, same
