@@ -710,9 +710,14 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
       !is_nhwc_node(n))
     return 0;
   if (!static_geometry(gr, n, tr, &geo, NULL)) return 0;
-  if (is_nhwc_node(n))
-    return geo.group > 1 && geo.group == geo.c && geo.m == geo.c ? KN_TACTIC_conv_depthwise_nhwc
-                                                                 : KN_TACTIC_conv_igemm_nhwc;
+  if (is_nhwc_node(n)) {
+    if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c)
+      return KN_TACTIC_conv_depthwise_nhwc;
+    kn_conv2d c = conv2d_of(&geo);
+    if (winograd_wins(&geo) && kn_f32_conv_winograd_nhwc_fits(&c))
+      return KN_TACTIC_conv_winograd_nhwc;
+    return KN_TACTIC_conv_igemm_nhwc;
+  }
   if (tr) return KN_TACTIC_conv_transpose_gemm;
   if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return KN_TACTIC_conv_depthwise;
   if (winograd_wins(&geo)) return KN_TACTIC_conv_winograd;
@@ -722,7 +727,8 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
 bool kn_conv_prefers_nchw(const kn_graph *gr, const kn_node *n) {
   conv_geom geo;
   if (!static_geometry(gr, n, false, &geo, NULL)) return false;
-  return winograd_wins(&geo);
+  kn_conv2d c = conv2d_of(&geo);
+  return winograd_wins(&geo) && !kn_f32_conv_winograd_nhwc_fits(&c);
 }
 
 /* The 2-D kernel geometry of geo (complete). */
@@ -741,6 +747,7 @@ static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   if (t == KN_TACTIC_conv_transpose_gemm) return kn_f32_deconv_pack_size(isa, c);
   if (t == KN_TACTIC_conv_igemm_nhwc) return kn_f32_conv_nhwc_pack_size(isa, c);
   if (t == KN_TACTIC_conv_depthwise_nhwc) return kn_f32_dwconv_nhwc_pack_size(isa, c);
+  if (t == KN_TACTIC_conv_winograd_nhwc) return kn_f32_conv_winograd_nhwc_pack_size(isa, c);
   return 0;
 }
 
@@ -750,6 +757,7 @@ static void pack_into(int32_t t, kn_isa isa, const kn_conv2d *c, const float *w,
   else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_depthwise_nhwc) kn_f32_dwconv_nhwc_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_winograd_nhwc) kn_f32_conv_winograd_nhwc_pack(isa, c, w, dst);
 }
 
 kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void **packed,
@@ -836,16 +844,19 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   int32_t t = ctx->node->tactic;
   if (geo->nd != 2 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
       y->dtype != KN_DTYPE_F32 ||
-      (t != KN_TACTIC_conv_igemm_nhwc && t != KN_TACTIC_conv_depthwise_nhwc))
+      (t != KN_TACTIC_conv_igemm_nhwc && t != KN_TACTIC_conv_depthwise_nhwc &&
+       t != KN_TACTIC_conv_winograd_nhwc))
     return KN_OK;
   kn_rt *rt = ctx->rt;
   kn_isa isa = rt->isa;
   int32_t threads = kn_rt_threads(rt);
   kn_conv2d c = conv2d_of(geo);
-  bool dw = t == KN_TACTIC_conv_depthwise_nhwc;
+  bool dw = t == KN_TACTIC_conv_depthwise_nhwc, wino = t == KN_TACTIC_conv_winograd_nhwc;
   if (dw && !(c.group == c.c && c.m == c.c)) return KN_OK;
-  size_t kbytes = dw ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads)
-                     : kn_f32_conv_nhwc_scratch(isa, &c, threads);
+  if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
+  size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads)
+                  : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads)
+                         : kn_f32_conv_nhwc_scratch(isa, &c, threads);
   const conv_packed *pk = ctx->packed;
   const float *wp = NULL;
   size_t nf = pack_floats(t, isa, &c), pbytes = 0;
@@ -863,6 +874,8 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   void *ks = scratch + pbytes;
   if (dw)
     kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
+  else if (wino)
+    kn_f32_conv_winograd_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
   else
     kn_f32_conv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
   *done = true;

@@ -20,8 +20,10 @@ kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR; /* fused.c
 kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR;       /* pool.c */
 int32_t kn_pool_nhwc_select(const kn_graph *g, const kn_node *n, int32_t isa);
 
-/* A Conv / FusedConv whose best tactic is channels-first (conv.c): the
- * Winograd F(4,3) kernel, which has no channels-last form yet. */
+/* A Conv / FusedConv whose best tactic is channels-first (conv.c): one
+ * the NCHW Winograd F(4,3) kernel would take that the channels-last one
+ * cannot (none today: kept so that a future channels-first-only tactic has
+ * one place to say so). */
 bool kn_conv_prefers_nchw(const kn_graph *g, const kn_node *n);
 
 #endif
