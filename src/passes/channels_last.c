@@ -27,6 +27,8 @@
  *  - any other reader of a value the region now makes (Flatten, Reshape,
  *    Softmax, a graph output, a subgraph) reads it through one Transpose
  *    back (perm 0,3,1,2), made once per value.
+ * A reorder of a map with H = W = 1 ([N, C, 1, 1], global pooling's result)
+ * moves no element: it is a Reshape (an alias, no copy) instead.
  * The rest of the optimizer then cancels Transposes that meet (transpose
  * pass) and drops unused ones (dce).  The step names are the original node
  * names, so `kiln inspect` shows which steps run channels-last (their op
@@ -71,16 +73,39 @@ static kn_status oom(cl_state *s) {
   return kn_fail(s->err, KN_ERR_OOM, "out of memory making channels-last regions");
 }
 
-/* A Transpose node from value `from` to a fresh value (or to `to` >= 0). */
+/* A Transpose node from value `from` to a fresh value (or to `to` >= 0).
+ * `plane`: the NCHW value (from or to) has H = W = 1, so the reorder
+ * moves no element and is a Reshape instead (an alias step, no copy). */
 static int32_t add_transpose(cl_state *s, int32_t from, int32_t to, bool to_nhwc) {
   kn_graph *g = s->g;
+  int32_t nchw = to_nhwc ? from : to;
+  const int64_t *d = g->values[nchw].type.dims;
+  bool plane = d[2] == 1 && d[3] == 1;
   char hint[256];
   snprintf(hint, sizeof hint, "%s%s", g->values[from >= 0 ? from : to].name,
            to_nhwc ? "_nhwc" : "_nchw");
   char *name = kn_graph_unique_name(g, hint);
   if (!name) return -1;
   if (to < 0) to = kn_graph_add_fresh_value(g, name);
-  int32_t ni = to >= 0 ? kn_graph_new_node(g, "Transpose", "", name, 1, &from, 1, &to) : -1;
+  int32_t ni = -1;
+  if (plane && to >= 0) {
+    /* [N, C, 1, 1] <-> [N, 1, 1, C]: dim 0 copied (0), C inferred (-1) */
+    static const int64_t s_nhwc[4] = {0, 1, 1, -1}, s_nchw[4] = {0, -1, 1, 1};
+    kn_tensor t;
+    kn_error e;
+    int32_t sv = -1;
+    if (!kn_tensor_alloc(&t, KN_DTYPE_I64, 1, (int64_t[]){4}, &e)) {
+      memcpy(t.data, to_nhwc ? s_nhwc : s_nchw, sizeof s_nhwc);
+      snprintf(hint, sizeof hint, "%s_shape", name);
+      sv = kn_graph_add_constant(g, hint, &t);
+      kn_tensor_release(&t);
+    }
+    int32_t in[2] = {from, sv};
+    ni = sv >= 0 ? kn_graph_new_node(g, "Reshape", "", name, 2, in, 1, &to) : -1;
+    free(name);
+    return ni < 0 ? -1 : to;
+  }
+  ni = to >= 0 ? kn_graph_new_node(g, "Transpose", "", name, 1, &from, 1, &to) : -1;
   free(name);
   static const int64_t p_nhwc[4] = {0, 2, 3, 1}, p_nchw[4] = {0, 3, 1, 2};
   if (ni < 0 || !kn_node_set_ints(&g->nodes[ni], "perm", to_nhwc ? p_nhwc : p_nchw, 4))
