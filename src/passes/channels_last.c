@@ -18,6 +18,8 @@
  *  - MaxPool (without Indices), AveragePool, GlobalAveragePool and
  *    GlobalMaxPool whose input is already channels-last become their Nhwc
  *    forms;
+ *  - Pad (pads constant, no axes input) of a channels-last input, its pads
+ *    permuted;
  *  - elementwise ops (unary, binary with broadcasting, Sum/Mean/Max/Min,
  *    PRelu, ElementwiseChain) and Concat on the channel axis join the region
  *    when at least one input is channels-last and every other input is a
@@ -155,7 +157,24 @@ static int32_t adapt_const(cl_state *s, int32_t v) {
   return a;
 }
 
-typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT } cl_kind;
+typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT, CL_PAD } cl_kind;
+
+/* Pad's 8 pads of a 4-D input, from its attribute (opset < 11) or its
+ * constant input 1 (no axes input); false when neither. */
+static bool pad_pads(const kn_graph *g, const kn_node *n, int64_t *pads) {
+  const kn_attr *a = kn_node_attr(n, "pads");
+  if (n->opset < 11) {
+    if (!a || a->n != 8) return false;
+    memcpy(pads, a->ints, 8 * sizeof *pads);
+    return true;
+  }
+  if (n->n_inputs < 2 || (n->n_inputs > 3 && n->inputs[3] >= 0) || !is_const(g, n->inputs[1]))
+    return false;
+  const kn_tensor *t = g->values[n->inputs[1]].constant;
+  if (t->dtype != KN_DTYPE_I64 || kn_tensor_numel(t) != 8) return false;
+  memcpy(pads, t->data, 8 * sizeof *pads);
+  return true;
+}
 
 static cl_kind classify(const kn_graph *g, const kn_node *n) {
   bool onnx = !n->domain[0], kiln = !strcmp(n->domain, KN_DOMAIN);
@@ -177,6 +196,9 @@ static cl_kind classify(const kn_graph *g, const kn_node *n) {
                          (kiln && !strcmp(n->op_type, "ElementwiseChain"))))
     return n->n_outputs == 1 && g->values[n->outputs[0]].type.rank == 4 ? CL_ELTWISE
                                                                         : CL_OTHER;
+  int64_t pads[8];
+  if (onnx && !strcmp(n->op_type, "Pad") && is_f32_4d(g, x) && pad_pads(g, n, pads))
+    return CL_PAD;
   if (onnx && !strcmp(n->op_type, "Concat") && g->values[n->outputs[0]].type.rank == 4) {
     const kn_attr *a = kn_node_attr(n, "axis");
     if (a && (a->i == 1 || a->i == -3)) return CL_CONCAT;
@@ -289,6 +311,37 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
       if (s.twin[n->inputs[0]] < 0) continue;
       const char *op = kn_nhwc_op_for("", n->op_type, NULL);
       st = convert(&s, i, op, KN_DOMAIN, 1u, false, NULL);
+      any = true;
+    } else if (k == CL_PAD) {
+      if (s.twin[n->inputs[0]] < 0) continue;
+      /* pads [n0, c0, h0, w0, n1, c1, h1, w1] -> [n0, h0, w0, c0, n1, h1, w1, c1] */
+      int64_t p[8], q[8];
+      if (!pad_pads(g, n, p)) continue;
+      kn_dims_to_nhwc(p, q);
+      kn_dims_to_nhwc(p + 4, q + 4);
+      bool attr = n->opset < 11;
+      int32_t pv = -1;
+      if (!attr) {
+        kn_tensor t;
+        kn_error e;
+        if (kn_tensor_alloc(&t, KN_DTYPE_I64, 1, (int64_t[]){8}, &e)) {
+          st = oom(&s);
+          break;
+        }
+        memcpy(t.data, q, sizeof q);
+        char hint[256];
+        snprintf(hint, sizeof hint, "%s_nhwc", g->values[n->inputs[1]].name);
+        pv = kn_graph_add_constant(g, hint, &t);
+        kn_tensor_release(&t);
+        if (pv < 0) {
+          st = oom(&s);
+          break;
+        }
+      }
+      int32_t ni = -1;
+      st = convert(&s, i, "Pad", "", 1u, false, &ni);
+      if (!st && attr && !kn_node_set_ints(&g->nodes[ni], "pads", q, 8)) st = oom(&s);
+      if (!st && !attr) g->nodes[ni].inputs[1] = pv;
       any = true;
     } else if ((k == CL_ELTWISE || k == CL_CONCAT) && joins_region(&s, n, k)) {
       uint32_t mask = 0;

@@ -99,7 +99,7 @@ static void check(kn_ir_model *m, int32_t min_nhwc, int32_t max_transposes) {
   check_tol(m, min_nhwc, max_transposes, 0);
 }
 
-/* ResNet's shape: stem conv + pool, a bottleneck with a strided
+/* ResNet's shape: stem conv + pool, a Pad, a bottleneck with a strided
  * projection, the residual Add and Relu, global pooling and a classifier
  * read through Flatten (one Transpose in, one out). */
 static void test_resnet_block(void **state) {
@@ -112,6 +112,9 @@ static void test_resnet_block(void **state) {
   assert_true(kn_node_set_ints(tk_last(g), "kernel_shape", (int64_t[]){3, 3}, 2));
   assert_true(kn_node_set_ints(tk_last(g), "pads", (int64_t[]){1, 1, 1, 1}, 4));
   assert_true(kn_node_set_ints(tk_last(g), "strides", (int64_t[]){2, 2}, 2));
+  /* an asymmetric Pad (pads as a constant input, opset 13) */
+  int32_t pads = tk_const_i64(g, 8, (int64_t[]){0, 0, 1, 0, 0, 0, 0, 2});
+  y = tk_node(g, "Pad", 2, (int32_t[]){y, pads});
   int32_t a = tk_node(g, "Relu", 1, (int32_t[]){conv(g, y, 8, 4, 1, 1, 1, 10, true)});
   a = tk_node(g, "Relu", 1, (int32_t[]){conv(g, a, 4, 4, 3, 1, 2, 20, true)});
   a = conv(g, a, 4, 16, 1, 1, 1, 30, true);
@@ -121,7 +124,7 @@ static void test_resnet_block(void **state) {
   y = tk_node(g, "Flatten", 1, (int32_t[]){y});
   int32_t w = tk_const_rand(g, 2, (int64_t[]){16, 5}, 50, 0);
   tk_output(g, tk_node(g, "MatMul", 2, (int32_t[]){y, w}));
-  check(m, 6, 2);
+  check(m, 7, 2);
 }
 
 /* MobileNet's and EfficientNet's: depthwise convs, Clip (Relu6) with
