@@ -48,80 +48,117 @@
 #define DWN_INLINE static inline __attribute__((always_inline))
 #define DWN_PMAX 8
 
-/* One channel block of one image: the constants of every row. */
-typedef struct dwn_blk {
-  const float *x;   /* image b's input, at channel c0 */
-  const float *w;   /* packed weights at channel c0 */
-  float *y;         /* image b's output at channel c0 */
-  const float *res; /* image b's residual at channel c0, or NULL */
+/* One image: the constants of every row. */
+typedef struct dwn_img {
+  const float *x;   /* image b's input */
+  const float *w;   /* packed weights */
+  float *y;         /* image b's output */
+  const float *res; /* image b's residual, or NULL */
+  const float *bias, *s; /* NULL or [c]; s: image b's scale */
   bool res_after;
-  V bias, sv, lo, hi;
-  M m;                                /* the channel tail's lanes */
-  int64_t c, cp, h, iw, oh, ow;       /* c: pixel stride of x, y, res */
+  V lo, hi;
+  M mt;                          /* lanes of the channel tail (c % VN) */
+  int64_t c, cfull, cp, h, iw, oh, ow; /* c: pixel stride of x, y, res */
   int64_t kh, kw, sh, sw, dh, dw, pt, pl;
   int64_t oxa, oxb; /* interior output columns: every tap inside [0, iw) */
-} dwn_blk;
-
-DWN_INLINE V dwn_ld(const dwn_blk *B, const float *p, const int TAIL, const int SCALE) {
-  V v = TAIL ? v_ldm(p, B->m) : v_ld(p);
-  return SCALE ? v_mul(v, B->sv) : v;
-}
+} dwn_img;
 
 /* (+res) act (+res), store: act is min(hi, max(lo, x)), which is Relu,
  * Clip or nothing, with the operand order of the NCHW kernel. */
-DWN_INLINE void dwn_out(const dwn_blk *B, V v, int64_t off, const int TAIL) {
-  if (B->res && !B->res_after) v = v_add(v, TAIL ? v_ldm(B->res + off, B->m) : v_ld(B->res + off));
+DWN_INLINE void dwn_out(const dwn_img *B, V v, int64_t off, M m, const int TAIL) {
+  if (B->res && !B->res_after) v = v_add(v, TAIL ? v_ldm(B->res + off, m) : v_ld(B->res + off));
   v = v_min(B->hi, v_max(B->lo, v));
-  if (B->res && B->res_after) v = v_add(v, TAIL ? v_ldm(B->res + off, B->m) : v_ld(B->res + off));
-  if (TAIL) v_stm(B->y + off, v, B->m);
+  if (B->res && B->res_after) v = v_add(v, TAIL ? v_ldm(B->res + off, m) : v_ld(B->res + off));
+  if (TAIL) v_stm(B->y + off, v, m);
   else v_st(B->y + off, v);
 }
 
-/* P interior pixels ox0.. of row oy, input rows ky in [ky0, ky1). */
-DWN_INLINE void dwn_block(const dwn_blk *B, int64_t oy, int64_t ky0, int64_t ky1, int64_t ox0,
-                          const int P, const int64_t KW, const int64_t S, const int64_t D,
-                          const int TAIL, const int SCALE) {
-  const int64_t c = B->c, cp = B->cp;
+/* Columns a specialised block loads per kernel row: (P-1)*S + KW. */
+#define DWN_NCMAX ((DWN_PMAX - 1) * 2 + 5)
+
+/* P pixels ox0.. of row oy (the first np of them stored), channels
+ * [c0, c0 + VN) (the lanes of m), input rows ky in [ky0, ky1).
+ * EDGE: some of its columns lie in the padding: every load is masked by
+ * its column (padding reads as 0: an FMA that adds nothing, as in the NCHW
+ * kernel; a masked-off lane is never read, so the pointer may lie outside
+ * the row).  SPEC (KW, S, D constants): each kernel row's (P-1)*S + KW
+ * input vectors are loaded once into registers and shared by the pixels
+ * they feed; the generic path loads per tap. */
+DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1, int64_t ox0,
+                          int64_t np, int64_t c0, M m, const int P, const int64_t KW,
+                          const int64_t S, const int64_t D, const int SPEC, const int EDGE,
+                          const int SCALE) {
+  const int TAIL = EDGE; /* the masked code serves the channel tail too */
+  const int64_t c = B->c, cp = B->cp, ix0 = ox0 * S - B->pl;
+  const M none = m_tail(0);
+  const V bias = !B->bias ? v_set(0.0f) : TAIL ? v_ldm(B->bias + c0, m) : v_ld(B->bias + c0);
+  V sv = v_set(1.0f);
+  if (SCALE) sv = TAIL ? v_ldm(B->s + c0, m) : v_ld(B->s + c0);
   V acc[DWN_PMAX];
 #pragma GCC unroll 8
-  for (int p = 0; p < P; p++) acc[p] = B->bias;
+  for (int p = 0; p < P; p++) acc[p] = bias;
+  M cm[DWN_NCMAX];
+  const int NC = SPEC ? (int)((P - 1) * S + (KW - 1) * D + 1) : 1;
+  if (SPEC && EDGE) {
+#pragma GCC unroll 32
+    for (int j = 0; j < NC; j++) cm[j] = (uint64_t)(ix0 + j) < (uint64_t)B->iw ? m : none;
+  }
   for (int64_t ky = ky0; ky < ky1; ky++) {
-    const float *xr = B->x + ((oy * B->sh - B->pt + ky * B->dh) * B->iw + ox0 * S - B->pl) * c;
-    const float *wk = B->w + ky * KW * cp;
+    const float *xr = B->x + ((oy * B->sh - B->pt + ky * B->dh) * B->iw + ix0) * c + c0;
+    const float *wk = B->w + ky * KW * cp + c0;
+    if (SPEC) {
+      V in[DWN_NCMAX];
+#pragma GCC unroll 32
+      for (int j = 0; j < NC; j++) {
+        V v = EDGE ? v_ldm(xr + j * c, cm[j]) : TAIL ? v_ldm(xr + j * c, m) : v_ld(xr + j * c);
+        in[j] = SCALE ? v_mul(v, sv) : v;
+      }
 #pragma GCC unroll 8
-    for (int64_t kx = 0; kx < KW; kx++) {
-      V wv = v_ld(wk + kx * cp);
+      for (int64_t kx = 0; kx < KW; kx++) {
+        V wv = v_ld(wk + kx * cp);
 #pragma GCC unroll 8
-      for (int p = 0; p < P; p++)
-        acc[p] = v_fma(dwn_ld(B, xr + (p * S + kx * D) * c, TAIL, SCALE), wv, acc[p]);
+        for (int p = 0; p < P; p++) acc[p] = v_fma(in[p * S + kx * D], wv, acc[p]);
+      }
+    } else {
+      for (int64_t kx = 0; kx < KW; kx++) {
+        V wv = v_ld(wk + kx * cp);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+          int64_t j = p * S + kx * D;
+          V v = EDGE   ? v_ldm(xr + j * c, (uint64_t)(ix0 + j) < (uint64_t)B->iw ? m : none)
+                : TAIL ? v_ldm(xr + j * c, m)
+                       : v_ld(xr + j * c);
+          acc[p] = v_fma(SCALE ? v_mul(v, sv) : v, wv, acc[p]);
+        }
+      }
     }
   }
-  int64_t o = (oy * B->ow + ox0) * c;
+  int64_t o = (oy * B->ow + ox0) * c + c0;
 #pragma GCC unroll 8
-  for (int p = 0; p < P; p++) dwn_out(B, acc[p], o + p * c, TAIL);
+  for (int p = 0; p < P; p++)
+    if (!EDGE || p < np) dwn_out(B, acc[p], o + p * c, m, TAIL);
 }
 
-/* One border pixel: a column test per tap. */
-DWN_INLINE void dwn_pixel(const dwn_blk *B, int64_t oy, int64_t ky0, int64_t ky1, int64_t ox,
-                          const int64_t KW, const int64_t S, const int64_t D, const int TAIL,
-                          const int SCALE) {
-  const int64_t c = B->c, cp = B->cp, ix0 = ox * S - B->pl;
-  V acc = B->bias;
-  for (int64_t ky = ky0; ky < ky1; ky++) {
-    const float *xr = B->x + (oy * B->sh - B->pt + ky * B->dh) * B->iw * c;
-    const float *wk = B->w + ky * KW * cp;
-#pragma GCC unroll 8
-    for (int64_t kx = 0; kx < KW; kx++) {
-      int64_t ix = ix0 + kx * D;
-      if (ix >= 0 && ix < B->iw) acc = v_fma(dwn_ld(B, xr + ix * c, TAIL, SCALE), v_ld(wk + kx * cp), acc);
-    }
-  }
-  dwn_out(B, acc, (oy * B->ow + ox) * c, TAIL);
+/* P pixels from ox0, every channel: the channel loop is inside the pixel
+ * block, so the block's input pixels are read front to back (whole lines,
+ * the next block's pixels follow) and the weights stream from L1; with
+ * the channels outside, a large image's pixels (c = 1024: 4 KiB apart)
+ * would fall into a few L1 sets and a channel vector would touch every
+ * page of the image.  EDGE: the block has pixels in the padding or past
+ * the row's end; the channel tail takes the same masked code. */
+DWN_INLINE void dwn_pixels(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1, int64_t ox0,
+                           int64_t np, const int P, const int64_t KW, const int64_t S,
+                           const int64_t D, const int SPEC, const int EDGE, const int SCALE) {
+  int64_t c0 = 0;
+  for (; c0 < B->cfull; c0 += VN)
+    dwn_block(B, oy, ky0, ky1, ox0, np, c0, m_tail(VN), P, KW, S, D, SPEC, EDGE, SCALE);
+  if (c0 < B->c) dwn_block(B, oy, ky0, ky1, ox0, np, c0, B->mt, P, KW, S, D, SPEC, 1, SCALE);
 }
 
-/* Rows [oy0, oy1) of one channel block. */
-DWN_INLINE void dwn_rows(const dwn_blk *B, int64_t oy0, int64_t oy1, const int P,
-                         const int64_t KW, const int64_t S, const int64_t D, const int TAIL,
+/* Rows [oy0, oy1): blocks of P pixels, the interior ones unmasked (a
+ * row's last block may compute pixels past its end and drop them). */
+DWN_INLINE void dwn_rows(const dwn_img *B, int64_t oy0, int64_t oy1, const int P,
+                         const int64_t KW, const int64_t S, const int64_t D, const int SPEC,
                          const int SCALE) {
   const int64_t oxa = B->oxa, oxb = B->oxb, ow = B->ow;
   for (int64_t oy = oy0; oy < oy1; oy++) {
@@ -131,58 +168,52 @@ DWN_INLINE void dwn_rows(const dwn_blk *B, int64_t oy0, int64_t oy1, const int P
     int64_t ky1 = iy0 >= B->h ? 0 : (B->h - 1 - iy0) / B->dh + 1;
     if (ky1 > B->kh) ky1 = B->kh;
     if (ky1 < ky0) ky1 = ky0;
-    int64_t ox = 0;
-    for (; ox < oxa; ox++) dwn_pixel(B, oy, ky0, ky1, ox, KW, S, D, TAIL, SCALE);
-    for (; ox + P <= oxb; ox += P) dwn_block(B, oy, ky0, ky1, ox, P, KW, S, D, TAIL, SCALE);
-    if (P > 4 && oxb - ox >= 4) {
-      dwn_block(B, oy, ky0, ky1, ox, 4, KW, S, D, TAIL, SCALE);
-      ox += 4;
+    for (int64_t ox = 0; ox < ow; ox += P) {
+      int64_t np = ow - ox < P ? ow - ox : P;
+      if (ox >= oxa && ox + P <= oxb)
+        dwn_pixels(B, oy, ky0, ky1, ox, P, P, KW, S, D, SPEC, 0, SCALE);
+      else
+        dwn_pixels(B, oy, ky0, ky1, ox, np, P, KW, S, D, SPEC, 1, SCALE);
     }
-    if (P > 2 && oxb - ox >= 2) {
-      dwn_block(B, oy, ky0, ky1, ox, 2, KW, S, D, TAIL, SCALE);
-      ox += 2;
-    }
-    if (oxb - ox >= 1) dwn_block(B, oy, ky0, ky1, ox++, 1, KW, S, D, TAIL, SCALE);
-    for (; ox < ow; ox++) dwn_pixel(B, oy, ky0, ky1, ox, KW, S, D, TAIL, SCALE);
   }
 }
 
-typedef void (*dwn_blk_fn)(const dwn_blk *B, int64_t oy0, int64_t oy1);
+typedef void (*dwn_rows_fn)(const dwn_img *B, int64_t oy0, int64_t oy1);
 
-/* One function per (geometry, tail, scale); KW, S, D are constants in
- * the specialised ones and B's fields in the generic one. */
-#define DWN_FN(NAME, P, KW, S, D, TAIL, SCALE)                          \
-  static void NAME(const dwn_blk *B, int64_t oy0, int64_t oy1) {        \
-    dwn_rows(B, oy0, oy1, P, KW, S, D, TAIL, SCALE);                    \
+/* One function per geometry: KW, S, D are constants in the specialised
+ * ones and B's fields in the generic one, which also serves every call
+ * with an input scale (rare for depthwise convs: a squeeze-excitation
+ * scale feeds the projection after them), so that the specialised code
+ * exists once (clang with ASan and UBSan took minutes over more copies). */
+#define DWN_FN(NAME, P, KW, S, D, SPEC, SCALE)                                     \
+  static void NAME(const dwn_img *B, int64_t oy0, int64_t oy1) {                  \
+    dwn_rows(B, oy0, oy1, P, KW, S, D, SPEC, SCALE);                              \
   }
-#define DWN_FNS(NAME, P, KW, S, D)                \
-  DWN_FN(NAME##_00, P, KW, S, D, 0, 0)            \
-  DWN_FN(NAME##_01, P, KW, S, D, 0, 1)            \
-  DWN_FN(NAME##_10, P, KW, S, D, 1, 0)            \
-  DWN_FN(NAME##_11, P, KW, S, D, 1, 1)            \
-  static const dwn_blk_fn NAME[2][2] = {{NAME##_00, NAME##_01}, {NAME##_10, NAME##_11}};
 
-DWN_FNS(dwn_generic, 4, B->kw, B->sw, B->dw)
+DWN_FN(dwn_generic, 4, B->kw, B->sw, B->dw, 0, 0)
+DWN_FN(dwn_generic_scaled, 4, B->kw, B->sw, B->dw, 0, 1)
 #ifndef DWN_GENERIC_ONLY
-DWN_FNS(dwn_k3s1, DWN_P, 3, 1, 1)
-DWN_FNS(dwn_k3s2, DWN_P, 3, 2, 1)
-DWN_FNS(dwn_k5s1, DWN_P, 5, 1, 1)
-DWN_FNS(dwn_k5s2, DWN_P, 5, 2, 1)
+DWN_FN(dwn_k3s1, DWN_P, 3, 1, 1, 1, 0)
+DWN_FN(dwn_k3s2, DWN_P, 3, 2, 1, 1, 0)
+DWN_FN(dwn_k5s1, DWN_P, 5, 1, 1, 1, 0)
+DWN_FN(dwn_k5s2, DWN_P, 5, 2, 1, 1, 0)
 #endif
 
 void DWN_ENTRY(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1) {
   const kn_conv2d *g = a->g;
-  const dwn_blk_fn(*fns)[2] = dwn_generic;
+  dwn_rows_fn fn = a->s ? dwn_generic_scaled : dwn_generic;
 #ifndef DWN_GENERIC_ONLY
-  if (g->dw == 1 && (g->sw == 1 || g->sw == 2) && (g->kw == 3 || g->kw == 5)) {
-    if (g->kw == 3) fns = g->sw == 1 ? dwn_k3s1 : dwn_k3s2;
-    else fns = g->sw == 1 ? dwn_k5s1 : dwn_k5s2;
+  if (!a->s && g->dw == 1 && (g->sw == 1 || g->sw == 2) && (g->kw == 3 || g->kw == 5)) {
+    if (g->kw == 3) fn = g->sw == 1 ? dwn_k3s1 : dwn_k3s2;
+    else fn = g->sw == 1 ? dwn_k5s1 : dwn_k5s2;
   }
 #endif
-  dwn_blk B;
-  B.c = g->c, B.cp = a->cp, B.h = g->h, B.iw = g->w, B.oh = g->oh, B.ow = g->ow;
-  B.kh = g->kh, B.kw = g->kw, B.sh = g->sh, B.sw = g->sw, B.dh = g->dh, B.dw = g->dw;
-  B.pt = g->pt, B.pl = g->pl;
+  const int64_t c = g->c;
+  dwn_img B;
+  B.c = c, B.cfull = c / VN * VN, B.cp = a->cp, B.h = g->h, B.iw = g->w, B.oh = g->oh;
+  B.ow = g->ow, B.kh = g->kh, B.kw = g->kw, B.sh = g->sh, B.sw = g->sw, B.dh = g->dh;
+  B.dw = g->dw, B.pt = g->pt, B.pl = g->pl;
+  B.mt = m_tail(c % VN);
   B.res_after = a->res_after;
   B.lo = v_set(-INFINITY), B.hi = v_set(INFINITY);
   if (a->act.act == KN_ACT_RELU) B.lo = v_set(0.0f);
@@ -195,16 +226,9 @@ void DWN_ENTRY(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1) {
   if (oxb > g->ow) oxb = g->ow;
   if (oxb < oxa) oxb = oxa;
   B.oxa = oxa, B.oxb = oxb;
-  const int64_t c = g->c;
-  const float *xb = a->x + b * g->h * g->w * c;
-  float *yb = a->y + b * g->oh * g->ow * c;
-  const float *rb = a->res ? a->res + b * g->oh * g->ow * c : NULL;
-  for (int64_t c0 = 0; c0 < c; c0 += VN) {
-    int tail = c - c0 < VN;
-    B.m = m_tail(tail ? c - c0 : VN);
-    B.x = xb + c0, B.w = a->w + c0, B.y = yb + c0, B.res = rb ? rb + c0 : NULL;
-    B.bias = !a->bias ? v_set(0.0f) : tail ? v_ldm(a->bias + c0, B.m) : v_ld(a->bias + c0);
-    B.sv = !a->s ? v_set(1.0f) : tail ? v_ldm(a->s + b * c + c0, B.m) : v_ld(a->s + b * c + c0);
-    fns[tail][a->s != NULL](&B, oy0, oy1);
-  }
+  B.x = a->x + b * g->h * g->w * c;
+  B.y = a->y + b * g->oh * g->ow * c;
+  B.res = a->res ? a->res + b * g->oh * g->ow * c : NULL;
+  B.w = a->w, B.bias = a->bias, B.s = a->s ? a->s + b * c : NULL;
+  fn(&B, oy0, oy1);
 }
