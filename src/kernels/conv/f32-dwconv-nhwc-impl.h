@@ -7,35 +7,34 @@
  * file defines DWN_ENTRY (the kn_dwn_rows_fn to define) and DWN_P (pixels
  * per block).
  *
- * Scheme: the output is computed one channel vector at a time (the
- * channel block is the outer loop, so its kh*kw weight vectors stay in L1
- * or registers over all the rows of the call), one output row at a time,
- * in blocks of DWN_P pixels along the row.  For each tap the weight
- * vector is loaded once and multiplied into the block's DWN_P
- * accumulators; with stride 1 the input vector of column ix feeds up to
- * kw of them, and the compiler keeps it for all (the loads of a block are
- * plain loads of fixed offsets, which it merges): a 3x3 stride-1 block of
- * 8 pixels does 72 FMAs on 3 x 10 input + 9 weight loads, so the FMAs set
- * the pace (2 FMAs and 2 loads a cycle on Zen 4/5 and Skylake-X).
+ * Scheme: one output row at a time, in blocks of DWN_P pixels along the
+ * row, and inside each block every channel vector in turn.  For each
+ * kernel row the block loads its (P-1)*S + KW input vectors once into
+ * registers, then for each tap loads the weight vector once and
+ * multiplies it into the P accumulators: a 3x3 stride-1 block of 8 pixels
+ * does 72 FMAs on 3 x 10 input + 9 weight loads, so the FMAs set the pace
+ * (2 FMAs and 2 loads a cycle on Zen 4/5 and Skylake-X).  Channels inside
+ * the pixel block keep the input reads sequential (see dwn_pixels).
  *
- * Borders without branches in the inner loop: each row is split into
- * left border pixels, interior blocks (every tap's column inside the
- * image: no test, no mask) and right border pixels, done one pixel at a
- * time with a column test per tap.  Rows in the top or bottom padding are
- * skipped by narrowing the row's ky range.  The channel tail (c not a
- * multiple of VN) takes masked loads and stores; the packed weights are
- * zero past c, so their loads never need a mask.
+ * Borders without branches in the inner loop: a block whose columns are
+ * all inside the image loads unmasked; a block reaching into the padding
+ * (or past the row's end, or over the channel tail) loads every column
+ * with its own mask (none for padding columns: they read as 0, which
+ * adds nothing, as in the NCHW kernel).  Rows in the top or bottom
+ * padding are skipped by narrowing the row's ky range.  The packed
+ * weights are zero past c, so their loads never need a mask.
  *
- * Specialised (taps unrolled, offsets constant): kw 3 and 5, horizontal
- * stride 1 and 2, dilation 1 (any kh, vertical stride).  Everything else
- * takes the same code with the horizontal geometry at run time.
+ * Specialised (columns in registers, offsets constant): kw 3 and 5,
+ * horizontal stride 1 and 2, dilation 1 (any kh, vertical stride).
+ * Everything else takes the generic code (geometry at run time, one load
+ * per tap, blocks of 4).
  *
  * The input-channel scale s (FusedConv's S) multiplies each input vector
  * as it is read, so the products are those of conv(x * s): scaling the
- * weights instead would round differently.
+ * weights instead would round differently.  It takes the generic code.
  *
  * Tap order: every output is bias, then ky ascending, kx ascending, one
- * FMA each (taps in the padding skipped), whatever the block it falls in.
+ * FMA each, whatever the block it falls in.
  */
 #ifndef DWN_ENTRY
 #error "define the vector interface and DWN_ENTRY before including f32-dwconv-nhwc-impl.h"

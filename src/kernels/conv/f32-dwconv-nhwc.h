@@ -9,9 +9,11 @@
  * with act one of kn_f32_dwconv_inline_act's (Relu, Clip, none); the
  * driver applies any other activation afterwards on the rows while they
  * are in cache.  Each output element's taps are accumulated with one FMA
- * each, starting from the bias, ky ascending then kx ascending (taps in
- * the padding skipped): the NCHW kernel's order, and independent of the
- * row split, so results do not depend on the thread count.
+ * each, starting from the bias, ky ascending then kx ascending (kernel
+ * rows in the padding skipped, padding columns adding 0): the NCHW
+ * kernel's order (the test finds the two bit-equal on this machine), and
+ * independent of the row split, so results do not depend on the thread
+ * count.
  */
 #ifndef KN_F32_DWCONV_NHWC_H
 #define KN_F32_DWCONV_NHWC_H
