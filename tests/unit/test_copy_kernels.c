@@ -85,9 +85,11 @@ static void test_x32_transpose(void **state) {
   assert_non_null(a);
   assert_non_null(b);
   for (uint32_t i = 0; i < 64 * 64; i++) src[i] = i * 2654435761u;
+  /* ldd = rows + 3, and ldd = rows (dense rows: the interleave paths) */
+  for (int dense = 0; dense < 2; dense++)
   for (size_t r = 0; r < sizeof dim / sizeof *dim; r++)
     for (size_t c = 0; c < sizeof dim / sizeof *dim; c++) {
-      int64_t rows = dim[r], cols = dim[c], lds = 64, ldd = rows + 3;
+      int64_t rows = dim[r], cols = dim[c], lds = 64, ldd = dense ? rows : rows + 3;
       memset(a, 0xee, 64 * 70 * 4);
       for (int64_t y = 0; y < cols; y++)
         for (int64_t x = 0; x < rows; x++) a[y * ldd + x] = src[x * lds + y];

@@ -2,7 +2,8 @@
  * registers, transposed in 4 shuffle stages (32-bit unpack, 64-bit unpack,
  * then two 128-bit lane shuffles: 64 shuffles per 256 elements).  Partial
  * tiles at the edges use masked loads and stores, so any size runs in the
- * same loop (a 3-row matrix, NCHW -> NHWC with C = 3, is 3 masked rows). */
+ * same loop; three rows into one dense interleaved row (NCHW -> NHWC of an
+ * RGB image) have a permute path of their own. */
 #include <immintrin.h>
 
 #include "copy.h"
@@ -40,11 +41,43 @@ static inline __mmask16 mask_n(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
 }
 
+/* Three rows into one interleaved row (dst[3c + r] = row r [c]: NCHW ->
+ * NHWC of an RGB image) for 16 columns: two two-source permutes per 16
+ * outputs instead of a 16 x 16 transpose and 16 three-element stores. */
+static int64_t interleave3(const float *s, int64_t lds, float *d, int64_t cols) {
+  __m512i i1[3], i2[3];
+  for (int j = 0; j < 3; j++) {
+    int32_t a[16], b[16];
+    for (int e = 0; e < 16; e++) {
+      int g = 16 * j + e, p = g / 3, r = g % 3;
+      a[e] = r == 0 ? p : r == 1 ? 16 + p : 0;
+      b[e] = r == 2 ? 16 + p : e;
+    }
+    i1[j] = _mm512_loadu_si512(a);
+    i2[j] = _mm512_loadu_si512(b);
+  }
+  int64_t c0 = 0;
+  for (; c0 + 16 <= cols; c0 += 16) {
+    __m512 x = _mm512_loadu_ps(s + c0), y = _mm512_loadu_ps(s + lds + c0),
+           z = _mm512_loadu_ps(s + 2 * lds + c0);
+    for (int j = 0; j < 3; j++)
+      _mm512_storeu_ps(d + 3 * c0 + 16 * j,
+                       _mm512_permutex2var_ps(_mm512_permutex2var_ps(x, i1[j], y), i2[j], z));
+  }
+  return c0;
+}
+
 void kn_x32_transpose__avx512(const uint32_t *src, int64_t lds, uint32_t *dst, int64_t ldd,
                               int64_t rows, int64_t cols) {
   /* the elements are only moved: float loads and shuffles keep every bit */
   const float *s = (const float *)src;
   float *d = (float *)dst;
+  if (rows == 3 && ldd == 3) {
+    int64_t done = interleave3(s, lds, d, cols);
+    s += done;
+    d += 3 * done;
+    cols -= done;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     int64_t nr = rows - r0 < 16 ? rows - r0 : 16;
     __mmask16 mr = mask_n(nr);
