@@ -20,6 +20,10 @@
  *    forms;
  *  - Pad (pads constant, no axes input) of a channels-last input, its pads
  *    permuted;
+ *  - an inference BatchNormalization that fold_bn could not fold (after a
+ *    Concat or a pool, before a conv as in pre-activation ResNets and
+ *    DenseNet) of a channels-last input becomes Mul and Add by [1, 1, 1, C]
+ *    constants;
  *  - elementwise ops (unary, binary with broadcasting, Sum/Mean/Max/Min,
  *    PRelu, ElementwiseChain) and Concat on the channel axis join the region
  *    when at least one input is channels-last and every other input is a
@@ -37,6 +41,8 @@
  * is Nhwc<Op>, their tactic *_nhwc) and where the reorders are.
  */
 #include "pattern.h"
+
+#include <math.h>
 
 #include "ops/layout.h"
 
@@ -157,7 +163,94 @@ static int32_t adapt_const(cl_state *s, int32_t v) {
   return a;
 }
 
-typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT, CL_PAD } cl_kind;
+typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT, CL_PAD, CL_BN } cl_kind;
+
+/* An inference BatchNormalization of a 4-D float32 input with constant
+ * float32 [C] parameters and only its first output: its per-channel scale
+ * gamma / sqrt(var + eps) and shift beta - mean * scale into s, t (C
+ * floats each, malloc'd); false when it is not such a node. */
+static bool bn_affine(const kn_graph *g, const kn_node *n, float **s, float **t) {
+  if (n->n_inputs != 5 || !is_f32_4d(g, n->inputs[0])) return false;
+  for (int32_t o = 1; o < n->n_outputs; o++)
+    if (n->outputs[o] >= 0) return false;
+  const kn_attr *a = kn_node_attr(n, "training_mode");
+  if (a && a->i != 0) return false;
+  a = kn_node_attr(n, "spatial");
+  if (n->opset < 9 && a && a->i == 0) return false;
+  a = kn_node_attr(n, "epsilon");
+  double eps = a ? (double)a->f : (double)1e-5f;
+  int64_t c = g->values[n->inputs[0]].type.dims[1];
+  const float *p[4];
+  for (int32_t i = 0; i < 4; i++) {
+    int32_t v = n->inputs[i + 1];
+    if (!is_const(g, v)) return false;
+    const kn_tensor *k = g->values[v].constant;
+    if (k->dtype != KN_DTYPE_F32 || k->rank != 1 || c < 1 || k->dims[0] != c) return false;
+    p[i] = k->data;
+  }
+  if (!s) return true;
+  *s = kn_malloc((size_t)c * sizeof(float));
+  *t = kn_malloc((size_t)c * sizeof(float));
+  if (!*s || !*t) {
+    free(*s);
+    free(*t);
+    *s = *t = NULL;
+    return false;
+  }
+  for (int64_t i = 0; i < c; i++) {
+    double k = (double)p[0][i] / sqrt((double)p[3][i] + eps);
+    (*s)[i] = (float)k;
+    (*t)[i] = (float)((double)p[1][i] - (double)p[2][i] * k);
+  }
+  return true;
+}
+
+/* A [1, 1, 1, C] float32 constant holding v. */
+static int32_t channel_const(cl_state *s, const char *hint, const float *v, int64_t c) {
+  kn_tensor t;
+  kn_error e;
+  if (kn_tensor_alloc(&t, KN_DTYPE_F32, 4, (int64_t[]){1, 1, 1, c}, &e)) return -1;
+  memcpy(t.data, v, (size_t)c * sizeof(float));
+  int32_t r = kn_graph_add_constant(s->g, hint, &t);
+  kn_tensor_release(&t);
+  return r;
+}
+
+/* BatchNormalization node i of a channels-last input: Mul by its scale,
+ * Add its shift, both [1, 1, 1, C] (the ewchain pass merges them with
+ * what follows). */
+static kn_status convert_bn(cl_state *s, int32_t i) {
+  kn_graph *g = s->g;
+  float *sc = NULL, *sh = NULL;
+  if (!bn_affine(g, &g->nodes[i], &sc, &sh)) return oom(s);
+  int32_t x = g->nodes[i].inputs[0], y = g->nodes[i].outputs[0];
+  int64_t c = g->values[x].type.dims[1];
+  char hint[256];
+  snprintf(hint, sizeof hint, "%s_scale", g->nodes[i].name);
+  int32_t kv = channel_const(s, hint, sc, c);
+  snprintf(hint, sizeof hint, "%s_shift", g->nodes[i].name);
+  int32_t bv = kv >= 0 ? channel_const(s, hint, sh, c) : -1;
+  free(sc);
+  free(sh);
+  snprintf(hint, sizeof hint, "%s_nhwc", g->values[y].name);
+  int32_t mid = bv >= 0 ? kn_graph_add_fresh_value(g, hint) : -1;
+  int32_t out = mid >= 0 ? kn_graph_add_fresh_value(g, hint) : -1;
+  if (out < 0) return oom(s);
+  char *name = kn_strdup(g->nodes[i].name);
+  snprintf(hint, sizeof hint, "%s_shift", g->nodes[i].name);
+  char *name2 = kn_graph_unique_name(g, hint);
+  int32_t in1[2] = {s->twin[x], kv}, in2[2] = {mid, bv};
+  int32_t m1 = name && name2 ? kn_graph_new_node(g, "Mul", "", name, 2, in1, 1, &mid) : -1;
+  int32_t m2 = m1 >= 0 ? kn_graph_new_node(g, "Add", "", name2, 2, in2, 1, &out) : -1;
+  bool ok = m2 >= 0 && kn_node_add_covers(&g->nodes[m1], &g->nodes[i]);
+  free(name);
+  free(name2);
+  if (!ok) return oom(s);
+  g->nodes[i].dead = true;
+  s->twin[y] = out;
+  s->killed[y] = true;
+  return KN_OK;
+}
 
 /* Pad's 8 pads of a 4-D input, from its attribute (opset < 11) or its
  * constant input 1 (no axes input); false when neither. */
@@ -196,6 +289,8 @@ static cl_kind classify(const kn_graph *g, const kn_node *n) {
                          (kiln && !strcmp(n->op_type, "ElementwiseChain"))))
     return n->n_outputs == 1 && g->values[n->outputs[0]].type.rank == 4 ? CL_ELTWISE
                                                                         : CL_OTHER;
+  if (onnx && !strcmp(n->op_type, "BatchNormalization") && bn_affine(g, n, NULL, NULL))
+    return CL_BN;
   int64_t pads[8];
   if (onnx && !strcmp(n->op_type, "Pad") && is_f32_4d(g, x) && pad_pads(g, n, pads))
     return CL_PAD;
@@ -311,6 +406,10 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
       if (s.twin[n->inputs[0]] < 0) continue;
       const char *op = kn_nhwc_op_for("", n->op_type, NULL);
       st = convert(&s, i, op, KN_DOMAIN, 1u, false, NULL);
+      any = true;
+    } else if (k == CL_BN) {
+      if (s.twin[n->inputs[0]] < 0) continue;
+      st = convert_bn(&s, i);
       any = true;
     } else if (k == CL_PAD) {
       if (s.twin[n->inputs[0]] < 0) continue;

@@ -130,7 +130,8 @@ static void test_resnet_block(void **state) {
 /* MobileNet's and EfficientNet's: depthwise convs, Clip (Relu6) with
  * scalar bounds, a squeeze-and-excite left unfused (its [N, C, 1, 1] scale
  * is channels-last too), a per-channel constant Mul, PRelu, a Concat of two
- * branches on the channel axis, AveragePool, and a graph output read in
+ * branches on the channel axis, a BatchNormalization after it, AveragePool,
+ * and a graph output read in
  * the middle of the region (a Transpose back). */
 static void test_mobile_block(void **state) {
   (void)state;
@@ -155,6 +156,12 @@ static void test_mobile_block(void **state) {
   int32_t b2 = conv(g, y, C, 9, 3, 1, 2, 60, false);
   y = tk_node(g, "Concat", 2, (int32_t[]){b1, b2});
   assert_true(kn_node_set_int(tk_last(g), "axis", 1));
+  /* a BatchNormalization fold_bn cannot fold (it follows a Concat) */
+  int32_t bn[5] = {y};
+  for (int32_t q = 0; q < 4; q++) /* the variance (q = 3) positive */
+    bn[q + 1] = tk_const_rand(g, 1, (int64_t[]){16}, 70 + q, q == 3 ? 2.0f : 0.0f);
+  y = tk_node(g, "BatchNormalization", 5, bn);
+  assert_true(kn_node_set_float(tk_last(g), "epsilon", 0.5f));
   y = tk_node(g, "AveragePool", 1, (int32_t[]){y});
   assert_true(kn_node_set_ints(tk_last(g), "kernel_shape", (int64_t[]){2, 2}, 2));
   tk_output(g, y);
