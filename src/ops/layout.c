@@ -31,15 +31,14 @@ typedef struct nhwc_op {
   const char *name;
   const char *base_domain, *base;
   uint32_t nhwc_inputs; /* bit i: input i is a 4-D channels-last tensor */
-  nhwc_fast_fn fast;
 } nhwc_op;
 
 static const nhwc_op nhwc_ops[] = {
-    {"NhwcFusedConv", KN_DOMAIN, "FusedConv", 1u | 8u, kn_fused_conv_nhwc_fast},
-    {"NhwcMaxPool", "", "MaxPool", 1u, kn_pool_nhwc_fast},
-    {"NhwcAveragePool", "", "AveragePool", 1u, kn_pool_nhwc_fast},
-    {"NhwcGlobalAveragePool", "", "GlobalAveragePool", 1u, kn_pool_nhwc_fast},
-    {"NhwcGlobalMaxPool", "", "GlobalMaxPool", 1u, kn_pool_nhwc_fast},
+    {"NhwcFusedConv", KN_DOMAIN, "FusedConv", 1u | 8u},
+    {"NhwcMaxPool", "", "MaxPool", 1u},
+    {"NhwcAveragePool", "", "AveragePool", 1u},
+    {"NhwcGlobalAveragePool", "", "GlobalAveragePool", 1u},
+    {"NhwcGlobalMaxPool", "", "GlobalMaxPool", 1u},
 };
 #define N_NHWC_OPS ((int32_t)(sizeof nhwc_ops / sizeof nhwc_ops[0]))
 
@@ -69,10 +68,8 @@ void kn_dims_to_nhwc(const int64_t *nchw, int64_t *nhwc) {
   memcpy(nhwc, d, sizeof d);
 }
 
-/* dst [n, c, h, w] <- src [n, h, w, c] (to_nchw) or the reverse; es bytes
- * per element, dims are the NCHW ones. */
-static void transpose_data(const int64_t *nchw, size_t es, const void *src, void *dst,
-                           bool to_nchw) {
+void kn_layout_permute(const int64_t *nchw, size_t es, const void *src, void *dst,
+                       bool to_nchw) {
   int64_t n = nchw[0], c = nchw[1], hw = nchw[2] * nchw[3];
   const char *s = src;
   char *d = dst;
@@ -113,7 +110,7 @@ static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
         st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for a channels-last input copy");
         goto done;
       }
-      transpose_data(in_s[i].t.dims, es, s->t.data, buf, true);
+      kn_layout_permute(in_s[i].t.dims, es, s->t.data, buf, true);
       in_s[i].t.data = buf;
       in_s[i].t.owned = 1; /* ours to free below */
     }
@@ -168,7 +165,7 @@ static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
       else memcpy(d, t->dims, sizeof d);
       kn_out_set(ctx, o, t->dtype, t->rank, t->rank >= 0 ? d : NULL);
     } else if (kn_tensor_numel(t) > 0) {
-      transpose_data(t->dims, kn_dtype_size(t->dtype), t->data, ctx->out[o]->t.data, false);
+      kn_layout_permute(t->dims, kn_dtype_size(t->dtype), t->data, ctx->out[o]->t.data, false);
     }
   }
 done:
@@ -193,13 +190,20 @@ static kn_status nhwc_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status nhwc_run(kn_op_ctx *ctx) {
-  const nhwc_op *e = nhwc_find(ctx->node);
-  KN_ASSERT(e);
-  if (ctx->rt && ctx->node->tactic != KN_TACTIC_reference && e->fast) {
+  /* the hot path: the tactic says which fast run, no lookup by name */
+  int32_t t = ctx->node->tactic;
+  nhwc_fast_fn fast = t == KN_TACTIC_pool_nhwc ? kn_pool_nhwc_fast
+                      : t == KN_TACTIC_conv_igemm_nhwc || t == KN_TACTIC_conv_depthwise_nhwc ||
+                              t == KN_TACTIC_conv_winograd_nhwc
+                          ? kn_fused_conv_nhwc_fast
+                          : NULL;
+  if (ctx->rt && fast) {
     bool done = false;
-    kn_status st = e->fast(ctx, &done);
+    kn_status st = fast(ctx, &done);
     if (st || done) return st;
   }
+  const nhwc_op *e = nhwc_find(ctx->node);
+  KN_ASSERT(e);
   const kn_op_def *base = kn_op_find(e->base_domain, e->base);
   return nhwc_call(ctx, e, base->run, NULL, NULL, true);
 }

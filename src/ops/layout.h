@@ -14,6 +14,12 @@ const char *kn_nhwc_op_for(const char *domain, const char *op, uint32_t *nhwc_in
 void kn_dims_to_nchw(const int64_t *nhwc, int64_t *nchw);
 void kn_dims_to_nhwc(const int64_t *nchw, int64_t *nhwc);
 
+/* dst [n, c, h, w] <- src [n, h, w, c] (to_nchw) or the reverse, es bytes
+ * per element; nchw: the NCHW dims.  A plain loop: for reference kernels
+ * and constants, not for the hot path (Transpose steps use kernels/copy). */
+void kn_layout_permute(const int64_t *nchw, size_t es, const void *src, void *dst,
+                       bool to_nchw);
+
 /* Fast runs of the channels-last steps (*done = false: not a case the
  * tactic takes, the reference runs instead). */
 kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR; /* fused.c */

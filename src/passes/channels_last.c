@@ -81,6 +81,19 @@ static kn_status oom(cl_state *s) {
   return kn_fail(s->err, KN_ERR_OOM, "out of memory making channels-last regions");
 }
 
+/* A constant of `dtype` and shape dims (rank dims) holding `data`; -1 on
+ * OOM. */
+static int32_t add_const(cl_state *s, const char *hint, kn_dtype dtype, int32_t rank,
+                         const int64_t *dims, const void *data) {
+  kn_tensor t;
+  kn_error e;
+  if (kn_tensor_alloc(&t, dtype, rank, dims, &e)) return -1;
+  memcpy(t.data, data, t.nbytes);
+  int32_t r = kn_graph_add_constant(s->g, hint, &t);
+  kn_tensor_release(&t);
+  return r;
+}
+
 /* A Transpose node from value `from` to a fresh value (or to `to` >= 0).
  * `plane`: the NCHW value (from or to) has H = W = 1, so the reorder
  * moves no element and is a Reshape instead (an alias step, no copy). */
@@ -99,15 +112,8 @@ static int32_t add_transpose(cl_state *s, int32_t from, int32_t to, bool to_nhwc
   if (plane && to >= 0) {
     /* [N, C, 1, 1] <-> [N, 1, 1, C]: dim 0 copied (0), C inferred (-1) */
     static const int64_t s_nhwc[4] = {0, 1, 1, -1}, s_nchw[4] = {0, -1, 1, 1};
-    kn_tensor t;
-    kn_error e;
-    int32_t sv = -1;
-    if (!kn_tensor_alloc(&t, KN_DTYPE_I64, 1, (int64_t[]){4}, &e)) {
-      memcpy(t.data, to_nhwc ? s_nhwc : s_nchw, sizeof s_nhwc);
-      snprintf(hint, sizeof hint, "%s_shape", name);
-      sv = kn_graph_add_constant(g, hint, &t);
-      kn_tensor_release(&t);
-    }
+    snprintf(hint, sizeof hint, "%s_shape", name);
+    int32_t sv = add_const(s, hint, KN_DTYPE_I64, 1, (int64_t[]){4}, to_nhwc ? s_nhwc : s_nchw);
     int32_t in[2] = {from, sv};
     ni = sv >= 0 ? kn_graph_new_node(g, "Reshape", "", name, 2, in, 1, &to) : -1;
     free(name);
@@ -145,15 +151,7 @@ static int32_t adapt_const(cl_state *s, int32_t v) {
   kn_tensor t;
   kn_error e;
   if (kn_tensor_alloc(&t, c->dtype, 4, nd, &e)) return -1;
-  size_t es = kn_dtype_size(c->dtype);
-  int64_t hw = d[2] * d[3];
-  const char *src = c->data;
-  char *dst = t.data;
-  for (int64_t b = 0; b < d[0]; b++)
-    for (int64_t ch = 0; ch < d[1]; ch++)
-      for (int64_t p = 0; p < hw; p++)
-        memcpy(dst + ((b * hw + p) * d[1] + ch) * es, src + ((b * d[1] + ch) * hw + p) * es,
-               es);
+  kn_layout_permute(d, kn_dtype_size(c->dtype), c->data, t.data, false);
   char hint[256];
   snprintf(hint, sizeof hint, "%s_nhwc", g->values[v].name);
   int32_t a = kn_graph_add_constant(g, hint, &t);
@@ -205,17 +203,6 @@ static bool bn_affine(const kn_graph *g, const kn_node *n, float **s, float **t)
   return true;
 }
 
-/* A [1, 1, 1, C] float32 constant holding v. */
-static int32_t channel_const(cl_state *s, const char *hint, const float *v, int64_t c) {
-  kn_tensor t;
-  kn_error e;
-  if (kn_tensor_alloc(&t, KN_DTYPE_F32, 4, (int64_t[]){1, 1, 1, c}, &e)) return -1;
-  memcpy(t.data, v, (size_t)c * sizeof(float));
-  int32_t r = kn_graph_add_constant(s->g, hint, &t);
-  kn_tensor_release(&t);
-  return r;
-}
-
 /* BatchNormalization node i of a channels-last input: Mul by its scale,
  * Add its shift, both [1, 1, 1, C] (the ewchain pass merges them with
  * what follows). */
@@ -227,9 +214,9 @@ static kn_status convert_bn(cl_state *s, int32_t i) {
   int64_t c = g->values[x].type.dims[1];
   char hint[256];
   snprintf(hint, sizeof hint, "%s_scale", g->nodes[i].name);
-  int32_t kv = channel_const(s, hint, sc, c);
+  int32_t kv = add_const(s, hint, KN_DTYPE_F32, 4, (int64_t[]){1, 1, 1, c}, sc);
   snprintf(hint, sizeof hint, "%s_shift", g->nodes[i].name);
-  int32_t bv = kv >= 0 ? channel_const(s, hint, sh, c) : -1;
+  int32_t bv = kv >= 0 ? add_const(s, hint, KN_DTYPE_F32, 4, (int64_t[]){1, 1, 1, c}, sh) : -1;
   free(sc);
   free(sh);
   snprintf(hint, sizeof hint, "%s_nhwc", g->values[y].name);
@@ -421,18 +408,9 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
       bool attr = n->opset < 11;
       int32_t pv = -1;
       if (!attr) {
-        kn_tensor t;
-        kn_error e;
-        if (kn_tensor_alloc(&t, KN_DTYPE_I64, 1, (int64_t[]){8}, &e)) {
-          st = oom(&s);
-          break;
-        }
-        memcpy(t.data, q, sizeof q);
         char hint[256];
         snprintf(hint, sizeof hint, "%s_nhwc", g->values[n->inputs[1]].name);
-        pv = kn_graph_add_constant(g, hint, &t);
-        kn_tensor_release(&t);
-        if (pv < 0) {
+        if ((pv = add_const(&s, hint, KN_DTYPE_I64, 1, (int64_t[]){8}, q)) < 0) {
           st = oom(&s);
           break;
         }

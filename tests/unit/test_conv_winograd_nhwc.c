@@ -30,30 +30,6 @@ typedef struct nc_case {
   bool scale;
 } nc_case;
 
-static double act_ref(const kn_act_params *a, double x) {
-  switch (a->act) {
-  case KN_ACT_NONE: return x;
-  case KN_ACT_RELU: return x > 0 ? x : 0;
-  case KN_ACT_CLIP: return x < a->lo ? a->lo : x > a->hi ? a->hi : x;
-  case KN_ACT_LEAKYRELU: return x < 0 ? a->alpha * x : x;
-  case KN_ACT_HARDSIGMOID: return fmax(0.0, fmin(1.0, a->alpha * x + a->beta));
-  case KN_ACT_HARDSWISH: return x * fmax(0.0, fmin(1.0, x / 6 + 0.5));
-  case KN_ACT_SIGMOID: return 1 / (1 + exp(-x));
-  case KN_ACT_SILU: return x / (1 + exp(-x));
-  case KN_ACT_TANH: return tanh(x);
-  case KN_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  default: fail_msg("activation %d not in the test", (int)a->act);
-  }
-  return 0;
-}
-
-static float *rand_buf(int64_t n, uint32_t seed) {
-  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  assert_non_null(p);
-  for (int64_t i = 0; i < n; i++) p[i] = tk_pseudo(&seed);
-  return p;
-}
-
 static void run_case(const nc_case *k, kn_pool *pool2) {
   int64_t ekh = (k->kh - 1) * k->dh + 1, ekw = (k->kw - 1) * k->dw + 1;
   int64_t oh = (k->h + k->pads[0] + k->pads[2] - ekh) / k->sh + 1;
@@ -64,9 +40,9 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
                  .dh = k->dh, .dw = k->dw, .pt = k->pads[0], .pl = k->pads[1]};
   int64_t hw = k->h * k->w, ohw = oh * ow, cg = k->c / k->group;
   int64_t nx = k->n * k->c * hw, ny = k->n * k->m * ohw;
-  float *x = rand_buf(nx, 7), *w = rand_buf(k->m * cg * k->kh * k->kw, 8);
-  float *bias = rand_buf(k->m, 9), *s = rand_buf(k->n * k->c, 11);
-  float *res = rand_buf(ny, 10); /* NHWC */
+  float *x = tk_rand_buf(nx, 7), *w = tk_rand_buf(k->m * cg * k->kh * k->kw, 8);
+  float *bias = tk_rand_buf(k->m, 9), *s = tk_rand_buf(k->n * k->c, 11);
+  float *res = tk_rand_buf(ny, 10); /* NHWC */
   /* NCHW copies for the reference: x scaled by s */
   float *xr = malloc((size_t)nx * sizeof(float)), *xh = malloc((size_t)nx * sizeof(float));
   assert_true(xr && xh);
@@ -104,7 +80,7 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
         double v = ref[(b * k->m + o) * ohw + i];
         if (ep.bias) v += bias[o];
         if (k->res == 2) v += res[at];
-        v = act_ref(&ep.act, v);
+        v = tk_act_ref(&ep.act, v);
         if (k->res == 1) v += res[at];
         want[at] = v;
       }

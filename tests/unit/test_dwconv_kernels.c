@@ -25,30 +25,6 @@ typedef struct dw_case {
   int res; /* 0 none, 1 after the activation, 2 before */
 } dw_case;
 
-static double act_ref(const kn_act_params *a, double x) {
-  switch (a->act) {
-  case KN_ACT_NONE: return x;
-  case KN_ACT_RELU: return x > 0 ? x : 0;
-  case KN_ACT_CLIP: return x < a->lo ? a->lo : x > a->hi ? a->hi : x;
-  case KN_ACT_LEAKYRELU: return x < 0 ? a->alpha * x : x;
-  case KN_ACT_HARDSIGMOID: return fmax(0.0, fmin(1.0, a->alpha * x + a->beta));
-  case KN_ACT_HARDSWISH: return x * fmax(0.0, fmin(1.0, x / 6 + 0.5));
-  case KN_ACT_SIGMOID: return 1 / (1 + exp(-x));
-  case KN_ACT_SILU: return x / (1 + exp(-x));
-  case KN_ACT_TANH: return tanh(x);
-  case KN_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  default: fail_msg("activation %d not in the test", (int)a->act);
-  }
-  return 0;
-}
-
-static float *rand_buf(int64_t n, uint32_t seed) {
-  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  assert_non_null(p);
-  for (int64_t i = 0; i < n; i++) p[i] = tk_pseudo(&seed);
-  return p;
-}
-
 static void run_case(const dw_case *dc, kn_pool *pool2) {
   int64_t ekh = (dc->kh - 1) * dc->dh + 1, ekw = (dc->kw - 1) * dc->dw + 1;
   int64_t oh = (dc->h + dc->pads[0] + dc->pads[2] - ekh) / dc->sh + 1;
@@ -59,8 +35,8 @@ static void run_case(const dw_case *dc, kn_pool *pool2) {
                  .sw = dc->sw, .dh = dc->dh, .dw = dc->dw, .pt = dc->pads[0],
                  .pl = dc->pads[1]};
   int64_t nx = dc->n * dc->c * dc->h * dc->w, ny = dc->n * dc->c * oh * ow;
-  float *x = rand_buf(nx, 7), *w = rand_buf(dc->c * dc->kh * dc->kw, 8);
-  float *bias = rand_buf(dc->c, 9), *res = rand_buf(ny, 10);
+  float *x = tk_rand_buf(nx, 7), *w = tk_rand_buf(dc->c * dc->kh * dc->kw, 8);
+  float *bias = tk_rand_buf(dc->c, 9), *res = tk_rand_buf(ny, 10);
   /* the reference Conv, then the epilogue in double */
   kn_conv_geom rg;
   memset(&rg, 0, sizeof rg);
@@ -86,7 +62,7 @@ static void run_case(const dw_case *dc, kn_pool *pool2) {
     double v = ref[i];
     if (ep.bias) v += bias[ch];
     if (dc->res == 2) v += res[i];
-    v = act_ref(&ep.act, v);
+    v = tk_act_ref(&ep.act, v);
     if (dc->res == 1) v += res[i];
     want[i] = v;
   }

@@ -29,30 +29,6 @@
 #include "ops/conv_ref.h"
 #include "testkit.h"
 
-static double act_ref(const kn_act_params *a, double x) {
-  switch (a->act) {
-  case KN_ACT_NONE: return x;
-  case KN_ACT_RELU: return x > 0 ? x : 0;
-  case KN_ACT_CLIP: return x < a->lo ? a->lo : x > a->hi ? a->hi : x;
-  case KN_ACT_LEAKYRELU: return x < 0 ? a->alpha * x : x;
-  case KN_ACT_HARDSIGMOID: return fmax(0.0, fmin(1.0, a->alpha * x + a->beta));
-  case KN_ACT_HARDSWISH: return x * fmax(0.0, fmin(1.0, x / 6 + 0.5));
-  case KN_ACT_SIGMOID: return 1 / (1 + exp(-x));
-  case KN_ACT_SILU: return x / (1 + exp(-x));
-  case KN_ACT_TANH: return tanh(x);
-  case KN_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  default: fail_msg("activation %d not in the test", (int)a->act);
-  }
-  return 0;
-}
-
-static float *rand_buf(int64_t n, uint32_t seed) {
-  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  assert_non_null(p);
-  for (int64_t i = 0; i < n; i++) p[i] = tk_pseudo(&seed);
-  return p;
-}
-
 static void *scratch_of(size_t bytes) {
   void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
   assert_non_null(p);
@@ -99,8 +75,8 @@ static void dw_run(const dw_case *dc, kn_pool *pool2) {
                  .group = c, .kh = dc->kh, .kw = dc->kw, .sh = dc->sh, .sw = dc->sw,
                  .dh = dc->dh, .dw = dc->dw, .pt = dc->pads[0], .pl = dc->pads[1]};
   int64_t nx = n * c * hw, ny = n * c * ohw;
-  float *x = rand_buf(nx, 7), *w = rand_buf(c * dc->kh * dc->kw, 8);
-  float *bias = rand_buf(c, 9), *res = rand_buf(ny, 10), *s = rand_buf(n * c, 11);
+  float *x = tk_rand_buf(nx, 7), *w = tk_rand_buf(c * dc->kh * dc->kw, 8);
+  float *bias = tk_rand_buf(c, 9), *res = tk_rand_buf(ny, 10), *s = tk_rand_buf(n * c, 11);
   for (int64_t i = 0; i < n * c; i++) s[i] += 1.25f; /* [0.25, 2.25] */
   /* x * s as the conv reads it (float products), NCHW */
   float *xs = malloc((size_t)nx * sizeof(float));
@@ -135,7 +111,7 @@ static void dw_run(const dw_case *dc, kn_pool *pool2) {
     double v = ref[i];
     if (ep.bias) v += bias[ch];
     if (dc->res == 2) v += res[i];
-    v = act_ref(&ep.act, v);
+    v = tk_act_ref(&ep.act, v);
     if (dc->res == 1) v += res[i];
     want[i] = v;
   }
@@ -319,7 +295,7 @@ static void pool_run(const pool_case *pc, kn_pool *pool2) {
                  .pt = pc->pads[0], .pl = pc->pads[1], .pb = pc->pads[2], .pr = pc->pads[3],
                  .is_max = pc->is_max, .count_include_pad = pc->count_include_pad};
   int64_t nx = n * c * hw, ny = n * c * ohw;
-  float *x = rand_buf(nx, 21), *xn = malloc((size_t)nx * sizeof(float));
+  float *x = tk_rand_buf(nx, 21), *xn = malloc((size_t)nx * sizeof(float));
   assert_non_null(xn);
   to_nhwc(x, xn, n, c, hw);
   /* scalar reference in double (src/ops/pool.c's rules) */
@@ -449,7 +425,7 @@ static void test_global_pool_nhwc(void **state) {
   uint64_t feat = kn_cpu_features();
   for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
     int64_t n = cases[q][0], size = cases[q][1], c = cases[q][2];
-    float *x = rand_buf(n * size * c, 31), *xn = malloc((size_t)(n * size * c + 1) * sizeof(float));
+    float *x = tk_rand_buf(n * size * c, 31), *xn = malloc((size_t)(n * size * c + 1) * sizeof(float));
     float *yc = malloc((size_t)(n * c) * sizeof(float)), *yt = malloc((size_t)(n * c) * sizeof(float));
     float *y[2] = {malloc((size_t)(n * c) * sizeof(float)), malloc((size_t)(n * c) * sizeof(float))};
     assert_true(xn && yc && yt && y[0] && y[1]);

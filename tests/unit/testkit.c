@@ -51,6 +51,30 @@ float tk_pseudo(uint32_t *s) {
   return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
+float *tk_rand_buf(int64_t n, uint32_t seed) {
+  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  assert_non_null(p);
+  for (int64_t i = 0; i < n; i++) p[i] = tk_pseudo(&seed);
+  return p;
+}
+
+double tk_act_ref(const kn_act_params *a, double x) {
+  switch (a->act) {
+  case KN_ACT_NONE: return x;
+  case KN_ACT_RELU: return x > 0 ? x : 0;
+  case KN_ACT_CLIP: return x < a->lo ? a->lo : x > a->hi ? a->hi : x;
+  case KN_ACT_LEAKYRELU: return x < 0 ? a->alpha * x : x;
+  case KN_ACT_HARDSIGMOID: return fmax(0.0, fmin(1.0, a->alpha * x + a->beta));
+  case KN_ACT_HARDSWISH: return x * fmax(0.0, fmin(1.0, x / 6 + 0.5));
+  case KN_ACT_SIGMOID: return 1 / (1 + exp(-x));
+  case KN_ACT_SILU: return x / (1 + exp(-x));
+  case KN_ACT_TANH: return tanh(x);
+  case KN_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  default: fail_msg("activation %d not in the test", (int)a->act);
+  }
+  return 0;
+}
+
 int32_t tk_const_rand(kn_graph *g, int32_t rank, const int64_t *dims, uint32_t seed,
                       float offset) {
   kn_tensor t;

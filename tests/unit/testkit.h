@@ -34,6 +34,13 @@ void tk_output(kn_graph *g, int32_t v);
 /* Deterministic values in about [-1, 1], seeded. */
 float tk_pseudo(uint32_t *s);
 
+/* A malloc'd buffer of n floats from tk_pseudo(seed) (the caller frees it). */
+float *tk_rand_buf(int64_t n, uint32_t seed);
+
+/* An activation of the fused epilogues (kernels.h) in double, the oracle
+ * of the kernel tests; fails on one they do not cover. */
+double tk_act_ref(const kn_act_params *a, double x);
+
 /* A float constant of the given shape filled with tk_pseudo(seed) + offset. */
 int32_t tk_const_rand(kn_graph *g, int32_t rank, const int64_t *dims, uint32_t seed,
                       float offset);
