@@ -202,7 +202,8 @@ kn_status kn_model_build(kn_model *model, const kn_build_options *options,
                          kn_error *err) __attribute__((warn_unused_result));
 
 /* Write a built model as an engine file (docs/ENGINE_FORMAT.md):
- * kn_model_load reads it back in milliseconds, weights mapped, not copied. */
+ * kn_model_load reads it back quickly: constants stay in the file mapping;
+ * the prepacked weights for this CPU are copied once into huge pages. */
 kn_status kn_model_save(const kn_model *model, const char *path, kn_error *err)
     __attribute__((warn_unused_result));
 

@@ -37,6 +37,13 @@ void *kn_realloc(void *p, size_t n);
 char *kn_strdup(const char *s);
 char *kn_strndup(const char *s, size_t n);
 
+/* A large long-lived buffer (weights, arenas; bigmem.c): zeroed, page- and,
+ * from 2 MiB up, huge-page-aligned, prefaulted, in huge pages where the
+ * kernel allows.  NULL when out of memory.  Freed only by kn_big_free with
+ * the same size. */
+void *kn_big_alloc(size_t bytes);
+void kn_big_free(void *p, size_t bytes);
+
 /* Grow an array so that it holds at least `need` elements. */
 #define KN_GROW(ptr, cap, need)                                              \
   kn_grow_array((void **)&(ptr), &(cap), (need), sizeof(*(ptr)))

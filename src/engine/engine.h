@@ -23,8 +23,12 @@ struct kn_model {
   kn_value_info *prof_min, *prof_max;
   /* per top-level node: its prepacked weights (op->pack), or NULL */
   void **packed;       /* kn_packed blocks (src/ops/op.h) */
-  bool *packed_owned;  /* false: mapped from the engine file */
+  bool *packed_owned;  /* false: in packed_copy (or mapped from the engine) */
   int32_t n_packed;
+  /* an engine's blocks for this ISA, copied out of the mapping into one
+   * huge-page buffer (kn_big_alloc) */
+  void *packed_copy;
+  size_t packed_copy_bytes;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);

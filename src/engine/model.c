@@ -7,6 +7,7 @@
 #include "passes/pass.h"
 
 #include <libgen.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 struct kn_context {
@@ -20,7 +21,8 @@ struct kn_context {
   kn_slot *outputs; /* owned, one per graph output */
   bool ran;
   uint64_t mem_limit;
-  void *arena; /* model->plan.arena_bytes, 64-byte aligned */
+  void *arena; /* model->plan.arena_bytes, kn_big_alloc */
+  size_t arena_bytes;
   kn_tensor_observer observe;
   void *observe_arg;
 };
@@ -142,11 +144,14 @@ kn_status kn_model_load(const char *path, kn_model **out, kn_error *err) {
 static void unpack_all(kn_model *m) {
   if (!m->packed) return;
   for (int32_t i = 0; i < m->n_packed; i++)
-    if (m->packed_owned[i]) free(m->packed[i]);
+    if (m->packed_owned[i]) kn_packed_free(m->packed[i]);
   free(m->packed);
   free(m->packed_owned);
+  kn_big_free(m->packed_copy, m->packed_copy_bytes);
   m->packed = NULL;
   m->packed_owned = NULL;
+  m->packed_copy = NULL;
+  m->packed_copy_bytes = 0;
   m->n_packed = 0;
 }
 
@@ -171,7 +176,7 @@ static kn_status pack_all(kn_model *m, kn_error *err) {
     }
     const kn_packed *have = m->packed[i];
     if (have && have->isa == isa && have->tactic == n->tactic) continue;
-    if (m->packed_owned[i]) free(m->packed[i]);
+    if (m->packed_owned[i]) kn_packed_free(m->packed[i]);
     m->packed[i] = NULL;
     m->packed_owned[i] = false;
     void *p = NULL;
@@ -188,8 +193,14 @@ static kn_status pack_all(kn_model *m, kn_error *err) {
   return KN_OK;
 }
 
-/* Take an engine's PACKED blocks made for this machine's ISA (mapped, not
- * copied); the rest are packed by pack_all. */
+/* Take an engine's PACKED blocks made for this machine's ISA; the rest
+ * are packed by pack_all.  They are copied out of the file mapping into
+ * one huge-page buffer, and their pages of the mapping are dropped again:
+ * steps stream these weights on every run, and from file-backed pages
+ * they ran up to 1.5x slower, erratically, on the VMs kiln is measured on
+ * (BERT-base: runs of 130 to 250 ms, against 130 to 136 ms from the copy;
+ * file pages stay mapped in the process and the kernel keeps scanning
+ * them).  The copy costs one pass over bytes the load hashes anyway. */
 static kn_status adopt_packed(kn_model *m, kn_error *err) {
   const kn_graph *g = m->ir->graph;
   int32_t isa = (int32_t)kn_isa_detect(kn_cpu_features());
@@ -201,9 +212,36 @@ static kn_status adopt_packed(kn_model *m, kn_error *err) {
     return kn_fail(err, KN_ERR_OOM, "out of memory");
   }
   m->n_packed = g->n_nodes;
+  size_t total = 0;
   for (int32_t k = 0; k < m->info.n_packed; k++) {
     const kn_engine_packed *e = &m->info.packed[k];
-    if (e->isa == isa) m->packed[e->node] = (void *)e->data;
+    if (e->isa == isa) total += ((size_t)e->bytes + 63) & ~(size_t)63;
+  }
+  if (!total) return KN_OK;
+  uint8_t *copy = kn_big_alloc(total);
+  if (!copy) {
+    unpack_all(m);
+    return kn_fail(err, KN_ERR_OOM, "%s: out of memory copying %.1f MiB of packed weights",
+                   m->ir->label, (double)total / 1048576.0);
+  }
+  m->packed_copy = copy;
+  m->packed_copy_bytes = total;
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
+  size_t at = 0;
+  for (int32_t k = 0; k < m->info.n_packed; k++) {
+    const kn_engine_packed *e = &m->info.packed[k];
+    if (e->isa != isa) continue;
+    memcpy(copy + at, e->data, (size_t)e->bytes);
+    m->packed[e->node] = copy + at;
+    at += ((size_t)e->bytes + 63) & ~(size_t)63;
+    /* the whole pages of the mapping inside the block (a mapped buffer
+     * only: kn_model_load_buffer's blocks are the caller's memory) */
+    if (m->ir->mapping) {
+      uintptr_t lo = ((uintptr_t)e->data + page - 1) & ~(page - 1);
+      uintptr_t hi = ((uintptr_t)e->data + (uintptr_t)e->bytes) & ~(page - 1);
+      if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
   }
   return KN_OK;
 }
@@ -496,7 +534,7 @@ void kn_context_free(kn_context *c) {
   free(c->inputs);
   free(c->bound);
   free(c->outputs);
-  free(c->arena);
+  kn_big_free(c->arena, c->arena_bytes);
   kn_runner_free(c->runner);
   kn_pool_free(c->pool);
   free(c->rt.scratch);
@@ -640,7 +678,8 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
                        m->ir->label, (unsigned long long)m->plan.arena_bytes);
       }
       size_t bytes = (size_t)((m->plan.arena_bytes + 63) & ~(uint64_t)63);
-      c->arena = aligned_alloc(64, bytes);
+      c->arena = kn_big_alloc(bytes);
+      c->arena_bytes = bytes;
       if (!c->arena) {
         free(in);
         return kn_fail(err, KN_ERR_OOM, "%s: out of memory allocating a %zu-byte arena",

@@ -783,7 +783,7 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void *
   return KN_OK;
 }
 
-void kn_conv_unpack(void *packed) { free(packed); }
+void kn_conv_unpack(void *packed) { kn_packed_free(packed); }
 
 kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
                        const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,

@@ -22,7 +22,7 @@ kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
   return KN_OK;
 }
 
-void kn_gemm_unpack(void *packed) { free(packed); }
+void kn_gemm_unpack(void *packed) { kn_packed_free(packed); }
 
 const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n) {
   const kn_gemm_packed *p = ctx->packed;

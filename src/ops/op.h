@@ -131,17 +131,30 @@ typedef struct kn_packed {
   int32_t tactic; /* the step's tactic */
 } kn_packed;
 
+/* Blocks from this size up live in their own huge-page mapping
+ * (kn_big_alloc: prefaulted, few TLB misses while a step streams them). */
+#define KN_PACKED_BIG ((size_t)1 << 20)
+
 /* A zeroed block of `bytes` (header included, rounded up to 64) with its
- * header filled; NULL when out of memory. */
+ * header filled; NULL when out of memory.  Freed with kn_packed_free. */
 static inline void *kn_packed_alloc(size_t bytes, int32_t isa, int32_t tactic) {
   size_t n = (bytes + 63) & ~(size_t)63;
-  kn_packed *p = n ? aligned_alloc(64, n) : NULL;
+  if (!n || n < bytes) return NULL;
+  kn_packed *p = n >= KN_PACKED_BIG ? kn_big_alloc(n) : aligned_alloc(64, n);
   if (!p) return NULL;
-  memset(p, 0, n);
+  if (n < KN_PACKED_BIG) memset(p, 0, n);
   p->bytes = n;
   p->isa = isa;
   p->tactic = tactic;
   return p;
+}
+
+/* Frees a block from kn_packed_alloc (not one mapped from an engine). */
+static inline void kn_packed_free(void *block) {
+  kn_packed *p = block;
+  if (!p) return;
+  if (p->bytes >= KN_PACKED_BIG) kn_big_free(p, p->bytes);
+  else free(p);
 }
 
 /* kn_op_def.data_shape.  Besides these, a step is always re-inferred when

@@ -523,7 +523,7 @@ static kn_status lstm_pack(const kn_graph *g, const kn_node *n, int32_t isa, voi
   return rnn_pack_common(g, n, RNN_KIND_LSTM, isa, packed, err);
 }
 
-static void rnn_unpack(void *packed) { free(packed); }
+static void rnn_unpack(void *packed) { kn_packed_free(packed); }
 
 /* An fp32 input of the expected element count, or NULL. */
 static const float *f32_in(const kn_op_ctx *ctx, int32_t i, int64_t numel, bool *bad) {
