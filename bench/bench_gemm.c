@@ -3,9 +3,11 @@
  * reference GEMM (src/ops/matmul.c), for each ISA, on 1 and 2 threads.
  *
  *   bench_gemm [--reps N] [--isa portable|avx2|avx512] [--threads T]
- *              [--kc KC --mc MC --nc NC] [--shape MxNxK] [--raw] [--cpu]
+ *              [--kc KC --mc MC --nc NC] [--shape MxNxK] [--raw] [--cold] [--cpu]
  *
- * B is prepacked (a weight) unless --raw.  Each figure is the best of
+ * B is prepacked (a weight) unless --raw.  --cold cycles through copies of
+ * the packed B filling 256 MiB (in huge pages, as a model's weights), so
+ * that every call streams B from DRAM as a step of a large model does.  Each figure is the best of
  * `reps` runs of enough repetitions for about 50 ms: the machine is
  * shared, so the best run is the least disturbed one.  Reports the max
  * abs difference from the reference too, so a fast wrong kernel shows.
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/core.h"
 #include "core/cpu.h"
 #include "kernels/gemm/gemm.h"
 #include "ops/ref_gemm.h"
@@ -54,6 +57,8 @@ typedef struct run_ctx {
   kn_pool *pool;
   kn_sgemm_args g;
   void *scratch;
+  float **copies; /* --cold: packed B copies used in turn */
+  int n_copies, next;
 } run_ctx;
 
 static double time_it(void (*fn)(void *), void *arg, int reps) {
@@ -79,6 +84,10 @@ static double time_it(void (*fn)(void *), void *arg, int reps) {
 
 static void run_fast(void *arg) {
   run_ctx *r = arg;
+  if (r->n_copies) {
+    r->g.b_packed = r->copies[r->next];
+    r->next = (r->next + 1) % r->n_copies;
+  }
   kn_sgemm(r->isa, r->pool, &r->g, r->scratch);
 }
 
@@ -108,7 +117,7 @@ static float *rand_floats(int64_t n, uint32_t seed) {
 int main(int argc, char **argv) {
   int reps = 5, only_threads = 0;
   int only_isa = -1;
-  bool raw = false;
+  bool raw = false, cold = false;
   kn_sgemm_blocking custom = {0, 0, 0};
   shape one = {0, 0, 0, "command line"};
   for (int i = 1; i < argc; i++) {
@@ -122,6 +131,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mc") && i + 1 < argc) custom.mc = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--nc") && i + 1 < argc) custom.nc = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--raw")) raw = true;
+    else if (!strcmp(argv[i], "--cold")) cold = true;
     else if (!strcmp(argv[i], "--cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
       long long m, n, k;
@@ -129,7 +139,7 @@ int main(int argc, char **argv) {
       one.m = m, one.n = n, one.k = k;
     } else {
       fprintf(stderr, "usage: bench_gemm [--reps N] [--isa I] [--threads T] [--kc KC "
-                      "--mc MC --nc NC] [--shape MxNxK] [--raw] [--cpu]\n");
+                      "--mc MC --nc NC] [--shape MxNxK] [--raw] [--cold] [--cpu]\n");
       return 2;
     }
   }
@@ -177,6 +187,15 @@ int main(int argc, char **argv) {
         r.g = (kn_sgemm_args){.m = s->m, .n = s->n, .k = s->k, .alpha = 1.0f, .a = a,
                               .lda = s->k, .b = raw ? b : NULL, .ldb = s->n,
                               .b_packed = bp, .c = c, .ldc = s->n, .blocking = &bl};
+        size_t bbytes = kn_sgemm_pack_b_size((kn_isa)isa, s->k, s->n) * 4 + 64;
+        if (cold && bp) {
+          r.n_copies = (int)((256u << 20) / bbytes) + 2;
+          r.copies = calloc((size_t)r.n_copies, sizeof *r.copies);
+          for (int q = 0; q < r.n_copies; q++) {
+            r.copies[q] = kn_big_alloc(bbytes);
+            memcpy(r.copies[q], bp, bbytes);
+          }
+        }
         size_t sz = kn_sgemm_scratch_size(r.isa, &r.g, threads);
         r.scratch = aligned_alloc(64, (sz + 63) / 64 * 64);
         double t = time_it(run_fast, &r, reps);
@@ -191,6 +210,8 @@ int main(int argc, char **argv) {
         fflush(stdout);
         free(r.scratch);
         free(bp);
+        for (int q = 0; q < r.n_copies; q++) kn_big_free(r.copies[q], bbytes);
+        free(r.copies);
       }
     }
     free(a);

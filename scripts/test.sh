@@ -4,7 +4,7 @@
 #     ONNX conformance (no listed case may regress), real models vs ONNX Runtime
 #  2. clang build with AddressSanitizer + UndefinedBehaviorSanitizer: the same
 #     tests, and a bounded run of each libFuzzer target
-#     (KILN_FUZZ_SECONDS each, default 30)
+#     (KILN_FUZZ_SECONDS each, default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -17,7 +17,7 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== clang build with ASan + UBSan, and fuzzers"
 CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
-  -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}" >/dev/null
+  -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-20}" >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"

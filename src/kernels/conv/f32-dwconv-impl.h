@@ -183,10 +183,11 @@ DW_INLINE void dw_block(const dw_plane *P, const V *wv, V vb, const dw_actv *ap,
       rm[t] = m_all();
     }
   }
-  int64_t v = 0;
-  for (; v < P->va; v++) dw_vec(P, wv, vb, ap, rows, rm, oy, nr, v, KH, KW, S, R, RC, 1);
-  for (; v < P->vb; v++) dw_vec(P, wv, vb, ap, rows, rm, oy, nr, v, KH, KW, S, R, RC, 0);
-  for (; v < P->nv; v++) dw_vec(P, wv, vb, ap, rows, rm, oy, nr, v, KH, KW, S, R, RC, 1);
+  /* one call site per EDGE: each is inlined once (compile time) */
+  for (int64_t v = 0; v < P->nv; v++) {
+    if (v >= P->va && v < P->vb) dw_vec(P, wv, vb, ap, rows, rm, oy, nr, v, KH, KW, S, R, RC, 0);
+    else dw_vec(P, wv, vb, ap, rows, rm, oy, nr, v, KH, KW, S, R, RC, 1);
+  }
 }
 
 /* Planes [p0, p1), rows [oy0, oy1), specialised kernel. */

@@ -138,24 +138,15 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
     if (!EDGE || p < np) dwn_out(B, acc[p], o + p * c, m, TAIL);
 }
 
-/* P pixels from ox0, every channel: the channel loop is inside the pixel
- * block, so the block's input pixels are read front to back (whole lines,
- * the next block's pixels follow) and the weights stream from L1; with
- * the channels outside, a large image's pixels (c = 1024: 4 KiB apart)
- * would fall into a few L1 sets and a channel vector would touch every
- * page of the image.  EDGE: the block has pixels in the padding or past
- * the row's end; the channel tail takes the same masked code. */
-DWN_INLINE void dwn_pixels(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1, int64_t ox0,
-                           int64_t np, const int P, const int64_t KW, const int64_t S,
-                           const int64_t D, const int SPEC, const int EDGE, const int SCALE) {
-  int64_t c0 = 0;
-  for (; c0 < B->cfull; c0 += VN)
-    dwn_block(B, oy, ky0, ky1, ox0, np, c0, m_tail(VN), P, KW, S, D, SPEC, EDGE, SCALE);
-  if (c0 < B->c) dwn_block(B, oy, ky0, ky1, ox0, np, c0, B->mt, P, KW, S, D, SPEC, 1, SCALE);
-}
-
 /* Rows [oy0, oy1): blocks of P pixels, the interior ones unmasked (a
- * row's last block may compute pixels past its end and drop them). */
+ * row's last block may compute pixels past its end and drop them).  The
+ * channel loop is inside the pixel block, so the block's input pixels are
+ * read front to back (whole lines, the next block's pixels follow) and
+ * the weights stream from L1; with the channels outside, a large image's
+ * pixels (c = 1024: 4 KiB apart) would fall into a few L1 sets and a
+ * channel vector would touch every page of the image.  Border blocks
+ * (pixels in the padding or past the row's end) and every channel tail
+ * take the masked code (EDGE). */
 DWN_INLINE void dwn_rows(const dwn_img *B, int64_t oy0, int64_t oy1, const int P,
                          const int64_t KW, const int64_t S, const int64_t D, const int SPEC,
                          const int SCALE) {
@@ -169,10 +160,15 @@ DWN_INLINE void dwn_rows(const dwn_img *B, int64_t oy0, int64_t oy1, const int P
     if (ky1 < ky0) ky1 = ky0;
     for (int64_t ox = 0; ox < ow; ox += P) {
       int64_t np = ow - ox < P ? ow - ox : P;
+      /* the masked code serves the border blocks and every channel tail:
+       * one call site per EDGE, each inlined once (compile time) */
+      int64_t c0 = 0;
       if (ox >= oxa && ox + P <= oxb)
-        dwn_pixels(B, oy, ky0, ky1, ox, P, P, KW, S, D, SPEC, 0, SCALE);
-      else
-        dwn_pixels(B, oy, ky0, ky1, ox, np, P, KW, S, D, SPEC, 1, SCALE);
+        for (; c0 < B->cfull; c0 += VN)
+          dwn_block(B, oy, ky0, ky1, ox, P, c0, m_tail(VN), P, KW, S, D, SPEC, 0, SCALE);
+      for (; c0 < B->c; c0 += VN)
+        dwn_block(B, oy, ky0, ky1, ox, np, c0, c0 < B->cfull ? m_tail(VN) : B->mt, P, KW, S,
+                  D, SPEC, 1, SCALE);
     }
   }
 }
