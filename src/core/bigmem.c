@@ -58,6 +58,13 @@ void kn_big_free(void *p, size_t bytes) {
   munmap(p, ((bytes ? bytes : 1) + pg - 1) & ~(pg - 1));
 }
 
+void kn_drop_pages(const void *p, size_t bytes) {
+  uintptr_t pg = page_bytes();
+  uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(pg - 1);
+  if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 #else
 
 void *kn_big_alloc(size_t bytes) {
@@ -70,6 +77,11 @@ void *kn_big_alloc(size_t bytes) {
 void kn_big_free(void *p, size_t bytes) {
   (void)bytes;
   free(p);
+}
+
+void kn_drop_pages(const void *p, size_t bytes) {
+  (void)p;
+  (void)bytes;
 }
 
 #endif

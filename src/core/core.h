@@ -43,6 +43,10 @@ char *kn_strndup(const char *s, size_t n);
  * the same size. */
 void *kn_big_alloc(size_t bytes);
 void kn_big_free(void *p, size_t bytes);
+/* Drops this process's pages wholly inside [p, p + bytes) of a private
+ * read-only file mapping (they fault back in from the page cache if read
+ * again); a no-op off Linux. */
+void kn_drop_pages(const void *p, size_t bytes);
 
 /* Grow an array so that it holds at least `need` elements. */
 #define KN_GROW(ptr, cap, need)                                              \

@@ -1062,15 +1062,10 @@ static uint64_t hash_dropping(const uint8_t *p, uint64_t n) {
   XXH64_state_t *hs = XXH64_createState();
   if (!hs) return XXH64(p, (size_t)n, 0);
   XXH64_reset(hs, 0);
-  long pg = sysconf(_SC_PAGESIZE);
-  uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
   for (uint64_t at = 0; at < n; at += CHUNK) {
     size_t len = (size_t)(n - at < CHUNK ? n - at : CHUNK);
     XXH64_update(hs, p + at, len);
-    /* whole pages inside this chunk only */
-    uintptr_t lo = ((uintptr_t)(p + at) + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)(p + at + len)) & ~(page - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    kn_drop_pages(p + at, len);
   }
   uint64_t h = XXH64_digest(hs);
   XXH64_freeState(hs);

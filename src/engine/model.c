@@ -7,7 +7,6 @@
 #include "passes/pass.h"
 
 #include <libgen.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 struct kn_context {
@@ -226,8 +225,6 @@ static kn_status adopt_packed(kn_model *m, kn_error *err) {
   }
   m->packed_copy = copy;
   m->packed_copy_bytes = total;
-  long pg = sysconf(_SC_PAGESIZE);
-  uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
   size_t at = 0;
   for (int32_t k = 0; k < m->info.n_packed; k++) {
     const kn_engine_packed *e = &m->info.packed[k];
@@ -237,11 +234,7 @@ static kn_status adopt_packed(kn_model *m, kn_error *err) {
     at += ((size_t)e->bytes + 63) & ~(size_t)63;
     /* the whole pages of the mapping inside the block (a mapped buffer
      * only: kn_model_load_buffer's blocks are the caller's memory) */
-    if (m->ir->mapping) {
-      uintptr_t lo = ((uintptr_t)e->data + page - 1) & ~(page - 1);
-      uintptr_t hi = ((uintptr_t)e->data + (uintptr_t)e->bytes) & ~(page - 1);
-      if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    }
+    if (m->ir->mapping) kn_drop_pages(e->data, (size_t)e->bytes);
   }
   return KN_OK;
 }

@@ -42,8 +42,6 @@
  */
 #include "pattern.h"
 
-#include <math.h>
-
 #include "ops/layout.h"
 
 typedef struct cl_state {
@@ -168,15 +166,8 @@ typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT, CL_PAD
  * gamma / sqrt(var + eps) and shift beta - mean * scale into s, t (C
  * floats each, malloc'd); false when it is not such a node. */
 static bool bn_affine(const kn_graph *g, const kn_node *n, float **s, float **t) {
-  if (n->n_inputs != 5 || !is_f32_4d(g, n->inputs[0])) return false;
-  for (int32_t o = 1; o < n->n_outputs; o++)
-    if (n->outputs[o] >= 0) return false;
-  const kn_attr *a = kn_node_attr(n, "training_mode");
-  if (a && a->i != 0) return false;
-  a = kn_node_attr(n, "spatial");
-  if (n->opset < 9 && a && a->i == 0) return false;
-  a = kn_node_attr(n, "epsilon");
-  double eps = a ? (double)a->f : (double)1e-5f;
+  double eps;
+  if (!is_f32_4d(g, n->inputs[0]) || !kn_pat_bn_inference(n, &eps)) return false;
   int64_t c = g->values[n->inputs[0]].type.dims[1];
   const float *p[4];
   for (int32_t i = 0; i < 4; i++) {
@@ -196,9 +187,9 @@ static bool bn_affine(const kn_graph *g, const kn_node *n, float **s, float **t)
     return false;
   }
   for (int64_t i = 0; i < c; i++) {
-    double k = (double)p[0][i] / sqrt((double)p[3][i] + eps);
-    (*s)[i] = (float)k;
-    (*t)[i] = (float)((double)p[1][i] - (double)p[2][i] * k);
+    double shift;
+    (*s)[i] = (float)kn_pat_bn_scale(p, i, eps, &shift);
+    (*t)[i] = (float)shift;
   }
   return true;
 }

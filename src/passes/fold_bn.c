@@ -17,9 +17,7 @@
  * that are graph inputs (overridable initializers) and products whose
  * result is a graph output or read twice are left alone.
  */
-#include "pass.h"
-
-#include <math.h>
+#include "pattern.h"
 
 typedef enum head_kind { H_CONV, H_CONVT, H_GEMM, H_MATMUL } head_kind;
 
@@ -75,26 +73,17 @@ static bool follower_affine(const kn_graph *g, const kn_node *f, int32_t y,
                             int32_t rank, int32_t axis, int64_t m, double *s,
                             double *t) {
   if (is_op(f, "BatchNormalization")) {
-    if (f->n_inputs != 5 || f->inputs[0] != y || axis != 1 || rank < 2) return false;
-    for (int32_t o = 1; o < f->n_outputs; o++)
-      if (f->outputs[o] >= 0) return false;
-    const kn_attr *a = kn_node_attr(f, "training_mode");
-    if (a && a->i != 0) return false;
-    a = kn_node_attr(f, "spatial");
-    if (f->opset < 9 && a && a->i == 0) return false;
-    a = kn_node_attr(f, "epsilon");
-    double eps = a ? (double)a->f : (double)1e-5f;
+    double eps;
+    if (!kn_pat_bn_inference(f, &eps) || f->inputs[0] != y || axis != 1 || rank < 2)
+      return false;
     const kn_tensor *p[4];
+    const float *pf[4];
     for (int32_t i = 0; i < 4; i++) {
       p[i] = f32_const(g, f->inputs[i + 1]);
       if (!p[i] || kn_tensor_numel(p[i]) != m || p[i]->rank != 1) return false;
+      pf[i] = p[i]->data;
     }
-    const float *sc = p[0]->data, *bb = p[1]->data, *mean = p[2]->data, *var = p[3]->data;
-    for (int64_t c = 0; c < m; c++) {
-      double k = (double)sc[c] / sqrt((double)var[c] + eps);
-      s[c] = k;
-      t[c] = (double)bb[c] - (double)mean[c] * k;
-    }
+    for (int64_t c = 0; c < m; c++) s[c] = kn_pat_bn_scale(pf, c, eps, &t[c]);
     return true;
   }
   bool mul = is_op(f, "Mul"), add = is_op(f, "Add"), sub = is_op(f, "Sub"),

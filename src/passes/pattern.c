@@ -160,6 +160,25 @@ kn_dtype kn_pat_dtype(const kn_graph *g, int32_t v) {
   return t->kind == KN_KIND_TENSOR ? t->dtype : 0;
 }
 
+bool kn_pat_bn_inference(const kn_node *n, double *eps) {
+  if (n->n_inputs != 5) return false;
+  for (int32_t o = 1; o < n->n_outputs; o++)
+    if (n->outputs[o] >= 0) return false;
+  const kn_attr *a = kn_node_attr(n, "training_mode");
+  if (a && a->i != 0) return false;
+  a = kn_node_attr(n, "spatial");
+  if (n->opset < 9 && a && a->i == 0) return false;
+  a = kn_node_attr(n, "epsilon");
+  *eps = a ? (double)a->f : (double)1e-5f;
+  return true;
+}
+
+double kn_pat_bn_scale(const float *const p[4], int64_t i, double eps, double *shift) {
+  double k = (double)p[0][i] / sqrt((double)p[3][i] + eps);
+  *shift = (double)p[1][i] - (double)p[2][i] * k;
+  return k;
+}
+
 int32_t kn_pat_replace(kn_pat *p, const int32_t *nodes, int32_t n, int32_t name_from,
                        const char *op, const char *domain, int32_t n_in, const int32_t *in,
                        int32_t out, kn_error *err) {

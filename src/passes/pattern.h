@@ -54,6 +54,14 @@ int32_t kn_pat_rank(const kn_graph *g, int32_t v);
 /* dtype of v's static type (0 unknown). */
 kn_dtype kn_pat_dtype(const kn_graph *g, int32_t v);
 
+/* Node n (a BatchNormalization) is an inference one: 5 inputs, no used
+ * second output, not training, per-channel (spatial before opset 9); *eps
+ * its epsilon.  fold_bn and channels_last share it. */
+bool kn_pat_bn_inference(const kn_node *n, double *eps);
+/* Channel i's scale gamma / sqrt(var + eps) of BatchNormalization
+ * parameters p = {gamma, beta, mean, var}; *shift = beta - mean * scale. */
+double kn_pat_bn_scale(const float *const p[4], int64_t i, double eps, double *shift);
+
 /* Replace the pattern nodes[0..n) by one new node `op` (domain "" or
  * KN_DOMAIN) reading in[0..n_in) and writing `out` (the value the pattern's
  * last node wrote, so its readers and name stay), named after node
