@@ -9,15 +9,18 @@
  * idle pool costs no CPU.
  *
  * kn_pool_for(pool, n, fn, arg) calls fn(arg, i, thread) once for every
- * task i in [0, n).  Threads claim tasks dynamically in chunks of
- * contiguous tasks (about four per thread), so a thread the OS has not
- * scheduled yet never holds up the others: the caller only waits for
- * chunks in progress.  Which thread runs a task varies from run to run,
- * so a task must not depend on it except for scratch: a kernel that writes
- * disjoint outputs per task, in a fixed order within the task, and keeps
- * per-thread scratch (indexed by `thread`, valid for that one task) gives
- * bit-identical results for a given thread count.  The call returns when
- * every task is done.  Loops do not nest: fn must not call kn_pool_for on
+ * task i in [0, n).  Thread t owns the t-th of `threads` contiguous
+ * ranges of tasks and runs it first, then helps with what is left of the
+ * others' ranges, so a thread the OS has not scheduled yet never holds up
+ * the others: the caller only waits for tasks in progress.  Kernels number
+ * their tasks by output position, so a thread tends to compute the same
+ * part of every activation and reads what it wrote itself (pool.c says
+ * why that matters).  Which thread runs a task can still vary from run to
+ * run, so a task must not depend on it except for scratch: a kernel that
+ * writes disjoint outputs per task, in a fixed order within the task, and
+ * keeps per-thread scratch (indexed by `thread`, valid for that one task)
+ * gives bit-identical results for a given thread count.  The call returns
+ * when every task is done.  Loops do not nest: fn must not call kn_pool_for on
  * the same pool (it may on NULL, which runs inline).
  *
  * A NULL pool is valid everywhere and means one thread.
