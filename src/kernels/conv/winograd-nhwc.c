@@ -27,14 +27,15 @@
  * Relu/Clip and the residual in registers, written straight to y (other
  * activations run on each finished pixel's channels while in L1).
  *
- * T depends only on c and m (never on the thread count or the caches), and
- * kn_sgemm computes each element in one k order whatever the rows and
- * columns it is given, so every output element is the same whatever the
- * thread count.  T keeps V and M of a block in about 1.5 MB (L2 plus a
- * little L3 on Zen 4/5): the GEMMs read V from there, the output
- * transform re-reads M; U streams from L3 or memory once per block, so T
- * is kept at least 2 row panels deep so each weight loaded feeds that
- * many rows.
+ * T keeps V and M of a block in about 1.5 MB (L2 plus a little L3 on
+ * Zen 4/5): the GEMMs read V from there, the output transform re-reads M;
+ * U streams from L3 or memory once per block, so T is kept at least 2 row
+ * panels deep so each weight loaded feeds that many rows.  On several
+ * threads T is then chosen so that the threads get equal shares
+ * (balanced_t).  kn_sgemm computes each element in one k order whatever
+ * the rows and columns it is given, and block edges stay on multiples of
+ * MR, so every output element is the same whatever T and the thread
+ * count.
  */
 #include <math.h>
 
@@ -119,6 +120,7 @@ typedef struct wgn_layout {
   int64_t t;             /* tiles per block */
   int64_t ldm;           /* row stride of M (room for all m) */
   int64_t nblocks, npanels, groups;
+  int64_t xs_v, xs_m;    /* floats from one position's V, M to the next */
   size_t v_bytes, m_bytes, gemm_bytes, thread_bytes;
 } wgn_layout;
 
@@ -129,6 +131,44 @@ static kn_sgemm_args gemm_args(const kn_conv2d *g, const wgn_layout *L, int64_t 
   return a;
 }
 
+/* A stride between the 36 positions' blocks of V or M: whole cache lines,
+ * an odd number of them.  The input transform writes, and the output
+ * transform reads, one tile's 36 positions at once; with the plain stride
+ * (t x channels, often a multiple of 1024 floats: 56 tiles x 128) all 36
+ * fall in one set of the L1 and evict each other (the output transform of
+ * 32->128 channels on 27x27 took 29 us instead of 23). */
+static int64_t skewed(int64_t floats) {
+  int64_t lines = (floats + 15) / 16;
+  return (lines | 1) * 16;
+}
+
+/* Tiles per block on several threads: a multiple of mr up to t_max, the
+ * one whose blocks, in the pool's contiguous ranges, give the busiest
+ * thread the fewest tiles (blocks of 42 and 7 tiles, 28x28 at 128
+ * channels, ran no faster on 2 threads than on 1; 28 and 21 run 1.9x).
+ * Block edges stay on multiples of mr, so each tile meets the same row of
+ * the same micro-kernel whatever the thread count; a block of one row
+ * panel only where the products take one k pass anyway (kn_sgemm deepens
+ * k for a single panel), so results stay bit-identical across counts. */
+static int64_t balanced_t(kn_isa isa, const kn_conv2d *g, int32_t threads, int64_t tiles,
+                          int64_t t_max) {
+  int64_t mr = kn_sgemm_mr(isa), best = t_max, best_load = INT64_MAX;
+  int64_t p_min = g->c <= kn_sgemm_blocking_for(isa, 0, 0, 0).kc ? 1 : 2;
+  for (int64_t tp = p_min; tp * mr <= t_max; tp++) {
+    int64_t t = tp * mr, nb = ceil_div(tiles, t), load = 0;
+    for (int32_t k = 0; k < threads; k++) {
+      int64_t b0 = nb * k / threads, b1 = nb * (k + 1) / threads;
+      int64_t mine = min64(b1 * t, tiles) - min64(b0 * t, tiles);
+      load = max64(load, mine);
+    }
+    if (load <= best_load) { /* ties: the larger blocks */
+      best_load = load;
+      best = t;
+    }
+  }
+  return best;
+}
+
 static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wgn_layout *L) {
   int64_t mr = kn_sgemm_mr(isa), nr = kn_sgemm_nr(isa);
   L->th = ceil_div(g->oh, 4);
@@ -137,12 +177,18 @@ static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wgn_layout *
   L->ldm = round_up(max64(g->m, 1), 16);
   int64_t t = BLOCK_FLOATS / (max64(g->c, 1) + L->ldm) / mr * mr;
   t = max64(t, 2 * mr);
-  L->t = min64(t, round_up(max64(L->tiles, 1), mr));
+  int64_t tiles = max64(L->tiles, 1);
+  if (threads > 1 && tiles >= threads * mr) t = balanced_t(isa, g, threads, tiles, t);
+  L->t = min64(t, round_up(tiles, mr));
   L->nblocks = ceil_div(L->tiles, L->t);
   L->npanels = ceil_div(g->m, nr);
+  /* too few tiles to share (a 7x7 map has 4): split the output channels,
+   * each task transforming its block's input itself */
   L->groups = L->nblocks < threads ? min64(ceil_div(threads, L->nblocks), L->npanels) : 1;
-  L->v_bytes = align64((size_t)(NPOS * L->t * max64(g->c, 1)) * sizeof(float));
-  L->m_bytes = align64((size_t)(NPOS * L->t * L->ldm) * sizeof(float));
+  L->xs_v = skewed(round_up(L->t, mr) * max64(g->c, 1)); /* whole row panels */
+  L->xs_m = skewed(L->t * L->ldm);
+  L->v_bytes = (size_t)(NPOS * L->xs_v) * sizeof(float);
+  L->m_bytes = (size_t)(NPOS * L->xs_m) * sizeof(float);
   /* the GEMM's A buffer grows with the rows, but one row panel takes a
    * deeper k pass (gemm.c): the larger of the two cases */
   kn_sgemm_args a = gemm_args(g, L, L->t, g->m), a1 = gemm_args(g, L, min64(L->t, mr), g->m);
@@ -186,7 +232,7 @@ static void wgn_task(void *arg, int64_t task, int32_t thread) {
   float *v = (float *)base, *mt = (float *)(base + L->v_bytes);
   void *gs = base + L->v_bytes + L->m_bytes;
   int64_t tpi = L->th * L->tw, c = g->c, m = g->m;
-  int64_t mr = j->uk->mr, xs_v = L->t * c, xs_m = L->t * L->ldm;
+  int64_t mr = j->uk->mr, xs_v = L->xs_v, xs_m = L->xs_m;
   for (int64_t p = 0; p * mr < nt; p++) {
     kn_wgn_tile tl[KN_SGEMM_MR_MAX];
     int rows = (int)min64(mr, nt - p * mr);
