@@ -140,6 +140,11 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) 
     if (chunk < mr) chunk = mr;
     nchunks = cdiv(p->np, chunk);
   }
+  /* equal chunks: 784 pixels in chunks of 384 were 384 + 384 + 16, and
+   * with a thread owning each range of tasks one of two threads got most
+   * of the work (SqueezeNet's classifier: 126 + 43 pixels) */
+  chunk = cdiv(cdiv(p->np, nchunks), mr) * mr;
+  nchunks = cdiv(p->np, chunk);
   p->chunk = chunk;
   p->nchunks = nchunks;
   p->ppt = cdiv(p->npanels, npg);
