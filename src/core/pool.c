@@ -80,7 +80,7 @@ static bool drain(kn_pool *p, uint32_t gen, int32_t r, int32_t t) {
   for (;;) {
     uint64_t c = atomic_load_explicit(cur, memory_order_acquire);
     if ((uint32_t)(c >> 32) != gen) return false;
-    int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(&p->n, memory_order_acquire);
     int64_t i = (int64_t)(c & LOW32);
     if (i >= range_end(n, p->threads, r)) return true;
     kn_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
@@ -205,16 +205,21 @@ void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg) {
     return;
   }
   KN_ASSERT(n < (int64_t)INT32_MAX);
-  atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-  atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
-  atomic_store_explicit(&p->n, n, memory_order_relaxed);
-  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
   uint32_t gen = ++p->caller_gen;
   if (gen == 0) gen = ++p->caller_gen; /* workers start having seen 0 */
+  /* The cursors first: a thread still in the previous loop may hold a
+   * cursor value it read there and, were n already the new one, find its
+   * exhausted range open again; once every cursor carries the new
+   * generation its claim fails.  n is stored with release (and loaded with
+   * acquire) so that whoever sees the new n sees the new cursors. */
   for (int32_t r = 0; r < p->threads; r++)
     atomic_store_explicit(&p->ranges[r].next,
                           (uint64_t)gen << 32 | (uint64_t)(n * r / p->threads),
                           memory_order_release);
+  atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->n, n, memory_order_release);
   /* seq_cst: pairs with a worker's sleepers++ then gen check */
   atomic_store(&p->gen, gen);
   if (atomic_load(&p->sleepers) > 0) {

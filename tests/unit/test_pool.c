@@ -5,6 +5,7 @@
  * short loops back to back (each thread's range cursor is reset per loop,
  * so a stale thread must never claim from the next one); a pool of one
  * thread runs inline. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
