@@ -48,14 +48,21 @@ struct kn_pool {
   pthread_mutex_t mu;
   pthread_cond_t wake;
   pthread_cond_t done_cv;
-  atomic_uint gen;          /* the current loop */
-  atomic_int_fast64_t done; /* tasks finished in the current loop */
-  atomic_int sleepers;
-  atomic_bool caller_sleeps;
+  /* what a worker reads to start a loop, on lines of their own ... */
+  char pad0[64];
+  atomic_uint gen; /* the current loop */
   atomic_bool stop;
   _Atomic(kn_pool_fn) fn;
   _Atomic(void *) arg;
   atomic_int_fast64_t n;
+  char pad1[64];
+  /* ... apart from what they write at its end: each thread adds the count
+   * of tasks it ran once, when it finds nothing left (one transfer of this
+   * line per thread and loop, not one per task) */
+  atomic_int_fast64_t done; /* tasks finished in the current loop */
+  atomic_int sleepers;
+  atomic_bool caller_sleeps;
+  char pad2[64];
   uint32_t caller_gen; /* the caller's copy */
 };
 
@@ -73,9 +80,10 @@ static int64_t range_end(int64_t n, int32_t threads, int32_t r) {
   return n * (r + 1) / threads;
 }
 
-/* Claim and run the tasks of loop `gen` left in range r.  Returns false
- * when the loop is no longer `gen`. */
-static bool drain(kn_pool *p, uint32_t gen, int32_t r, int32_t t) {
+/* Claim and run the tasks of loop `gen` left in range r, counting them in
+ * *ran.  Returns false when the loop is no longer `gen` (which cannot
+ * happen while *ran > 0: the loop ends only when every task is counted). */
+static bool drain(kn_pool *p, uint32_t gen, int32_t r, int32_t t, int64_t *ran) {
   atomic_uint_fast64_t *cur = &p->ranges[r].next;
   for (;;) {
     uint64_t c = atomic_load_explicit(cur, memory_order_acquire);
@@ -91,19 +99,23 @@ static bool drain(kn_pool *p, uint32_t gen, int32_t r, int32_t t) {
     /* a successful claim means loop `gen` is not finished, so fn, arg and
        n read above are its own */
     fn(arg, i, t);
-    if (atomic_fetch_add(&p->done, 1) + 1 == n && atomic_load(&p->caller_sleeps)) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_signal(&p->done_cv);
-      pthread_mutex_unlock(&p->mu);
-    }
+    ++*ran;
   }
 }
 
 /* Thread t's share of loop `gen`: its own range, then the others'. */
 static void run_loop(kn_pool *p, uint32_t gen, int32_t t) {
+  int64_t ran = 0;
   for (int32_t k = 0; k < p->threads; k++) {
     int32_t r = t + k < p->threads ? t + k : t + k - p->threads;
-    if (!drain(p, gen, r, t)) return;
+    if (!drain(p, gen, r, t, &ran)) return;
+  }
+  if (ran == 0) return;
+  int64_t n = atomic_load_explicit(&p->n, memory_order_acquire); /* still this loop's */
+  if (atomic_fetch_add(&p->done, ran) + ran == n && atomic_load(&p->caller_sleeps)) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_signal(&p->done_cv);
+    pthread_mutex_unlock(&p->mu);
   }
 }
 
