@@ -36,6 +36,7 @@
 
 #include "kernels/conv/conv.h"
 #include "kernels/conv/igemm.h"
+#include "kernels/eltwise/eltwise.h"
 
 /* A rows of a task's pixel chunk: the scaled-copy buffer per thread, and
  * the input a chunk touches while the panels pass over it. */
@@ -203,6 +204,7 @@ typedef struct job {
   const float *zero, *xp; /* the zero row; row taps: the padded input */
   char *thread_scratch;
   kn_igemm_params kp; /* the parts shared by every tile */
+  const kn_ew_ukernels *ew; /* the scaled copies */
   bool post_act;      /* an activation the micro-kernel does not do */
   bool kernel_res;    /* the micro-kernel adds the residual */
 } job;
@@ -265,9 +267,11 @@ static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const
                                  ? j->x + ((b * g->h + iy) * g->w + ix) * g->c + gi * p->cg
                                  : j->zero;
           if (j->s && src != j->zero) {
+            /* with the ISA's vectors: this file is compiled for any x86-64,
+             * and the loop in SSE was 4% of EfficientNet-B0's time */
             float *d = buf + ((q0 - p0 + r) * taps + tap) * kc;
             const float *sc = j->s + b * g->c + gi * p->cg;
-            for (int64_t i = 0; i < kc; i++) d[i] = src[i] * sc[i];
+            j->ew->binary(KN_VBIN_MUL, src, 1, sc, 1, d, kc);
             src = d;
           }
           t[tap * rows + r] = src;
@@ -334,7 +338,8 @@ void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
                       void *scratch) {
   if (g->n * g->m * g->oh * g->ow == 0) return;
   int32_t threads = kn_pool_threads(pool);
-  job j = {.isa = isa, .g = g, .x = x, .s = s, .wp = wpacked, .ep = ep, .y = y};
+  job j = {.isa = isa, .g = g, .x = x, .s = s, .wp = wpacked, .ep = ep, .y = y,
+           .ew = kn_ew_get(isa)};
   make_plan(isa, g, threads, &j.p);
   char *sp = scratch;
   float *zero = (float *)sp;
