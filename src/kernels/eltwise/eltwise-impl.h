@@ -320,6 +320,27 @@ KN_EW_INLINE void epilogue_body(int op, const vparams *p, const kn_epilogue *ep,
     const float *bcol = has_bias && !per_row ? ep->bias + c0 : NULL;
     V brow = v_set(has_bias && per_row ? ep->bias[r0 + i] : 0.0f);
     int64_t j = 0;
+    /* two vectors per step: the activations are long dependency chains
+     * (SiLU on 6 x 64 tiles, with a copy in: 3.0 -> 3.7 Gelem/s) */
+    for (; j + 2 * VN <= n; j += 2 * VN) {
+      V v = v_ld(row + j), w = v_ld(row + j + VN);
+      if (has_bias) {
+        v = v_add(v, per_row ? brow : v_ld(bcol + j));
+        w = v_add(w, per_row ? brow : v_ld(bcol + j + VN));
+      }
+      if (res_first) {
+        v = v_add(v, v_ld(res + j));
+        w = v_add(w, v_ld(res + j + VN));
+      }
+      v = act_v(op, p, v);
+      w = act_v(op, p, w);
+      if (res_last) {
+        v = v_add(v, v_ld(res + j));
+        w = v_add(w, v_ld(res + j + VN));
+      }
+      v_st(row + j, v);
+      v_st(row + j + VN, w);
+    }
     for (; j + VN <= n; j += VN) {
       V v = v_ld(row + j);
       if (has_bias) v = v_add(v, per_row ? brow : v_ld(bcol + j));
