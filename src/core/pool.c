@@ -64,6 +64,7 @@ struct kn_pool {
   atomic_bool caller_sleeps;
   char pad2[64];
   uint32_t caller_gen; /* the caller's copy */
+  double min_ns;       /* kn_pool_worth's threshold */
 };
 
 static inline void cpu_relax(void) {
@@ -153,6 +154,13 @@ kn_status kn_pool_create(int32_t threads, kn_pool **out, kn_error *err) {
   kn_pool *p = kn_calloc(1, sizeof *p);
   if (!p) return kn_fail(err, KN_ERR_OOM, "out of memory creating a thread pool");
   p->threads = threads;
+  p->min_ns = 8000.0;
+  const char *mw = getenv("KILN_POOL_MIN_US"); /* the tests split every loop */
+  if (mw && *mw) {
+    char *end;
+    double v = strtod(mw, &end);
+    if (*end == '\0' && v >= 0 && v <= 1e6) p->min_ns = v * 1000.0;
+  }
   p->ranges = aligned_alloc(64, (size_t)threads * sizeof *p->ranges); /* 64-byte multiple */
   if (!p->ranges) {
     free(p);
@@ -252,6 +260,12 @@ void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg) {
     atomic_store(&p->caller_sleeps, false);
     pthread_mutex_unlock(&p->mu);
   }
+}
+
+kn_pool *kn_pool_worth(kn_pool *p, double flops, double bytes) {
+  if (!p) return NULL;
+  double ns = flops / 100.0 + bytes / 20.0;
+  return ns >= p->min_ns ? p : NULL;
 }
 
 int32_t kn_default_threads(void) {

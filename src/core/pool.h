@@ -45,6 +45,16 @@ int32_t kn_pool_threads(const kn_pool *p);
  * has one thread). */
 void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg);
 
+/* p, or NULL (run on the caller alone) when a loop's work, about `flops`
+ * floating-point operations and `bytes` bytes moved, is too small to pay
+ * for handing it over: a loop on 2 threads costs 1-2 us of hand-over here
+ * (cache lines crossing between the cores), more when a worker has gone to
+ * sleep, so loops estimated under 8 us (at 100 GFLOP/s and 20 GB/s) stay
+ * on one thread.  The tasks are the same either way, so are the results.
+ * KILN_POOL_MIN_US, read when a pool is created, sets the 8 (the unit
+ * tests set 0 so that every loop of their small shapes runs threaded). */
+kn_pool *kn_pool_worth(kn_pool *p, double flops, double bytes);
+
 /* Threads to use when nothing says otherwise: KILN_NUM_THREADS when it is a
  * positive integer, else the number of CPUs this process may run on. */
 int32_t kn_default_threads(void);

@@ -357,6 +357,11 @@ void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
   j.kp.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
   j.kp.lo = act == KN_ACT_CLIP ? ep->act.lo : 0.0f;
   j.kp.hi = act == KN_ACT_CLIP ? ep->act.hi : INFINITY;
-  if (j.p.rows) kn_pool_for(pool, g->n * g->h, pad_row, &j);
-  kn_pool_for(pool, g->group * j.p.nchunks * j.p.npg, conv_task, &j);
+  double xb = 4.0 * (double)(g->n * g->h * g->w * g->c), yb = 4.0 * (double)(j.p.np * g->m);
+  if (j.p.rows)
+    kn_pool_for(kn_pool_worth(pool, 0, xb + 4.0 * (double)j.p.xp_floats), g->n * g->h, pad_row,
+                &j);
+  double flops = 2.0 * (double)j.p.np * (double)g->m * (double)(j.p.taps * j.p.kc);
+  kn_pool_for(kn_pool_worth(pool, flops, xb + yb), g->group * j.p.nchunks * j.p.npg, conv_task,
+              &j);
 }

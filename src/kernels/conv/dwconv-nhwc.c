@@ -120,5 +120,8 @@ void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const flo
   }
   j.chunk_rows = (g->oh + chunks - 1) / chunks;
   j.chunks = (g->oh + j.chunk_rows - 1) / j.chunk_rows;
-  kn_pool_for(threads > 1 ? pool : NULL, g->n * j.chunks, dwn_task, &j);
+  double flops = 2.0 * (double)(g->n * g->oh * g->ow * g->c * g->kh * g->kw);
+  double bytes = 4.0 * (double)(g->n * (g->h * g->w + g->oh * g->ow) * g->c);
+  kn_pool_for(threads > 1 ? kn_pool_worth(pool, flops, bytes) : NULL, g->n * j.chunks, dwn_task,
+              &j);
 }

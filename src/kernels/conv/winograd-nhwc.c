@@ -311,5 +311,8 @@ void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, co
   j.epi.hi = act == KN_ACT_RELU ? INFINITY : act == KN_ACT_CLIP ? ep->act.hi : 0.0f;
   j.epi.res_first = ep && ep->res_first;
   j.act_after = act != KN_ACT_NONE && !j.epi.clamp;
-  kn_pool_for(pool, j.L.nblocks * j.L.groups, wgn_task, &j);
+  double flops = 2.0 * NPOS * (double)(j.L.tiles * g->c * g->m);
+  double bytes = 4.0 * (double)(g->n * (g->h * g->w * g->c + g->oh * g->ow * g->m)) +
+                 4.0 * NPOS * (double)(g->c * g->m);
+  kn_pool_for(kn_pool_worth(pool, flops, bytes), j.L.nblocks * j.L.groups, wgn_task, &j);
 }
