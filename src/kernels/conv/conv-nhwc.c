@@ -51,8 +51,13 @@
 /* Input channels up to which a kernel row is one tap (see above). */
 #define ROW_TAP_MAX_C 4
 
-static const kn_igemm_ukernels *uk_of(kn_isa isa) {
+/* The micro-kernels for this ISA and geometry: on AVX-512, 8 x 16 tiles
+ * when a group has at most 16 output channels (f32-igemm-8x16-avx512.c
+ * says why), else 6 x 64.  The packing follows the choice (panel_geom). */
+static const kn_igemm_ukernels *uk_of(kn_isa isa, const kn_conv2d *g) {
+  (void)g;
 #ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512 && g->m / g->group <= 16) return &kn_f32_igemm_ukernel_8x16__avx512;
   if (isa == KN_ISA_AVX512) return &kn_f32_igemm_ukernel_6x64__avx512;
   if (isa == KN_ISA_AVX2) return &kn_f32_igemm_ukernel_4x24__avx2;
 #endif
@@ -100,7 +105,7 @@ static void panel_geom(const kn_igemm_ukernels *uk, const kn_conv2d *g, int64_t 
 
 static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) {
   memset(p, 0, sizeof *p);
-  const kn_igemm_ukernels *uk = uk_of(isa);
+  const kn_igemm_ukernels *uk = uk_of(isa, g);
   p->uk = uk;
   p->cg = g->c / g->group;
   p->mg = g->m / g->group;
@@ -164,12 +169,12 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) 
 
 size_t kn_f32_conv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
   int64_t nr, npanels, gstride;
-  panel_geom(uk_of(isa), g, &nr, &npanels, &gstride);
+  panel_geom(uk_of(isa, g), g, &nr, &npanels, &gstride);
   return (size_t)(g->group * gstride);
 }
 
 void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
-  const kn_igemm_ukernels *uk = uk_of(isa);
+  const kn_igemm_ukernels *uk = uk_of(isa, g);
   int64_t nr, npanels, gstride;
   panel_geom(uk, g, &nr, &npanels, &gstride);
   int64_t cg = g->c / g->group, mg = g->m / g->group, ksz = g->kh * g->kw, k = ksz * cg;

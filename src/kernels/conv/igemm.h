@@ -58,6 +58,7 @@ extern const kn_igemm_ukernels kn_f32_igemm_ukernel_4x8__portable;
 #ifdef KN_HAVE_X86_KERNELS
 extern const kn_igemm_ukernels kn_f32_igemm_ukernel_4x24__avx2;
 extern const kn_igemm_ukernels kn_f32_igemm_ukernel_6x64__avx512;
+extern const kn_igemm_ukernels kn_f32_igemm_ukernel_8x16__avx512; /* <= 16 outputs */
 #endif
 
 #endif
