@@ -20,8 +20,8 @@
  * writes disjoint outputs per task, in a fixed order within the task, and
  * keeps per-thread scratch (indexed by `thread`, valid for that one task)
  * gives bit-identical results for a given thread count.  The call returns
- * when every task is done.  Loops do not nest: fn must not call kn_pool_for on
- * the same pool (it may on NULL, which runs inline).
+ * when every task is done.  Loops do not nest: fn must not call
+ * kn_pool_for on the same pool (it may on NULL, which runs inline).
  *
  * A NULL pool is valid everywhere and means one thread.
  */

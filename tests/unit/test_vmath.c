@@ -73,7 +73,8 @@ static void sweep(kn_isa isa, const fn_case *fc, uint64_t step, errs *er) {
       double r = ref((double)xi);
       float rf = (float)r;
       if (isnan(r)) {
-        if (!isnan(yi)) fail_msg("isa %s op %d: f(%a) = %a, expected NaN", kn_isa_name(isa), op, xi, yi);
+        if (!isnan(yi))
+          fail_msg("isa %s op %d: f(%a) = %a, expected NaN", kn_isa_name(isa), op, xi, yi);
         continue;
       }
       if (xi < fc->ulp_from) {
@@ -101,7 +102,6 @@ static void sweep(kn_isa isa, const fn_case *fc, uint64_t step, errs *er) {
   free(x);
   free(y);
 }
-
 
 static const fn_case cases[] = {
     {"exp", KN_VOP_EXP, exp, 1.2, 1e-7, INFINITY, -INFINITY, 0},

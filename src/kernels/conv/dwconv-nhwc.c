@@ -122,6 +122,5 @@ void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const flo
   j.chunks = (g->oh + j.chunk_rows - 1) / j.chunk_rows;
   double flops = 2.0 * (double)(g->n * g->oh * g->ow * g->c * g->kh * g->kw);
   double bytes = 4.0 * (double)(g->n * (g->h * g->w + g->oh * g->ow) * g->c);
-  kn_pool_for(threads > 1 ? kn_pool_worth(pool, flops, bytes) : NULL, g->n * j.chunks, dwn_task,
-              &j);
+  kn_pool_for(kn_pool_worth(pool, flops, bytes), g->n * j.chunks, dwn_task, &j);
 }

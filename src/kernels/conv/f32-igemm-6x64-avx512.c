@@ -14,24 +14,11 @@
  * 7) need no 1-row tile.  Narrower variants (16, 32, 48 columns) serve
  * channel tails: a panel wastes at most 15 lanes.
  */
-#include <immintrin.h>
+#include "kernels/conv/f32-igemm-avx512.h"
 
-typedef __m512 V;
-#define VL 16
 #define MR 7 /* rows of the largest function (the 7-pixel tail) */
 #define NV 4
 #define KN_IGEMM_TABLE kn_f32_igemm_ukernel_6x64__avx512
-
-static inline V v_zero(void) { return _mm512_setzero_ps(); }
-static inline V v_set1(float f) { return _mm512_set1_ps(f); }
-static inline V v_ld(const float *p) { return _mm512_loadu_ps(p); }
-static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-static inline V v_add(V a, V b) { return _mm512_add_ps(a, b); }
-static inline V v_min(V a, V b) { return _mm512_min_ps(a, b); }
-static inline V v_max(V a, V b) { return _mm512_max_ps(a, b); }
-static inline __mmask16 v_mask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
-static inline V v_ldn(const float *p, int64_t n) { return _mm512_maskz_loadu_ps(v_mask(n), p); }
-static inline void v_stn(float *p, V v, int64_t n) { _mm512_mask_storeu_ps(p, v_mask(n), v); }
 
 #include "kernels/conv/igemm-impl.h"
 

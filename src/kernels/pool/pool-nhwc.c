@@ -56,8 +56,7 @@ void kn_f32_pool2d_nhwc(kn_isa isa, kn_pool *pool, const kn_pool2d *p, int64_t c
   j.chunks = (p->oh + j.chunk_rows - 1) / j.chunk_rows;
   double bytes = 4.0 * (double)(p->planes * c * (p->h * p->w + p->oh * p->ow));
   double ops = (double)(p->planes * c * p->oh * p->ow * p->kh * p->kw);
-  kn_pool_for(threads > 1 ? kn_pool_worth(pool, ops, bytes) : NULL, p->planes * j.chunks,
-              pooln_task, &j);
+  kn_pool_for(kn_pool_worth(pool, ops, bytes), p->planes * j.chunks, pooln_task, &j);
 }
 
 typedef struct gpooln_job {
