@@ -46,6 +46,9 @@
  * their depth is split into blocks that stay in L2, the partial sums
  * accumulating in C (in L2 too). */
 #define DEPTH_BYTES (256 * 1024)
+/* Partial sums of a chunk with the depth split, at most: they are read
+ * and written once per depth block. */
+#define PSUM_BYTES (512 * 1024)
 /* Pixel blocks per chunk at most (pointer tables stay small). */
 #define MAX_BLOCKS 64
 /* Input channels up to which a kernel row is one tap (see above). */
@@ -127,8 +130,18 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) 
       p->kcb = cdiv(p->kc, cdiv(p->kc, p->kcb));
     }
   }
-  int64_t mr = uk->mr, arow = p->taps * p->kc * (int64_t)sizeof(float);
+  /* A chunk's rows of one depth block stay in L2 while the panels pass
+   * over them (the task runs depth blocks outside panels, see conv_task):
+   * with the depth split, the chunk is bounded by a block's rows, not by
+   * the whole rows (ResNet-50's 3x3 on 512 channels at 7x7: 12 pixels a
+   * chunk, and each of 5 chunks streamed all 9.4 MB of weights from L3;
+   * now one chunk of 49), and by its partial sums in C. */
+  int64_t mr = uk->mr, arow = p->tb * p->kcb * (int64_t)sizeof(float);
   int64_t chunk = COPY_BYTES / (arow > 0 ? arow : 1) / mr * mr;
+  if (p->tb < p->taps || p->kcb < p->kc) {
+    int64_t crow = p->mg * (int64_t)sizeof(float);
+    if (chunk > PSUM_BYTES / crow / mr * mr) chunk = PSUM_BYTES / crow / mr * mr;
+  }
   if (chunk > MAX_BLOCKS * mr) chunk = MAX_BLOCKS * mr;
   if (chunk < mr) chunk = mr;
   int64_t need = threads > 1 ? 4 * (int64_t)threads : 1;
@@ -305,14 +318,17 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
   float *buf = (float *)(ts + align64(p->ptr_count * sizeof(float *)));
   build_tables(j, gi, p0, p1, tab, buf);
   int64_t m = g->m, k = p->taps * p->kc;
-  for (int64_t pi = pa; pi < pb; pi++) {
-    int64_t col = gi * p->mg + pi * p->nr;
-    int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
-    int64_t nv = cdiv(width, p->uk->vl), nrs = nv * p->uk->vl;
-    const float *w = j->wp + gi * p->gstride + pi * p->nr * k;
-    const float *bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
-    for (int64_t t0 = 0; t0 < p->taps; t0 += p->tb)
-      for (int64_t k0 = 0; k0 < p->kc; k0 += p->kcb) {
+  /* depth blocks outside panels: a block's A rows stay in L2 for every
+   * panel, and each panel's block of weights is read from L3 once per
+   * chunk.  Each output still sums its depth blocks in order. */
+  for (int64_t t0 = 0; t0 < p->taps; t0 += p->tb)
+    for (int64_t k0 = 0; k0 < p->kc; k0 += p->kcb)
+      for (int64_t pi = pa; pi < pb; pi++) {
+        int64_t col = gi * p->mg + pi * p->nr;
+        int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
+        int64_t nv = cdiv(width, p->uk->vl), nrs = nv * p->uk->vl;
+        const float *w = j->wp + gi * p->gstride + pi * p->nr * k;
+        const float *bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
         int64_t tn = p->taps - t0 < p->tb ? p->taps - t0 : p->tb;
         int64_t kn = p->kc - k0 < p->kcb ? p->kc - k0 : p->kcb;
         bool last = t0 + tn == p->taps && k0 + kn == p->kc;
@@ -335,7 +351,6 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
           }
         }
       }
-  }
 }
 
 void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,

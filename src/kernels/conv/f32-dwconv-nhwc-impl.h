@@ -64,7 +64,7 @@ typedef struct dwn_img {
 
 /* (+res) act (+res), store: act is min(hi, max(lo, x)), which is Relu,
  * Clip or nothing, with the operand order of the NCHW kernel. */
-DWN_INLINE void dwn_out(const dwn_img *B, V v, int64_t off, M m, const int TAIL) {
+DWN_INLINE void dwn_out(const dwn_img *B, V v, int64_t off, M m, int TAIL) {
   if (B->res && !B->res_after) v = v_add(v, TAIL ? v_ldm(B->res + off, m) : v_ld(B->res + off));
   v = v_min(B->hi, v_max(B->lo, v));
   if (B->res && B->res_after) v = v_add(v, TAIL ? v_ldm(B->res + off, m) : v_ld(B->res + off));
@@ -72,6 +72,8 @@ DWN_INLINE void dwn_out(const dwn_img *B, V v, int64_t off, M m, const int TAIL)
   else v_st(B->y + off, v);
 }
 
+/* Kernel columns of the specialised code at most. */
+#define DWN_KWMAX 5
 /* Columns a specialised block loads per kernel row: (P-1)*S + KW. */
 #define DWN_NCMAX ((DWN_PMAX - 1) * 2 + 5)
 
@@ -87,7 +89,9 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
                           int64_t np, int64_t c0, M m, const int P, const int64_t KW,
                           const int64_t S, const int64_t D, const int SPEC, const int EDGE,
                           const int SCALE) {
-  const int TAIL = EDGE; /* the masked code serves the channel tail too */
+  /* the masked code serves the channel tail too; its stores (and bias
+   * and residual loads) are masked only on that tail */
+  const int TAIL = EDGE && c0 + VN > B->c;
   const int64_t c = B->c, cp = B->cp, ix0 = ox0 * S - B->pl;
   const M none = m_tail(0);
   const V bias = !B->bias ? v_set(0.0f) : TAIL ? v_ldm(B->bias + c0, m) : v_ld(B->bias + c0);
@@ -106,17 +110,24 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
     const float *xr = B->x + ((oy * B->sh - B->pt + ky * B->dh) * B->iw + ix0) * c + c0;
     const float *wk = B->w + ky * KW * cp + c0;
     if (SPEC) {
-      V in[DWN_NCMAX];
+      /* the row's KW weight vectors in registers, then its columns left to
+       * right, each loaded once (one pointer stepping by c: offsets j * c
+       * in registers ran out of them) and multiplied into the pixels it
+       * feeds; a pixel's taps still come kx ascending */
+      V wv[DWN_KWMAX];
+#pragma GCC unroll 8
+      for (int64_t kx = 0; kx < KW; kx++) wv[kx] = v_ld(wk + kx * cp);
+      const float *xp = xr;
 #pragma GCC unroll 32
       for (int j = 0; j < NC; j++) {
-        V v = EDGE ? v_ldm(xr + j * c, cm[j]) : TAIL ? v_ldm(xr + j * c, m) : v_ld(xr + j * c);
-        in[j] = SCALE ? v_mul(v, sv) : v;
-      }
+        V v = EDGE ? v_ldm(xp, cm[j]) : TAIL ? v_ldm(xp, m) : v_ld(xp);
+        v = v_keep(SCALE ? v_mul(v, sv) : v);
+        xp = nhwc_step(xp, c);
 #pragma GCC unroll 8
-      for (int64_t kx = 0; kx < KW; kx++) {
-        V wv = v_ld(wk + kx * cp);
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++) acc[p] = v_fma(in[p * S + kx * D], wv, acc[p]);
+        for (int p = 0; p < P; p++) {
+          const int64_t t = j - p * S; /* = kx * D */
+          if (t >= 0 && t % D == 0 && t / D < KW) acc[p] = v_fma(v, wv[t / D], acc[p]);
+        }
       }
     } else {
       for (int64_t kx = 0; kx < KW; kx++) {
@@ -147,9 +158,12 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
  * channel vector would touch every page of the image.  Border blocks
  * (pixels in the padding or past the row's end) and every channel tail
  * take the masked code (EDGE). */
-DWN_INLINE void dwn_rows(const dwn_img *B, int64_t oy0, int64_t oy1, const int P,
+DWN_INLINE void dwn_rows(const dwn_img *B0, int64_t oy0, int64_t oy1, const int P,
                          const int64_t KW, const int64_t S, const int64_t D, const int SPEC,
                          const int SCALE) {
+  /* a local copy: the output stores (float, and V may alias anything)
+   * would otherwise make the compiler reload every field after each one */
+  const dwn_img L = *B0, *B = &L;
   const int64_t oxa = B->oxa, oxb = B->oxb, ow = B->ow;
   for (int64_t oy = oy0; oy < oy1; oy++) {
     /* rows of the kernel inside [0, h) */

@@ -16,12 +16,25 @@
  *   v_set v_add v_mul v_div v_fma(a, b, c) = a*b + c
  *   v_max v_min          x86 operand order: the second operand when either
  *                        is NaN
+ *   nhwc_step(p, n)      p + n as one pointer add (see there)
+ *   v_keep(v)            v, held in a register: a loaded vector used by
+ *                        several FMAs is then loaded once (the compiler
+ *                        otherwise folds the load into each FMA, which
+ *                        made the depthwise kernels load-bound)
  */
 #ifndef KN_F32_NHWC_VEC_H
 #define KN_F32_NHWC_VEC_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+/* p + n, computed as one add: the compiler would otherwise keep each
+ * column's offset j * n in its own register (and spill them). */
+static inline const float *nhwc_step(const float *p, int64_t n) {
+  p += n;
+  __asm__("" : "+r"(p));
+  return p;
+}
 
 #if defined(NHWC_AVX512)
 #include <immintrin.h>
@@ -40,6 +53,10 @@ static inline V v_div(V a, V b) { return _mm512_div_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 static inline V v_max(V a, V b) { return _mm512_max_ps(a, b); }
 static inline V v_min(V a, V b) { return _mm512_min_ps(a, b); }
+static inline V v_keep(V v) {
+  __asm__("" : "+v"(v));
+  return v;
+}
 
 #elif defined(NHWC_AVX2)
 #include <immintrin.h>
@@ -61,6 +78,10 @@ static inline V v_div(V a, V b) { return _mm256_div_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 static inline V v_max(V a, V b) { return _mm256_max_ps(a, b); }
 static inline V v_min(V a, V b) { return _mm256_min_ps(a, b); }
+static inline V v_keep(V v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
 
 #elif defined(NHWC_PORTABLE)
 #define VN 8
@@ -106,6 +127,7 @@ NHWC_LANEWISE(v_div, x / y)
 NHWC_LANEWISE(v_max, x > y ? x : y)
 NHWC_LANEWISE(v_min, x < y ? x : y)
 #undef NHWC_LANEWISE
+static inline V v_keep(V v) { return v; }
 /* the same expression as the NCHW portable kernel (f32-dwconv-portable.c),
  * so both layouts round alike on a given compiler */
 static inline V v_fma(V a, V b, V c) {
