@@ -9,12 +9,16 @@
  *
  * Scheme: one output row at a time, in blocks of DWN_P pixels along the
  * row, and inside each block every channel vector in turn.  For each
- * kernel row the block loads its (P-1)*S + KW input vectors once into
- * registers, then for each tap loads the weight vector once and
- * multiplies it into the P accumulators: a 3x3 stride-1 block of 8 pixels
- * does 72 FMAs on 3 x 10 input + 9 weight loads, so the FMAs set the pace
- * (2 FMAs and 2 loads a cycle on Zen 4/5 and Skylake-X).  Channels inside
- * the pixel block keep the input reads sequential (see dwn_pixels).
+ * kernel row the block loads the row's KW weight vectors, then walks its
+ * (P-1)*S + KW input columns left to right, each loaded once into a
+ * register and multiplied into the pixels it feeds: a 3x3 stride-1 block
+ * of 8 pixels does 72 FMAs on 3 x 10 input + 9 weight loads, so the FMAs
+ * can set the pace (2 FMAs and 2 loads a cycle on Zen 4/5 and Skylake-X).
+ * Left to itself the compiler folded each input load into every FMA that
+ * used it (3x the loads) and kept each column's offset j * c in its own
+ * register (spilled): v_keep and nhwc_step prevent both, which took a
+ * 3x3 block from about 85 to 55 cycles.  Channels inside the pixel block
+ * keep the input reads sequential (see dwn_rows).
  *
  * Borders without branches in the inner loop: a block whose columns are
  * all inside the image loads unmasked; a block reaching into the padding
@@ -60,6 +64,7 @@ typedef struct dwn_img {
   int64_t c, cfull, cp, h, iw, oh, ow; /* c: pixel stride of x, y, res */
   int64_t kh, kw, sh, sw, dh, dw, pt, pl;
   int64_t oxa, oxb; /* interior output columns: every tap inside [0, iw) */
+  int64_t cg;       /* channels per group (a multiple of VN, or c) */
 } dwn_img;
 
 /* (+res) act (+res), store: act is min(hi, max(lo, x)), which is Relu,
@@ -165,29 +170,65 @@ DWN_INLINE void dwn_rows(const dwn_img *B0, int64_t oy0, int64_t oy1, const int 
    * would otherwise make the compiler reload every field after each one */
   const dwn_img L = *B0, *B = &L;
   const int64_t oxa = B->oxa, oxb = B->oxb, ow = B->ow;
-  for (int64_t oy = oy0; oy < oy1; oy++) {
-    /* rows of the kernel inside [0, h) */
-    int64_t iy0 = oy * B->sh - B->pt;
-    int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + B->dh - 1) / B->dh;
-    int64_t ky1 = iy0 >= B->h ? 0 : (B->h - 1 - iy0) / B->dh + 1;
-    if (ky1 > B->kh) ky1 = B->kh;
-    if (ky1 < ky0) ky1 = ky0;
-    for (int64_t ox = 0; ox < ow; ox += P) {
-      int64_t np = ow - ox < P ? ow - ox : P;
-      /* the masked code serves the border blocks and every channel tail:
-       * one call site per EDGE, each inlined once (compile time) */
-      int64_t c0 = 0;
-      if (ox >= oxa && ox + P <= oxb)
-        for (; c0 < B->cfull; c0 += VN)
-          dwn_block(B, oy, ky0, ky1, ox, P, c0, m_tail(VN), P, KW, S, D, SPEC, 0, SCALE);
-      for (; c0 < B->c; c0 += VN)
-        dwn_block(B, oy, ky0, ky1, ox, np, c0, c0 < B->cfull ? m_tail(VN) : B->mt, P, KW, S,
-                  D, SPEC, 1, SCALE);
+  /* channel groups of B->cg floats outermost (all channels but on small
+   * maps, see DWN_ENTRY) */
+  for (int64_t g0 = 0; g0 < B->c; g0 += B->cg) {
+    const int64_t g1 = g0 + B->cg < B->c ? g0 + B->cg : B->c;
+    const int64_t gfull = g1 < B->cfull ? g1 : B->cfull;
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+      /* rows of the kernel inside [0, h) */
+      int64_t iy0 = oy * B->sh - B->pt;
+      int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + B->dh - 1) / B->dh;
+      int64_t ky1 = iy0 >= B->h ? 0 : (B->h - 1 - iy0) / B->dh + 1;
+      if (ky1 > B->kh) ky1 = B->kh;
+      if (ky1 < ky0) ky1 = ky0;
+      for (int64_t ox = 0; ox < ow; ox += P) {
+        int64_t np = ow - ox < P ? ow - ox : P;
+        /* the masked code serves the border blocks and every channel tail:
+         * one call site per EDGE, each inlined once (compile time) */
+        int64_t c0 = g0;
+        if (ox >= oxa && ox + P <= oxb)
+          for (; c0 < gfull; c0 += VN)
+            dwn_block(B, oy, ky0, ky1, ox, P, c0, m_tail(VN), P, KW, S, D, SPEC, 0, SCALE);
+        for (; c0 < g1; c0 += VN)
+          dwn_block(B, oy, ky0, ky1, ox, np, c0, c0 < B->cfull ? m_tail(VN) : B->mt, P, KW,
+                    S, D, SPEC, 1, SCALE);
+      }
     }
   }
 }
 
 typedef void (*dwn_rows_fn)(const dwn_img *B, int64_t oy0, int64_t oy1);
+
+/* Channels per group.  With every channel of a block at once, an input
+ * line is evicted before the next output rows need it again (their window
+ * of kh input rows holds kh * w * c floats), so each is read from L2 or
+ * further about kh times.  When the window of a group of whole channel
+ * vectors fits in DWN_GROUP_BYTES of L1, the groups go outermost and each
+ * line is read once (isolated, 1 thread: 3x3 on 7x7x960 11.0 -> 7.4 us,
+ * 5x5 on 14x14x672 78 -> 63).  Not where the pixel stride puts one
+ * vector's lines into too few L1 sets (c a multiple of 1024 floats: every
+ * pixel in one set). */
+#define DWN_GROUP_BYTES (24 * 1024)
+static int64_t dwn_group(const kn_conv2d *g, int64_t oy0, int64_t oy1) {
+  int64_t c = g->c, rows = (oy1 - oy0 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+  int64_t win = (g->kh - 1) * g->dh + g->sh;
+  if (rows > win) rows = win;
+  if (rows > g->h) rows = g->h;
+  int64_t px = rows * g->w; /* input pixels of the window */
+  int64_t vec_bytes = px * VN * (int64_t)sizeof(float);
+  if (vec_bytes <= 0 || vec_bytes > DWN_GROUP_BYTES) return c;
+  /* L1 sets a vector's pixels fall into: 64 sets of 64-byte lines */
+  int64_t lines = c * (int64_t)sizeof(float) / 64 % 64, gcd = 64;
+  for (int64_t a = lines; a;) {
+    int64_t t = gcd % a;
+    gcd = a;
+    a = t;
+  }
+  if (px > 64 / gcd * 8) return c;
+  int64_t cg = DWN_GROUP_BYTES / vec_bytes * VN;
+  return cg < c ? cg : c;
+}
 
 /* One function per geometry: KW, S, D are constants in the specialised
  * ones and B's fields in the generic one, which also serves every call
@@ -235,6 +276,7 @@ void DWN_ENTRY(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1) {
   if (oxb > g->ow) oxb = g->ow;
   if (oxb < oxa) oxb = oxa;
   B.oxa = oxa, B.oxb = oxb;
+  B.cg = dwn_group(g, oy0, oy1);
   B.x = a->x + b * g->h * g->w * c;
   B.y = a->y + b * g->oh * g->ow * c;
   B.res = a->res ? a->res + b * g->oh * g->ow * c : NULL;
