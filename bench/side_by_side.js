@@ -4,6 +4,7 @@
 //
 //   node bench/side_by_side.js [--models a,b] [--threads 1,2] [--quick]
 //        [--rounds R] [--seconds S] [--kiln PATH] [--out FILE] [--limit GFLOPS]
+//        [--no-pin]
 //
 //   --models   subset, comma-separated (default: resnet50, mobilenet_v2,
 //              squeezenet1_1, efficientnet_b0, bert_base, bert_tiny, tinycnn)
@@ -14,6 +15,7 @@
 //   --kiln     the kiln binary (default $KILN_BIN, else build/kiln)
 //   --out      the report (default bench/RESULTS.md)
 //   --limit    fp32 GFLOP/s of one core (default 250, ../shared/BENCHMARKING.md)
+//   --no-pin   let the OS place the processes (default: see "CPUs" below)
 //
 // Models come from $KILN_CACHE (default ~/.cache/kiln/models;
 // scripts/make_reference.sh exports them); tinycnn also from models/tinycnn.
@@ -29,6 +31,12 @@
 // timed runs.  A runtime's p50 is the median over rounds of each round's
 // median; its startup (kiln: engine load + context creation; ORT: session
 // creation) and peak RSS are medians over rounds too.
+// CPUs: with fewer threads than CPUs, both runtimes of a round run pinned
+// (taskset) to the same CPUs, and the rounds rotate over the CPUs.  The
+// CPUs of these shared VMs are not equal at a given moment (one core has
+// run a 1-thread model 1.2-1.4x slower than the other for minutes), so a
+// process placed by the OS on whichever CPU made the ratios of a run
+// depend on where each process happened to land.
 'use strict';
 
 const fs = require('fs');
@@ -44,12 +52,12 @@ const ALL = ['resnet50', 'mobilenet_v2', 'squeezenet1_1', 'efficientnet_b0', 'be
 function usage(msg) {
   console.error('side_by_side.js: ' + msg + '\nusage: node bench/side_by_side.js ' +
                 '[--models a,b] [--threads 1,2] [--quick] [--rounds R] [--seconds S] ' +
-                '[--kiln PATH] [--out FILE] [--limit GFLOPS]');
+                '[--kiln PATH] [--out FILE] [--limit GFLOPS] [--no-pin]');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const a = {models: ALL, threads: [1, 2], rounds: 5, seconds: 1.5, quick: false,
+  const a = {models: ALL, threads: [1, 2], rounds: 5, seconds: 1.5, quick: false, pin: true,
              kiln: process.env.KILN_BIN || path.join(ROOT, 'build', 'kiln'),
              out: path.join(ROOT, 'bench', 'RESULTS.md'), limit: 250};
   const set = {};
@@ -78,9 +86,10 @@ function parseArgs(argv) {
     else if (s === '--kiln') a.kiln = path.resolve(val());
     else if (s === '--out') a.out = path.resolve(val());
     else if (s === '--limit') a.limit = num(1);
+    else if (s === '--no-pin') a.pin = false;
     else if (s === '-h' || s === '--help') {
       const src = fs.readFileSync(__filename, 'utf8').split('\n');
-      console.log(src.slice(1, 32).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+      console.log(src.slice(1, 39).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
       process.exit(0);
     } else usage('unknown argument ' + s);
   }
@@ -160,16 +169,44 @@ function findModel(cache, name) {
   return null;
 }
 
-function benchOne(a, tool, ctx, threads, runs, warmup) {
-  if (tool === 'kiln') {
-    return runJson(a.kiln, ['bench', ctx.engine, '--input-dir', ctx.inputs, '--threads',
-                            String(threads), '--runs', String(runs), '--warmup', String(warmup),
-                            '--json'], `kiln bench ${ctx.name}`);
+// The CPUs this process may run on (taskset's list), or null when taskset
+// is missing or says something else.
+function allowedCpus() {
+  try {
+    const m = /list:\s*([0-9,-]+)\s*$/.exec(run('taskset', ['-pc', String(process.pid)], 'taskset'));
+    if (!m) return null;
+    const cpus = [];
+    for (const part of m[1].split(',')) {
+      const [lo, hi] = part.split('-').map(Number);
+      for (let c = lo; c <= (hi === undefined ? lo : hi); c++) cpus.push(c);
+    }
+    return cpus.length ? cpus : null;
+  } catch (e) {
+    return null;
   }
-  return runJson(process.execPath, [path.join(__dirname, 'ort_bench.js'), ctx.model,
-                                    '--input-dir', ctx.inputs, '--threads', String(threads),
-                                    '--runs', String(runs), '--warmup', String(warmup), '--json'],
-                 `ort_bench ${ctx.name}`);
+}
+
+// [cmd, args] run on `threads` of the CPUs, starting at index `round`
+// (rotating), when pinning applies; otherwise unchanged.
+function pinned(a, threads, round, cmd, args) {
+  const cpus = a.cpus;
+  if (!a.pin || !cpus || threads >= cpus.length) return [cmd, args];
+  const set = [];
+  for (let i = 0; i < threads; i++) set.push(cpus[(round + i) % cpus.length]);
+  return ['taskset', ['-c', set.join(','), cmd, ...args]];
+}
+
+function benchOne(a, tool, ctx, threads, runs, warmup, round) {
+  if (tool === 'kiln') {
+    return runJson(...pinned(a, threads, round, a.kiln,
+                             ['bench', ctx.engine, '--input-dir', ctx.inputs, '--threads',
+                              String(threads), '--runs', String(runs), '--warmup', String(warmup),
+                              '--json']), `kiln bench ${ctx.name}`);
+  }
+  return runJson(...pinned(a, threads, round, process.execPath,
+                           [path.join(__dirname, 'ort_bench.js'), ctx.model, '--input-dir',
+                            ctx.inputs, '--threads', String(threads), '--runs', String(runs),
+                            '--warmup', String(warmup), '--json']), `ort_bench ${ctx.name}`);
 }
 
 function prepare(a, name, cache, tmp) {
@@ -211,13 +248,13 @@ function prepare(a, name, cache, tmp) {
 
 function measure(a, ctx, threads) {
   // calibration, which also warms the page cache for both
-  const cal = ['kiln', 'ort'].map((t) => benchOne(a, t, ctx, threads, 2, 1));
+  const cal = ['kiln', 'ort'].map((t) => benchOne(a, t, ctx, threads, 2, 1, 0));
   const slow = Math.max(cal[0].p50_ms, cal[1].p50_ms);
   const runs = Math.max(3, Math.min(2000, Math.round((a.seconds * 1e3) / Math.max(slow, 1e-3))));
   const res = {kiln: [], ort: [], runs};
   for (let r = 0; r < a.rounds; r++) {
     const order = r % 2 ? ['ort', 'kiln'] : ['kiln', 'ort'];
-    for (const t of order) res[t].push(benchOne(a, t, ctx, threads, runs, 3));
+    for (const t of order) res[t].push(benchOne(a, t, ctx, threads, runs, 3, r));
   }
   const summary = {runs};
   for (const t of ['kiln', 'ort']) {
@@ -264,7 +301,12 @@ function report(a, cpu, rows, skipped, started, loadStart) {
          `about ${a.seconds} s for the slower one). p50: median over rounds of each round's ` +
          'median. Startup: kiln engine load + context creation, ORT session creation. ' +
          "Peak RSS: the process's peak (kiln: getrusage; ORT: VmHWM of the node process, " +
-         "node's own ~40 MiB included, raw).");
+         "node's own ~40 MiB included, raw)." +
+         (a.pin && a.cpus
+           ? ' CPUs: with fewer threads than the machine has CPUs, both runtimes of a round ' +
+             'are pinned (taskset) to the same CPUs, rotating over the CPUs from round to ' +
+             'round (the CPUs of a shared VM are not equal at a given moment).'
+           : ' CPUs: placed by the OS (--no-pin or no taskset).'));
   L.push(`- GFLOP/s: FLOPs of one run (\`kiln inspect --json\` on the engine, a multiply-add ` +
          `= 2) / p50. Limit: ${a.limit} GFLOP/s per core × threads (fp32 FMA, ` +
          '../shared/BENCHMARKING.md: 225–275 measured on one Zen 5 core).');
@@ -311,6 +353,7 @@ function report(a, cpu, rows, skipped, started, loadStart) {
 
 function main() {
   const a = parseArgs(process.argv.slice(2));
+  a.cpus = a.pin ? allowedCpus() : null;
   if (!fs.existsSync(a.kiln)) usage(`no kiln binary at ${a.kiln} (build it, or --kiln PATH)`);
   const cache = process.env.KILN_CACHE || path.join(os.homedir(), '.cache', 'kiln', 'models');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-sbs-'));
