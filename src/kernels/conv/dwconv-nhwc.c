@@ -21,9 +21,12 @@
 #include "kernels/conv/conv.h"
 #include "kernels/conv/f32-dwconv-nhwc.h"
 
-/* Outputs per post-pass chunk: 32 KiB, L1 on Zen 5 and the rows the
- * kernel just wrote (they are in L2 at worst). */
-#define DWN_POST_FLOATS 8192
+/* Outputs per post-pass chunk: 256 KiB, a quarter of Zen 5's L2, where
+ * the rows the kernel just wrote still are.  32 KiB (L1) made each kernel
+ * call one output row on 7x7 maps of 1152 channels, which then read
+ * their input window of kh rows once per row: EfficientNet-B0's
+ * depthwise steps 1.38 -> 1.33 ms at 256 KiB, 1 thread. */
+#define DWN_POST_FLOATS 65536
 
 static int64_t dwn_cp(int64_t c) { return (c + KN_DWN_CALIGN - 1) / KN_DWN_CALIGN * KN_DWN_CALIGN; }
 
