@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
         kn_f32_conv_gemm_pack(jn.isa, &c, w, wc);
         jn.wp = wn;
         jc.wp = wc;
-        size_t sn = kn_f32_conv_nhwc_scratch(jn.isa, &c, threads);
+        size_t sn = kn_f32_conv_nhwc_scratch(jn.isa, &c, threads, false);
         size_t sc = kn_f32_conv_gemm_scratch(jn.isa, &c, threads);
         jn.scratch = aligned_alloc(64, (sn + 63) / 64 * 64 + 64);
         jc.scratch = aligned_alloc(64, (sc + 63) / 64 * 64 + 64);

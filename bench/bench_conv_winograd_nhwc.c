@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
         j[IGEMM_NHWC].wp = w2;
         j[WG_NHWC].scratch = alloc_scratch(kn_f32_conv_winograd_nhwc_scratch(is, &c, threads));
         j[WG_NCHW].scratch = alloc_scratch(kn_f32_conv_winograd_scratch(is, &c, threads));
-        j[IGEMM_NHWC].scratch = alloc_scratch(kn_f32_conv_nhwc_scratch(is, &c, threads));
+        j[IGEMM_NHWC].scratch = alloc_scratch(kn_f32_conv_nhwc_scratch(is, &c, threads, false));
         double t[NKIND];
         time_all(j, reps, threads == 1, t);
         double md = 0;

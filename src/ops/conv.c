@@ -856,7 +856,7 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
   size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads)
                   : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads)
-                         : kn_f32_conv_nhwc_scratch(isa, &c, threads);
+                         : kn_f32_conv_nhwc_scratch(isa, &c, threads, s != NULL);
   const conv_packed *pk = ctx->packed;
   const float *wp = NULL;
   size_t nf = pack_floats(t, isa, &c), pbytes = 0;

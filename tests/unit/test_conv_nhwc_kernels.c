@@ -105,7 +105,7 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
     for (int threads = 1; threads <= 2; threads++) {
       float *y = threads == 1 ? y1 : y2;
       for (int64_t i = 0; i < ny; i++) y[i] = NAN;
-      size_t sb = kn_f32_conv_nhwc_scratch((kn_isa)isa, &g, threads);
+      size_t sb = kn_f32_conv_nhwc_scratch((kn_isa)isa, &g, threads, k->scale);
       void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
       assert_non_null(scratch);
       kn_f32_conv_nhwc((kn_isa)isa, threads == 2 ? pool2 : NULL, &g, xh, k->scale ? s : NULL,
@@ -195,6 +195,12 @@ static void test_conv_nhwc_geometry(void **state) {
       {1, 3, 1, 1, 5, 1, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, KN_ACT_SIGMOID, 1, false},
       {1, 9, 1, 1, 70, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_CLIP, 2, true},
       {1, 2, 6, 6, 3, 1, 3, 3, 1, 1, 1, 1, {4, 5, 3, 6}, true, KN_ACT_RELU, 1, false},
+      /* a squeeze-and-excitation gate on a projection: many pixels, few
+       * output channels (the weights take the scale), and the same on
+       * two images (the A rows take it) */
+      {1, 40, 24, 24, 16, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_NONE, 1, true},
+      {2, 40, 24, 24, 16, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_NONE, 1, true},
+      {1, 24, 20, 20, 100, 2, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, KN_ACT_SILU, 0, true},
       /* groups 2 and 4, batch 2 */
       {1, 32, 10, 10, 64, 2, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_RELU, 1, true},
       {2, 16, 9, 7, 40, 4, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, KN_ACT_LEAKYRELU, 2, false},

@@ -89,7 +89,9 @@ typedef struct plan {
   size_t zero_floats;  /* the zero row */
   size_t xp_floats;    /* row taps: the padded copy */
   size_t ptr_count;    /* pointer table entries per thread */
-  size_t copy_floats;  /* scaled A rows per thread (0 with row taps) */
+  bool wscale;         /* the input-channel scale goes into a copy of the weights */
+  size_t wscale_floats; /* that copy */
+  size_t copy_floats;  /* scaled A rows per thread (0 with row taps or wscale) */
   size_t thread_bytes; /* scratch per thread */
 } plan;
 
@@ -106,7 +108,7 @@ static void panel_geom(const kn_igemm_ukernels *uk, const kn_conv2d *g, int64_t 
   *gstride = k * (mg / *nr * *nr + cdiv(mg % *nr, uk->vl) * uk->vl);
 }
 
-static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) {
+static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled, plan *p) {
   memset(p, 0, sizeof *p);
   const kn_igemm_ukernels *uk = uk_of(isa, g);
   p->uk = uk;
@@ -175,7 +177,15 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, plan *p) 
     p->xp_floats = (size_t)(g->n * g->h * p->wp * g->c);
   }
   p->ptr_count = (size_t)(cdiv(chunk, mr) * p->taps * uk->mr_max);
-  p->copy_floats = p->rows ? 0 : (size_t)(chunk * p->taps * p->kc);
+  /* An input-channel scale (a squeeze-and-excitation gate) on one image
+   * whose pixels outnumber a group's packed output channels scales a copy
+   * of the weights, k x that many floats, rather than every pixel's A row,
+   * np x k (EfficientNet-B0's 32 -> 16 projection at 112x112: 512 weights
+   * against 401k inputs).  The products are then x (s w), not (x s) w:
+   * one more rounding each, as a reference that folds s into W has. */
+  p->wscale = scaled && !p->rows && g->n == 1 && p->np > p->npanels * p->nr;
+  p->wscale_floats = p->wscale ? (size_t)(g->group * p->gstride) : 0;
+  p->copy_floats = p->rows || p->wscale || !scaled ? 0 : (size_t)(chunk * p->taps * p->kc);
   p->thread_bytes =
       align64(p->ptr_count * sizeof(float *)) + align64(p->copy_floats * sizeof(float));
 }
@@ -203,11 +213,29 @@ void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float
     }
 }
 
-size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled) {
   plan p;
-  make_plan(isa, g, threads, &p);
+  make_plan(isa, g, threads, scaled, &p);
   return align64(p.zero_floats * sizeof(float)) + align64(p.xp_floats * sizeof(float)) +
-         (size_t)threads * p.thread_bytes;
+         align64(p.wscale_floats * sizeof(float)) + (size_t)threads * p.thread_bytes;
+}
+
+/* dst = the packed weights with each depth row d (tap t, channel ch of
+ * group gi) times s[gi * cg + ch]: the layout of kn_f32_conv_nhwc_pack. */
+static void scale_weights(const plan *p, const kn_conv2d *g, const float *w, const float *s,
+                          float *dst) {
+  int64_t k = p->taps * p->kc;
+  for (int64_t gi = 0; gi < g->group; gi++)
+    for (int64_t pi = 0; pi < p->npanels; pi++) {
+      int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
+      int64_t nrs = cdiv(width, p->uk->vl) * p->uk->vl;
+      int64_t off = gi * p->gstride + pi * p->nr * k;
+      for (int64_t d = 0; d < k; d++) {
+        const float *src = w + off + d * nrs;
+        float *out = dst + off + d * nrs, f = s[gi * p->cg + d % p->kc];
+        for (int64_t j = 0; j < nrs; j++) out[j] = src[j] * f;
+      }
+    }
 }
 
 /* ---- driver --------------------------------------------------------------- */
@@ -360,7 +388,7 @@ void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
   int32_t threads = kn_pool_threads(pool);
   job j = {.isa = isa, .g = g, .x = x, .s = s, .wp = wpacked, .ep = ep, .y = y,
            .ew = kn_ew_get(isa)};
-  make_plan(isa, g, threads, &j.p);
+  make_plan(isa, g, threads, s != NULL, &j.p);
   char *sp = scratch;
   float *zero = (float *)sp;
   memset(zero, 0, j.p.zero_floats * sizeof(float));
@@ -368,6 +396,12 @@ void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
   sp += align64(j.p.zero_floats * sizeof(float));
   j.xp = (const float *)sp;
   sp += align64(j.p.xp_floats * sizeof(float));
+  if (j.p.wscale) {
+    scale_weights(&j.p, g, wpacked, s, (float *)sp);
+    j.wp = (const float *)sp;
+    j.s = NULL;
+  }
+  sp += align64(j.p.wscale_floats * sizeof(float));
   j.thread_scratch = sp;
   kn_act act = ep ? ep->act.act : KN_ACT_NONE;
   bool in_regs = act == KN_ACT_NONE || act == KN_ACT_RELU || act == KN_ACT_CLIP;

@@ -107,7 +107,8 @@ void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x
  *                  channels. */
 size_t kn_f32_conv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
-size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+/* scaled: the call will pass an input-channel scale s */
+size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled);
 void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                       const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
                       void *scratch);
