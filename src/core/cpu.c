@@ -33,6 +33,7 @@ uint64_t kn_cpu_features(void) {
   if (ymm && (b & (1u << 5))) f |= KN_CPU_BIT(AVX2);
   if (zmm) {
     if (b & (1u << 16)) f |= KN_CPU_BIT(AVX512F);
+    if (b & (1u << 17)) f |= KN_CPU_BIT(AVX512DQ);
     if (b & (1u << 30)) f |= KN_CPU_BIT(AVX512BW);
     if (b & (1u << 31)) f |= KN_CPU_BIT(AVX512VL);
     if (c & (1u << 11)) f |= KN_CPU_BIT(AVX512VNNI);
@@ -74,6 +75,9 @@ uint64_t kn_cpu_build_features(void) {
 #endif
 #ifdef __AVX512BW__
   f |= KN_CPU_BIT(AVX512BW);
+#endif
+#ifdef __AVX512DQ__
+  f |= KN_CPU_BIT(AVX512DQ);
 #endif
 #ifdef __AVX512VL__
   f |= KN_CPU_BIT(AVX512VL);

@@ -23,7 +23,8 @@
   X(AVX512BF16, 9, "avx512bf16") \
   X(AMX_TILE, 10, "amx-tile")   \
   X(AMX_INT8, 11, "amx-int8")   \
-  X(AMX_BF16, 12, "amx-bf16")
+  X(AMX_BF16, 12, "amx-bf16")   \
+  X(AVX512DQ, 13, "avx512dq")
 
 enum {
 #define X(id, bit, name) KN_CPU_##id = bit,

@@ -24,7 +24,8 @@ bool kn_isa_available(kn_isa isa, uint64_t f) {
     return (f & KN_CPU_BIT(AVX2)) && (f & KN_CPU_BIT(FMA)) && (f & KN_CPU_BIT(F16C));
   case KN_ISA_AVX512:
     return kn_isa_available(KN_ISA_AVX2, f) && (f & KN_CPU_BIT(AVX512F)) &&
-           (f & KN_CPU_BIT(AVX512BW)) && (f & KN_CPU_BIT(AVX512VL));
+           (f & KN_CPU_BIT(AVX512BW)) && (f & KN_CPU_BIT(AVX512VL)) &&
+           (f & KN_CPU_BIT(AVX512DQ)); /* the AVX-512 units are built with -mavx512dq */
 #endif
   default:
     return false;

@@ -34,6 +34,7 @@ static inline V v_max(V a, V b) { return _mm256_max_ps(a, b); }
 static inline V v_min(V a, V b) { return _mm256_min_ps(a, b); }
 static inline V v_abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
 static inline V v_neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+static inline V v_clamp_abs(V a, V lim) { return v_max(v_neg(lim), v_min(lim, a)); }
 static inline M v_lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 static inline M v_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 static inline M v_nan(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }

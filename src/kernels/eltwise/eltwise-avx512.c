@@ -30,6 +30,7 @@ static inline V v_max(V a, V b) { return _mm512_max_ps(a, b); }
 static inline V v_min(V a, V b) { return _mm512_min_ps(a, b); }
 static inline V v_abs(V a) { return _mm512_abs_ps(a); }
 static inline V v_neg(V a) { return _mm512_xor_ps(a, _mm512_set1_ps(-0.0f)); }
+static inline V v_clamp_abs(V a, V lim) { return _mm512_range_ps(a, lim, 0x02); }
 static inline M v_lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 static inline M v_gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 static inline M v_nan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }

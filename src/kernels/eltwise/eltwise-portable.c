@@ -32,6 +32,7 @@ static inline V v_max(V a, V b) { return a > b ? a : b; }
 static inline V v_min(V a, V b) { return a < b ? a : b; }
 static inline V v_abs(V a) { return fabsf(a); }
 static inline V v_neg(V a) { return -a; }
+static inline V v_clamp_abs(V a, V lim) { return v_max(v_neg(lim), v_min(lim, a)); }
 static inline M v_lt(V a, V b) { return a < b; }
 static inline M v_gt(V a, V b) { return a > b; }
 static inline M v_nan(V a) { return a != a; }
