@@ -381,7 +381,8 @@ function main() {
           row.m = measure(a, ctx, t);
           const k = row.m.kiln, o = row.m.ort;
           console.error(`${name} ${t}t: kiln ${f1(k.p50)} ms, ORT ${f1(o.p50)} ms, ` +
-                        `speed-up ${(o.p50 / k.p50).toFixed(2)}x, outputs ${ctx.check.text}`);
+                        `speed-up ${(o.p50 / k.p50).toFixed(2)}x, outputs ${ctx.check.text}; ` +
+                        `rounds: kiln ${k.p50s.map(f1).join(' ')}, ORT ${o.p50s.map(f1).join(' ')}`);
         } catch (e) {
           row.error = e.message;
           console.error(`${name} ${t}t: ${e.message}`);
