@@ -220,6 +220,14 @@ size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
          align64(p.wscale_floats * sizeof(float)) + (size_t)threads * p.thread_bytes;
 }
 
+/* Output channels in panel pi of a group, and its packed width (whole
+ * vectors). */
+static int64_t panel_width(const plan *p, int64_t pi, int64_t *nrs) {
+  int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
+  *nrs = cdiv(width, p->uk->vl) * p->uk->vl;
+  return width;
+}
+
 /* dst = the packed weights with each depth row d (tap t, channel ch of
  * group gi) times s[gi * cg + ch]: the layout of kn_f32_conv_nhwc_pack. */
 static void scale_weights(const plan *p, const kn_conv2d *g, const float *w, const float *s,
@@ -227,8 +235,8 @@ static void scale_weights(const plan *p, const kn_conv2d *g, const float *w, con
   int64_t k = p->taps * p->kc;
   for (int64_t gi = 0; gi < g->group; gi++)
     for (int64_t pi = 0; pi < p->npanels; pi++) {
-      int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
-      int64_t nrs = cdiv(width, p->uk->vl) * p->uk->vl;
+      int64_t nrs;
+      panel_width(p, pi, &nrs);
       int64_t off = gi * p->gstride + pi * p->nr * k;
       for (int64_t d = 0; d < k; d++) {
         const float *src = w + off + d * nrs;
@@ -353,8 +361,7 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
     for (int64_t k0 = 0; k0 < p->kc; k0 += p->kcb)
       for (int64_t pi = pa; pi < pb; pi++) {
         int64_t col = gi * p->mg + pi * p->nr;
-        int64_t width = p->mg - pi * p->nr < p->nr ? p->mg - pi * p->nr : p->nr;
-        int64_t nv = cdiv(width, p->uk->vl), nrs = nv * p->uk->vl;
+        int64_t nrs, width = panel_width(p, pi, &nrs), nv = nrs / p->uk->vl;
         const float *w = j->wp + gi * p->gstride + pi * p->nr * k;
         const float *bias = j->ep && j->ep->bias ? j->ep->bias + col : NULL;
         int64_t tn = p->taps - t0 < p->tb ? p->taps - t0 : p->tb;

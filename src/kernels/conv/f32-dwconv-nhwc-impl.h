@@ -177,11 +177,8 @@ DWN_INLINE void dwn_rows(const dwn_img *B0, int64_t oy0, int64_t oy1, const int 
     const int64_t gfull = g1 < B->cfull ? g1 : B->cfull;
     for (int64_t oy = oy0; oy < oy1; oy++) {
       /* rows of the kernel inside [0, h) */
-      int64_t iy0 = oy * B->sh - B->pt;
-      int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + B->dh - 1) / B->dh;
-      int64_t ky1 = iy0 >= B->h ? 0 : (B->h - 1 - iy0) / B->dh + 1;
-      if (ky1 > B->kh) ky1 = B->kh;
-      if (ky1 < ky0) ky1 = ky0;
+      int64_t ky0, ky1;
+      nhwc_taps_inside(oy * B->sh - B->pt, B->h, B->kh, B->dh, &ky0, &ky1);
       for (int64_t ox = 0; ox < ow; ox += P) {
         int64_t np = ow - ox < P ? ow - ox : P;
         /* the masked code serves the border blocks and every channel tail:

@@ -16,6 +16,7 @@
  *   v_set v_add v_mul v_div v_fma(a, b, c) = a*b + c
  *   v_max v_min          x86 operand order: the second operand when either
  *                        is NaN
+ *   nhwc_taps_inside     the taps of a window inside the image
  *   nhwc_step(p, n)      p + n as one pointer add (see there)
  *   v_keep(v)            v, held in a register: a loaded vector used by
  *                        several FMAs is then loaded once (the compiler
@@ -27,6 +28,17 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+/* The taps [*k0, *k1) of a k-tap window with dilation d starting at input
+ * position i0 that fall inside [0, n) (an empty range when none does). */
+static inline void nhwc_taps_inside(int64_t i0, int64_t n, int64_t k, int64_t d, int64_t *k0,
+                                    int64_t *k1) {
+  int64_t a = i0 >= 0 ? 0 : (-i0 + d - 1) / d;
+  int64_t b = i0 >= n ? 0 : (n - 1 - i0) / d + 1;
+  if (b > k) b = k;
+  *k0 = a;
+  *k1 = b < a ? a : b;
+}
 
 /* p + n, computed as one add: the compiler would otherwise keep each
  * column's offset j * n in its own register (and spill them). */

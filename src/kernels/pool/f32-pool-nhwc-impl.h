@@ -65,20 +65,14 @@ POOLN_INLINE void pooln_rows_t(const kn_pooln_args *a, int64_t b, int64_t oy0, i
   const int64_t cb4 = c / (4 * VN) * (4 * VN);
   const M m = m_tail(c % VN ? c % VN : VN);
   for (int64_t oy = oy0; oy < oy1; oy++) {
-    int64_t iy0 = oy * p->sh - p->pt;
-    int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + p->dh - 1) / p->dh;
-    int64_t ky1 = iy0 >= p->h ? 0 : (p->h - 1 - iy0) / p->dh + 1;
-    if (ky1 > p->kh) ky1 = p->kh;
-    if (ky1 < ky0) ky1 = ky0;
+    int64_t iy0 = oy * p->sh - p->pt, ky0, ky1;
+    nhwc_taps_inside(iy0, p->h, p->kh, p->dh, &ky0, &ky1);
     float dy = MAX ? 0.0f
                    : (float)kn_pool_avg_count(oy, p->h, p->kh, p->sh, p->dh, p->pt, p->pb,
                                               p->count_include_pad);
     for (int64_t ox = 0; ox < p->ow; ox++) {
-      int64_t ix0 = ox * p->sw - p->pl;
-      int64_t kx0 = ix0 >= 0 ? 0 : (-ix0 + p->dw - 1) / p->dw;
-      int64_t kx1 = ix0 >= p->w ? 0 : (p->w - 1 - ix0) / p->dw + 1;
-      if (kx1 > p->kw) kx1 = p->kw;
-      if (kx1 < kx0) kx1 = kx0;
+      int64_t ix0 = ox * p->sw - p->pl, kx0, kx1;
+      nhwc_taps_inside(ix0, p->w, p->kw, p->dw, &kx0, &kx1);
       V div = v_set(0.0f);
       if (!MAX)
         div = v_set(dy * (float)kn_pool_avg_count(ox, p->w, p->kw, p->sw, p->dw, p->pl, p->pr,
