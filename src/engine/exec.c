@@ -392,9 +392,10 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
              place and that input is there (it may have been allocated) */
           const kn_plan_tensor *p = &plan->tensors[pt];
           char *at = (char *)mem->arena + p->offset;
-          bool over = p->inplace_of >= 0 && o == 0 && n->n_inputs > 0 &&
-                      n->inputs[0] == p->inplace_of && pin[0] &&
-                      pin[0]->kind == KN_KIND_TENSOR && pin[0]->t.data == at;
+          int32_t ii = n->op->inplace_input;
+          bool over = p->inplace_of >= 0 && o == 0 && n->n_inputs > ii &&
+                      n->inputs[ii] == p->inplace_of && pin[ii] &&
+                      pin[ii]->kind == KN_KIND_TENSOR && pin[ii]->t.data == at;
           /* fast kernels write every output element */
           if (!over && !fast) {
             memset(at, 0, need);
@@ -405,7 +406,7 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
           s->t.nbytes = need;
           s->t.owned = 0;
           /* an aliasing op's run would copy the bytes onto themselves */
-          if (over && n->op->inplace == KN_INPLACE_ALIAS && pin[0]->t.dtype == shape.dtype)
+          if (over && n->op->inplace == KN_INPLACE_ALIAS && pin[ii]->t.dtype == shape.dtype)
             skip_run = true;
           continue;
         }

@@ -839,7 +839,7 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
 
 kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tensor *x,
                             const float *s, const kn_tensor *w, const kn_epilogue *ep,
-                            kn_tensor *y, bool *done) {
+                            kn_tensor *y, int64_t y_off, bool *done) {
   *done = false;
   int32_t t = ctx->node->tactic;
   if (geo->nd != 2 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
@@ -853,6 +853,10 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   kn_conv2d c = conv2d_of(geo);
   bool dw = t == KN_TACTIC_conv_depthwise_nhwc, wino = t == KN_TACTIC_conv_winograd_nhwc;
   if (dw && !(c.group == c.c && c.m == c.c)) return KN_OK;
+  c.ldy = y->dims[3];
+  if (y_off < 0 || y_off + c.m > c.ldy) return KN_OK;
+  /* a slice of a wider output: not the depthwise kernel, and no residual */
+  if (c.ldy != c.m && (dw || (ep && ep->res))) return KN_OK;
   if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
   size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads)
                   : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads)
@@ -872,12 +876,13 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
     wp = (const float *)scratch;
   }
   void *ks = scratch + pbytes;
+  float *yd = (float *)y->data + y_off;
   if (dw)
-    kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
+    kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks);
   else if (wino)
-    kn_f32_conv_winograd_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
+    kn_f32_conv_winograd_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks);
   else
-    kn_f32_conv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, y->data, ks);
+    kn_f32_conv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks);
   *done = true;
   return KN_OK;
 }

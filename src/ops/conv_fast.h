@@ -27,13 +27,16 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
                        const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
                        kn_tensor *y, bool *done) KN_WUR;
 
-/* The channels-last tactics (conv_igemm_nhwc, conv_depthwise_nhwc) for an
- * NhwcFusedConv: x [n, h, w, c] and y [n, oh, ow, m], geo from the NCHW
- * view, s NULL or the input-channel scale [n, c], ep with the bias per
- * output channel and a residual of y's shape.  *done = false when the
- * node's tactic is not one of them or the run is not a case they take. */
+/* The channels-last tactics (conv_igemm_nhwc, conv_depthwise_nhwc,
+ * conv_winograd_nhwc) for an NhwcFusedConv: x [n, h, w, c], geo from the
+ * NCHW view, s NULL or the input-channel scale [n, c], ep with the bias per
+ * output channel and a residual [n, oh, ow, m].  The m output channels go
+ * to channels [y_off, y_off + m) of y [n, oh, ow, C] (C = m, y_off = 0 for
+ * a plain conv; a wider C when the conv writes its slice of a Concat in
+ * place, then without a residual).  *done = false when the node's tactic
+ * is not one of them or the run is not a case they take. */
 kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, const kn_tensor *x,
                             const float *s, const kn_tensor *w, const kn_epilogue *ep,
-                            kn_tensor *y, bool *done) KN_WUR;
+                            kn_tensor *y, int64_t y_off, bool *done) KN_WUR;
 
 #endif

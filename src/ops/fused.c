@@ -375,8 +375,19 @@ kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
   ke.act.beta = e.beta;
   ke.act.lo = e.lo;
   ke.act.hi = e.hi;
+  /* a channel slice of a wider output (layout.c): the rest comes from
+   * input 5, usually this very buffer (planned in place) */
+  int64_t off = 0;
+  if (y->dims[3] != w->dims[0]) {
+    const kn_tensor *into = ctx->n_in > 5 ? kn_in(ctx, 5) : NULL;
+    if (!kn_node_attr(ctx->node, "concat_channels") || ke.res ||
+        (into && (into->nbytes != y->nbytes || into->dtype != y->dtype)))
+      return KN_OK;
+    off = kn_attr_int(ctx, "concat_offset", 0);
+    if (into && into->data != y->data) memcpy(y->data, into->data, y->nbytes);
+  }
   return kn_conv_nhwc_fast(ctx, &g, x, cs && kn_tensor_numel(cs) > 0 ? cs->data : NULL, w,
-                           &ke, y, done);
+                           &ke, y, off, done);
 }
 
 static double epi_flops(const kn_op_ctx *ctx) {

@@ -12,7 +12,14 @@
  *   NhwcGlobalAveragePool  GlobalAveragePool (Y is [N, 1, 1, C])
  *   NhwcGlobalMaxPool      GlobalMaxPool
  *
- * with the base op's attributes, unchanged.  Shape inference, FLOPs and the
+ * with the base op's attributes, unchanged.  An NhwcFusedConv may also
+ * write its m output channels into a slice of a wider Y (the
+ * concat_inplace pass): with the attributes concat_channels = C and
+ * concat_offset = o, Y is [N, H, W, C], channels [o, o + m) are the
+ * conv's, the others those of the optional input 5 (Y's shape; the
+ * planner lets Y share its buffer, so a chain of convs fills one Concat
+ * output without copies) or zeros without it.  Such a conv has no
+ * residual.  Shape inference, FLOPs and the
  * reference kernel (tactic 0) run the base op on [N, C, H, W] views: the
  * reference transposes the channels-last inputs into buffers of their own,
  * runs the base op's reference and transposes its outputs back, so a
@@ -84,6 +91,69 @@ void kn_layout_permute(const int64_t *nchw, size_t es, const void *src, void *ds
 
 #define NHWC_MAX_IO 8
 
+/* An NhwcFusedConv writing a channel slice (see the header comment). */
+typedef struct nhwc_slice {
+  bool on;
+  int64_t total, off, m; /* Y's channels, the slice's first and its count */
+  int32_t base_in;       /* inputs the base op sees (input 5 is not its) */
+} nhwc_slice;
+
+static kn_status read_slice(kn_op_ctx *ctx, const nhwc_op *e, nhwc_slice *sl) {
+  memset(sl, 0, sizeof *sl);
+  sl->base_in = ctx->n_in;
+  if (strcmp(e->name, "NhwcFusedConv")) return KN_OK;
+  sl->base_in = ctx->n_in < 5 ? ctx->n_in : 5;
+  if (!kn_node_attr(ctx->node, "concat_channels")) {
+    if (ctx->n_in > 5 && kn_in(ctx, 5))
+      return kn_op_fail(ctx, KN_ERR_INVALID_ARG,
+                        "input 5 (the output being filled) needs the attribute concat_channels");
+    return KN_OK;
+  }
+  const kn_tensor *w = kn_in(ctx, 1), *z = kn_in(ctx, 3);
+  sl->on = true;
+  sl->total = kn_attr_int(ctx, "concat_channels", 0);
+  sl->off = kn_attr_int(ctx, "concat_offset", 0);
+  sl->m = w && w->rank >= 1 ? w->dims[0] : -1;
+  if (z && (z->rank != 0 || kn_tensor_numel(z) != 0))
+    return kn_op_fail(ctx, KN_ERR_INVALID_ARG,
+                      "a conv writing a channel slice (concat_channels) takes no residual");
+  if (sl->total < 1 || sl->off < 0 || (sl->m >= 0 && sl->off + sl->m > sl->total))
+    return kn_op_fail(ctx, KN_ERR_INVALID_ARG,
+                      "channel slice [%lld, %lld + %lld) does not fit concat_channels %lld",
+                      (long long)sl->off, (long long)sl->off, (long long)sl->m,
+                      (long long)sl->total);
+  return KN_OK;
+}
+
+/* Input 5 of a slice-writing conv, checked against Y's shape. */
+static kn_status slice_into(kn_op_ctx *ctx, const kn_tensor *y, const kn_tensor **into) {
+  *into = ctx->n_in > 5 ? kn_in(ctx, 5) : NULL;
+  const kn_tensor *t = *into;
+  if (!t || !y || y->rank != 4) return KN_OK;
+  bool ok = t->dtype == y->dtype && t->rank == 4;
+  for (int32_t i = 0; ok && i < 4; i++)
+    ok = t->dims[i] < 0 || y->dims[i] < 0 || t->dims[i] == y->dims[i];
+  if (!ok) {
+    char a[96], b[96];
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "input 5 is %s %s, expected the output's %s %s",
+                      kn_dtype_name(t->dtype), kn_shape_str(t->rank, t->dims, a, sizeof a),
+                      kn_dtype_name(y->dtype), kn_shape_str(y->rank, y->dims, b, sizeof b));
+  }
+  return KN_OK;
+}
+
+/* Y = input 5 (or zeros) with channels [off, off + m) from yc [n*h*w, m]. */
+static void slice_fill(const nhwc_slice *sl, const kn_tensor *into, kn_tensor *y,
+                       const void *yc) {
+  size_t es = kn_dtype_size(y->dtype);
+  int64_t px = kn_tensor_numel(y) / sl->total;
+  if (!into) memset(y->data, 0, (size_t)kn_tensor_numel(y) * es);
+  else if (into->data != y->data) memcpy(y->data, into->data, (size_t)kn_tensor_numel(y) * es);
+  for (int64_t p = 0; p < px; p++)
+    memcpy((char *)y->data + (size_t)(p * sl->total + sl->off) * es,
+           (const char *)yc + (size_t)(p * sl->m) * es, (size_t)sl->m * es);
+}
+
 /* Runs the base op's `infer`, `run` or reads its FLOPs (fn / flops) on
  * ctx with channels-last inputs and outputs seen as [N, C, H, W]. */
 static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
@@ -94,8 +164,11 @@ static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
   kn_slot *in_p[NHWC_MAX_IO], *out_p[NHWC_MAX_IO];
   memset(in_s, 0, sizeof in_s);
   memset(out_s, 0, sizeof out_s);
-  kn_status st = KN_OK;
-  for (int32_t i = 0; i < ctx->n_in; i++) {
+  void *slice_buf = NULL;
+  nhwc_slice sl;
+  kn_status st = read_slice(ctx, e, &sl);
+  if (st) return st;
+  for (int32_t i = 0; i < sl.base_in; i++) {
     in_p[i] = ctx->in[i];
     const kn_slot *s = ctx->in[i];
     if (!s || s->kind != KN_KIND_TENSOR || s->t.rank != 4 || !(e->nhwc_inputs >> i & 1u))
@@ -128,7 +201,16 @@ static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
     out_s[o].t = *y;
     out_s[o].t.owned = 0;
     kn_dims_to_nchw(y->dims, out_s[o].t.dims);
-    out_s[o].t.data = kn_calloc(y->nbytes ? y->nbytes : 1, 1);
+    if (sl.on && o == 0) { /* the conv's own m channels */
+      if (sl.m < 0 || y->dims[3] != sl.total) {
+        st = kn_op_fail(ctx, KN_ERR_SHAPE, "output has %lld channels, expected %lld",
+                        (long long)y->dims[3], (long long)sl.total);
+        goto done;
+      }
+      out_s[o].t.dims[1] = sl.m;
+      out_s[o].t.nbytes = (size_t)kn_tensor_numel(&out_s[o].t) * kn_dtype_size(y->dtype);
+    }
+    out_s[o].t.data = kn_calloc(out_s[o].t.nbytes ? out_s[o].t.nbytes : 1, 1);
     if (!out_s[o].t.data) {
       st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for a channels-last output copy");
       goto done;
@@ -145,6 +227,7 @@ static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
     /* the newest version of ONNX ops (the pass converts only ops whose
      * attributes mean the same at every version); kiln ops are version 1 */
     c2.opset = e->base_domain[0] ? 1 : KN_MAX_OPSET;
+    c2.n_in = sl.base_in;
     c2.in = in_p;
     c2.out = out_p;
     c2.rt = NULL;
@@ -163,13 +246,30 @@ static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
       int64_t d[KN_MAX_RANK];
       if (t->rank == 4) kn_dims_to_nhwc(t->dims, d);
       else memcpy(d, t->dims, sizeof d);
+      if (sl.on && o == 0 && t->rank == 4) d[3] = sl.total;
       kn_out_set(ctx, o, t->dtype, t->rank, t->rank >= 0 ? d : NULL);
+      if (sl.on && o == 0) {
+        const kn_tensor *into;
+        if ((st = slice_into(ctx, &ctx->out[0]->t, &into))) goto done;
+      }
+    } else if (sl.on && o == 0) {
+      const kn_tensor *into;
+      if ((st = slice_into(ctx, &ctx->out[0]->t, &into))) goto done;
+      size_t es = kn_dtype_size(t->dtype);
+      slice_buf = kn_malloc(t->nbytes ? t->nbytes : 1);
+      if (!slice_buf) {
+        st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for a channels-last output copy");
+        goto done;
+      }
+      if (kn_tensor_numel(t) > 0) kn_layout_permute(t->dims, es, t->data, slice_buf, false);
+      slice_fill(&sl, into, &ctx->out[0]->t, slice_buf);
     } else if (kn_tensor_numel(t) > 0) {
       kn_layout_permute(t->dims, kn_dtype_size(t->dtype), t->data, ctx->out[o]->t.data, false);
     }
   }
 done:
-  for (int32_t i = 0; i < ctx->n_in; i++)
+  free(slice_buf);
+  for (int32_t i = 0; i < sl.base_in; i++)
     if (in_s[i].t.owned) free(in_s[i].t.data);
   if (run)
     for (int32_t o = 0; o < ctx->n_out; o++)
@@ -221,10 +321,16 @@ static double nhwc_flops(const kn_op_ctx *ctx) {
   kn_op_ctx c = *ctx;
   kn_slot out_s[NHWC_MAX_IO];
   kn_slot *out_p[NHWC_MAX_IO];
+  const kn_tensor *w = !strcmp(e->name, "NhwcFusedConv") ? kn_in(ctx, 1) : NULL;
   for (int32_t o = 0; o < ctx->n_out && o < NHWC_MAX_IO; o++) {
     out_s[o] = *ctx->out[o];
-    if (out_s[o].kind == KN_KIND_TENSOR && out_s[o].t.rank == 4)
+    if (out_s[o].kind == KN_KIND_TENSOR && out_s[o].t.rank == 4) {
       kn_dims_to_nchw(ctx->out[o]->t.dims, out_s[o].t.dims);
+      /* a conv writing a channel slice computes only its own channels */
+      if (o == 0 && w && w->rank >= 1 && w->dims[0] >= 0 &&
+          kn_node_attr(ctx->node, "concat_channels"))
+        out_s[o].t.dims[1] = w->dims[0];
+    }
     out_p[o] = &out_s[o];
   }
   c.out = out_p;
@@ -234,8 +340,9 @@ static double nhwc_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_layout[] = {
-    {"NhwcFusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
+    {"NhwcFusedConv", KN_DOMAIN, 2, 6, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
+     .inplace = KN_INPLACE_ELEMWISE, .inplace_input = 5, .select = kn_conv_select,
+     .pack = kn_conv_pack, .unpack = kn_conv_unpack},
     {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
      .select = kn_pool_nhwc_select},
     {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,

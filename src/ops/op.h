@@ -84,8 +84,9 @@ typedef struct kn_op_def {
   kn_op_fn run;
   /* Estimated FLOPs of one run after infer (NULL: one per output element). */
   double (*flops)(const kn_op_ctx *ctx);
-  /* Output 0 may share input 0's buffer when their sizes are equal (the
-   * memory planner's in-place reuse): one of KN_INPLACE_* below. */
+  /* Output 0 may share input `inplace_input`'s buffer (input 0 unless
+   * set) when their sizes are equal (the memory planner's in-place
+   * reuse): one of KN_INPLACE_* below. */
   uint8_t inplace;
   /* Whether output shapes depend on input *values* (KN_DATA_SHAPE_*):
    * the executor reuses a step's shapes from the previous run (same input
@@ -107,12 +108,14 @@ typedef struct kn_op_def {
   kn_status (*pack)(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
                     kn_error *err);
   void (*unpack)(void *packed);
+  /* The input output 0 may share with `inplace` (0 unless set). */
+  uint8_t inplace_input;
 } kn_op_def;
 
 /* kn_op_def.inplace */
 #define KN_INPLACE_NONE 0
-/* Elementwise: run reads element i of input 0 before writing element i of
- * output 0, so both may be one buffer. */
+/* Elementwise: run reads element i of the input before writing element i
+ * of output 0, so both may be one buffer. */
 #define KN_INPLACE_ELEMWISE 1
 /* Pure aliasing: output 0 holds input 0's bytes unchanged (Reshape and the
  * like); run only copies them, so the executor skips it when the two

@@ -184,16 +184,19 @@ kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan 
     }
   out->n_tensors = nt;
 
-  /* in-place pairs: output 0 takes input 0's buffer when input 0 dies here */
+  /* in-place pairs: output 0 takes the in-place input's buffer (input 0
+     unless the op says otherwise) when that input dies here */
   for (int32_t i = 0; i < ns; i++) {
     const kn_node *n = &g->nodes[i];
-    if (!n->op || !n->op->inplace || n->n_inputs < 1 || n->n_outputs < 1) continue;
-    int32_t vi = n->inputs[0], vo = n->outputs[0];
+    if (!n->op || !n->op->inplace || n->n_outputs < 1) continue;
+    int32_t ii = n->op->inplace_input;
+    if (n->n_inputs <= ii) continue;
+    int32_t vi = n->inputs[ii], vo = n->outputs[0];
     if (vi < 0 || vo < 0 || tidx[vi] < 0 || tidx[vo] < 0) continue;
     kn_plan_tensor *ti = &out->tensors[tidx[vi]], *to = &out->tensors[tidx[vo]];
     if (ti->offset < 0 || to->offset < 0 || ti->bytes != to->bytes || ti->last != i) continue;
     bool again = false;
-    for (int32_t k = 1; k < n->n_inputs; k++) again |= n->inputs[k] == vi;
+    for (int32_t k = 0; k < n->n_inputs; k++) again |= k != ii && n->inputs[k] == vi;
     if (!again) to->inplace_of = vi;
   }
 

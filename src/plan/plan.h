@@ -36,9 +36,10 @@ typedef struct kn_mem_plan {
  * type is fully known (a tensor, not a string, every dim >= 0, non-empty)
  * get an offset, the rest -1.  A tensor's lifetime runs from the step that
  * makes it to the last that reads it (subgraph reads included).  An op with
- * kn_op_def.inplace set writes output 0 over input 0 when input 0 is a
- * planned intermediate read last by that step, read by no other input
- * slot of it, and of equal size.  lower_bound_bytes counts such a pair
+ * kn_op_def.inplace set writes output 0 over its in-place input (input 0,
+ * or kn_op_def.inplace_input) when that input is a planned intermediate
+ * read last by that step, read by no other input slot of it, and of equal
+ * size.  lower_bound_bytes counts such a pair
  * once.  workspace_cap 0: no cap; otherwise an arena above it fails with
  * KN_ERR_LIMIT saying by how much.  On success *out is owned by the caller
  * (kn_mem_plan_free); on failure it is left empty. */

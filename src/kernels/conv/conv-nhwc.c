@@ -353,7 +353,7 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
   const float **tab = (const float **)ts;
   float *buf = (float *)(ts + align64(p->ptr_count * sizeof(float *)));
   build_tables(j, gi, p0, p1, tab, buf);
-  int64_t m = g->m, k = p->taps * p->kc;
+  int64_t m = g->m, ldy = kn_conv2d_ldy(g), k = p->taps * p->kc;
   /* depth blocks outside panels: a block's A rows stay in L2 for every
    * panel, and each panel's block of weights is read from L3 once per
    * chunk.  Each output still sums its depth blocks in order. */
@@ -376,13 +376,13 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
         const float *const *t = tab;
         for (int64_t q0 = p0, rows; q0 < p1; q0 += rows, t += p->taps * p->uk->mr_max) {
           rows = block_rows(p->uk, p1 - q0);
-          float *c = j->y + q0 * m + col;
+          float *c = j->y + q0 * ldy + col;
           const float *res = j->ep && j->ep->res ? j->ep->res + q0 * m + col : NULL;
           kp.res = j->kernel_res && last ? res : NULL;
-          p->uk->fn[nv - 1][rows - 1](tn, kn, t + t0 * rows, wd, c, m, width, &kp);
+          p->uk->fn[nv - 1][rows - 1](tn, kn, t + t0 * rows, wd, c, ldy, width, &kp);
           if (j->post_act && last) {
             kn_epilogue e = {.act = j->ep->act, .res = j->kernel_res ? NULL : res, .ldr = m};
-            kn_f32_epilogue(j->isa, &e, c, m, 0, rows, 0, width);
+            kn_f32_epilogue(j->isa, &e, c, ldy, 0, rows, 0, width);
           }
         }
       }
@@ -392,6 +392,7 @@ void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
                       const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
                       void *scratch) {
   if (g->n * g->m * g->oh * g->ow == 0) return;
+  KN_ASSERT(!(ep && ep->res) || kn_conv2d_ldy(g) == g->m); /* the residual shares y's stride */
   int32_t threads = kn_pool_threads(pool);
   job j = {.isa = isa, .g = g, .x = x, .s = s, .wp = wpacked, .ep = ep, .y = y,
            .ew = kn_ew_get(isa)};

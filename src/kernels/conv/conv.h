@@ -45,7 +45,14 @@ typedef struct kn_conv2d {
   int64_t group;
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t pt, pl; /* top and left pads */
+  /* Channels-last outputs only (conv_igemm_nhwc, conv_winograd_nhwc): floats
+   * from one output pixel to the next, when y is a channel slice of a wider
+   * tensor (a Concat written in place); 0 means m.  Not with a residual. */
+  int64_t ldy;
 } kn_conv2d;
+
+/* The output pixel stride of a channels-last output. */
+static inline int64_t kn_conv2d_ldy(const kn_conv2d *g) { return g->ldy > 0 ? g->ldy : g->m; }
 
 /* ---- conv_gemm ---------------------------------------------------------- */
 
@@ -95,7 +102,10 @@ void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x
  * per output channel ([m], bias_per_row ignored), ep->res NULL or a tensor
  * of y's shape and layout [n, oh, ow, m], any activation.  s: NULL or an
  * input-channel scale [n, c] (FusedConv's S): the conv reads
- * x[b, iy, ix, ci] * s[b, ci].  Every output element is written.
+ * x[b, iy, ix, ci] * s[b, ci].  Every output element is written.  y's
+ * pixels are g->ldy floats apart (kn_conv2d_ldy) for conv_igemm_nhwc and
+ * conv_winograd_nhwc; the channels between one pixel's m and the next
+ * are left alone.
  *
  * conv_igemm_nhwc  any group, stride, dilation, padding: per group an
  *                  indirect GEMM (rows = output pixels, columns = output

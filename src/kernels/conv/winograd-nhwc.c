@@ -231,7 +231,7 @@ static void wgn_task(void *arg, int64_t task, int32_t thread) {
   char *base = j->buf + (size_t)thread * L->thread_bytes;
   float *v = (float *)base, *mt = (float *)(base + L->v_bytes);
   void *gs = base + L->v_bytes + L->m_bytes;
-  int64_t tpi = L->th * L->tw, c = g->c, m = g->m;
+  int64_t tpi = L->th * L->tw, c = g->c, ldy = kn_conv2d_ldy(g);
   int64_t mr = j->uk->mr, xs_v = L->xs_v, xs_m = L->xs_m;
   for (int64_t p = 0; p * mr < nt; p++) {
     kn_wgn_tile tl[KN_SGEMM_MR_MAX];
@@ -257,14 +257,14 @@ static void wgn_task(void *arg, int64_t task, int32_t thread) {
     int64_t tile = t0 + i, b = tile / tpi, r = tile % tpi;
     int64_t oy = r / L->tw * 4, ox = r % L->tw * 4;
     int nrows = (int)min64(4, g->oh - oy), ncols = (int)min64(4, g->ow - ox);
-    int64_t off = ((b * g->oh + oy) * g->ow + ox) * m + m0;
+    int64_t off = ((b * g->oh + oy) * g->ow + ox) * ldy + m0;
     const float *rk = res && !(j->act_after && !j->epi.res_first) ? res + off : NULL;
-    j->uk->output(mt + i * L->ldm, xs_m, m1 - m0, bias, j->y + off, rk, g->ow * m, m, nrows,
+    j->uk->output(mt + i * L->ldm, xs_m, m1 - m0, bias, j->y + off, rk, g->ow * ldy, ldy, nrows,
                   ncols, &j->epi);
     if (!j->act_after) continue;
     for (int ry = 0; ry < nrows; ry++)
       for (int rx = 0; rx < ncols; rx++) {
-        int64_t po = off + (ry * g->ow + rx) * m;
+        int64_t po = off + (ry * g->ow + rx) * ldy;
         float *p = j->y + po;
         kn_f32_act(j->isa, &ep->act, p, p, m1 - m0);
         if (res && !j->epi.res_first)
@@ -275,15 +275,17 @@ static void wgn_task(void *arg, int64_t task, int32_t thread) {
 
 /* No input channels: every output is the epilogue of its bias. */
 static void no_channels(kn_isa isa, const kn_conv2d *g, const kn_epilogue *ep, float *y) {
-  int64_t np = g->n * g->oh * g->ow, m = g->m;
+  int64_t np = g->n * g->oh * g->ow, m = g->m, ldy = kn_conv2d_ldy(g);
   const float *res = ep ? ep->res : NULL;
   bool first = ep && ep->res_first;
-  for (int64_t p = 0; p < np; p++)
+  for (int64_t p = 0; p < np; p++) {
+    float *yp = y + p * ldy;
     for (int64_t o = 0; o < m; o++)
-      y[p * m + o] = (ep && ep->bias ? ep->bias[o] : 0.0f) + (res && first ? res[p * m + o] : 0);
-  if (ep) kn_f32_act(isa, &ep->act, y, y, np * m);
-  if (res && !first)
-    for (int64_t i = 0; i < np * m; i++) y[i] += res[i];
+      yp[o] = (ep && ep->bias ? ep->bias[o] : 0.0f) + (res && first ? res[p * m + o] : 0);
+    if (ep) kn_f32_act(isa, &ep->act, yp, yp, m);
+    if (res && !first)
+      for (int64_t o = 0; o < m; o++) yp[o] += res[p * m + o];
+  }
 }
 
 void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
@@ -291,6 +293,7 @@ void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, co
                                float *y, void *scratch) {
   KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
   if (g->n * g->m * g->oh * g->ow == 0) return;
+  KN_ASSERT(!(ep && ep->res) || kn_conv2d_ldy(g) == g->m); /* the residual shares y's stride */
   if (g->c == 0) {
     no_channels(isa, g, ep, y);
     return;
