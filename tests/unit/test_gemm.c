@@ -201,6 +201,20 @@ static void test_sgemm(void **state) {
                     .act = KN_ACT_NONE, .tiny = v == 2, .pad = v == 1 ? 3 : 0};
         run_case((kn_isa)isa, &gc, pool2, f % 3 == 0 ? pool3 : NULL);
       }
+    /* one row against a raw B (the GEMV path, gemv-impl.h): widths around
+     * each ISA's column blocks and tails, k = 0, every epilogue, A raw,
+     * transposed or prepacked, padded leading dims, split over 2 and 3
+     * threads (n * k >= 262144) */
+    const int64_t gv[][2] = {{64, 1},  {65, 7},    {97, 300},   {257, 33},
+                             {300, 0}, {1000, 300}, {2000, 150}, {1500, 5}};
+    for (size_t f = 0; f < sizeof gv / sizeof gv[0]; f++)
+      for (int v = 0; v < 6; v++) {
+        gcase gc = {.m = 1, .n = gv[f][0], .k = gv[f][1], .ta = v & 1, .amode = v == 4,
+                    .bmode = 0, .alpha = v == 5 ? 0.5f : 1.0f, .bias = v % 3,
+                    .res = (int)((v + f) % 3), .act = (kn_act)((v * 3 + f) % KN_ACT_COUNT),
+                    .pad = v == 2 ? 3 : 0};
+        run_case((kn_isa)isa, &gc, pool2, pool3);
+      }
     /* sampled shapes, with every variant rotating through */
     uint32_t s = 99u + (uint32_t)isa;
     int done = 0;

@@ -50,6 +50,16 @@ static const kn_sgemm_ukernels *ukernels(kn_isa isa) {
   return &kn_f32_gemm_ukernel_6x8__portable;
 }
 
+static kn_sgemv_fn gemv_kernel(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return kn_f32_gemv__avx512;
+  if (isa == KN_ISA_AVX2) return kn_f32_gemv__avx2;
+#else
+  (void)isa;
+#endif
+  return kn_f32_gemv__portable;
+}
+
 int32_t kn_sgemm_mr(kn_isa isa) { return ukernels(isa)->mr; }
 int32_t kn_sgemm_nr(kn_isa isa) { return ukernels(isa)->nr; }
 
@@ -231,9 +241,15 @@ typedef struct plan {
   bool has_rest;
   kn_epilogue rest;
   char *scratch;
+  /* one row against a raw B: gemv-impl.h, tasks over column ranges */
+  kn_sgemv_fn gemv;
+  int64_t gemv_tasks;
 } plan;
 
 static size_t align16(size_t floats) { return (floats + 15) / 16 * 16; }
+
+/* Narrower rows keep the panel kernels: their B is a few lines per row. */
+#define GEMV_MIN_N 64
 
 static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan *p) {
   memset(p, 0, sizeof *p);
@@ -259,6 +275,19 @@ static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan 
   if (p->nc < nr) p->nc = nr;
   p->mc = min64(p->mc, round_up(max64(m, 1), mr));
   p->nc = min64(p->nc, round_up(max64(n, 1), nr));
+
+  /* One row against a raw row-major B (a MatMul in a Loop body, whose
+   * weights are not prepacked; activations times activations): B streams
+   * row by row (gemv-impl.h) instead of down its columns panel by panel.
+   * Columns split over threads in blocks of 64; each output is the same
+   * chain of FMAs whatever the split. */
+  if (m == 1 && !g->b_packed && !g->b_panel && !g->trans_b && n >= GEMV_MIN_N) {
+    p->gemv = gemv_kernel(isa);
+    p->gemv_tasks = 1;
+    if (threads > 1 && (double)n * max64(k, 1) >= 262144.0)
+      p->gemv_tasks = min64(threads, ceil_div(n, 64));
+    return;
+  }
 
   if (g->a_packed) p->ma = A_PACKED;
   else if (m == 1 || (g->trans_a && m <= mr)) p->ma = A_DIRECT;
@@ -424,10 +453,28 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
   }
 }
 
+static void gemv_task(void *arg, int64_t task, int32_t thread) {
+  (void)thread;
+  const plan *p = arg;
+  const kn_sgemm_args *g = p->g;
+  int64_t blocks = ceil_div(p->n, 64);
+  int64_t j0 = min64(p->n, task * blocks / p->gemv_tasks * 64);
+  int64_t j1 = min64(p->n, (task + 1) * blocks / p->gemv_tasks * 64);
+  if (j0 >= j1) return;
+  const float *a = g->a_packed ? g->a_packed : g->a;
+  int64_t as = g->a_packed ? p->mr : g->trans_a ? g->lda : 1;
+  float *c = g->c + j0;
+  p->gemv(p->k, j1 - j0, a, as, g->b + j0, g->ldb, c);
+  if (g->alpha != 1.0f)
+    for (int64_t j = 0; j < j1 - j0; j++) c[j] *= g->alpha;
+  if (g->ep) kn_f32_epilogue(p->isa, g->ep, c, g->ldc, 0, 1, j0, j1 - j0);
+}
+
 void kn_sgemm(kn_isa isa, kn_pool *pool, const kn_sgemm_args *g, void *scratch) {
   if (g->m <= 0 || g->n <= 0) return;
   plan p;
   make_plan(isa, g, kn_pool_threads(pool), &p);
   p.scratch = scratch;
-  kn_pool_for(pool, p.tm * p.tn, run_task, &p);
+  if (p.gemv) kn_pool_for(pool, p.gemv_tasks, gemv_task, &p);
+  else kn_pool_for(pool, p.tm * p.tn, run_task, &p);
 }

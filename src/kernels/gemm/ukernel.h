@@ -37,6 +37,19 @@ typedef void (*kn_sgemm_ukernel_fn)(int64_t kc, const float *a, int64_t as,
                                     const float *b, int64_t bs, float *c, int64_t ldc,
                                     int64_t nr, const kn_sgemm_ustore *s);
 
+/* One row against a raw row-major B, streamed row by row (gemv-impl.h):
+ * c[j] = sum_{kk < k} a[kk*as] * b[kk*ldb + j] for j < n; c overwritten. */
+typedef void (*kn_sgemv_fn)(int64_t k, int64_t n, const float *a, int64_t as,
+                            const float *b, int64_t ldb, float *c);
+void kn_f32_gemv__portable(int64_t k, int64_t n, const float *a, int64_t as, const float *b,
+                           int64_t ldb, float *c);
+#ifdef KN_HAVE_X86_KERNELS
+void kn_f32_gemv__avx2(int64_t k, int64_t n, const float *a, int64_t as, const float *b,
+                       int64_t ldb, float *c);
+void kn_f32_gemv__avx512(int64_t k, int64_t n, const float *a, int64_t as, const float *b,
+                         int64_t ldb, float *c);
+#endif
+
 /* Rows of the largest register tile over all ISAs. */
 #define KN_SGEMM_MR_MAX 14
 
