@@ -12,7 +12,10 @@
  * 4, batch 2, depths split into blocks; every epilogue form (no bias, bias, each activation, a
  * residual before or after the activation) and the input-channel scale s.
  * Outputs start full of NaNs, so an element the kernel does not write
- * fails, and the 1- and 2-thread results must be bit-identical. */
+ * fails, and the 1- and 2-thread results must be bit-identical.  Written
+ * as a channel slice of a wider output (kn_conv2d.ldy, a Concat filled in
+ * place), the result must be the same bits on 1, 2 and 3 threads with
+ * every float outside the slice left as it was. */
 #include <math.h>
 
 #include "core/cpu.h"
@@ -30,7 +33,56 @@ typedef struct nc_case {
   bool scale;
 } nc_case;
 
-static void run_case(const nc_case *k, kn_pool *pool2) {
+/* Output slices: the extra floats between one output pixel's m channels
+ * and the next (ldy = m + extra) when the conv writes its channels of a
+ * Concat in place (kn_conv2d.ldy). */
+static const int64_t slice_extras[] = {0, 1, 5, 16, 37};
+
+/* Runs the conv of g (weights packed in wp) with ldy = m + extra into a
+ * buffer of sentinels, y at channel `off` of each wider pixel; asserts the
+ * slice holds exactly `plain` (the same kernel's result at ldy 0, [np, m])
+ * and every float around it is still the sentinel. */
+static void check_slice(kn_isa isa, kn_pool *pool, const kn_conv2d *g0, const float *x,
+                        const float *s, const float *wp, const kn_epilogue *ep,
+                        const float *plain, int64_t extra, int64_t off, const char *what) {
+  static const float sentinel = 12345.0f;
+  kn_conv2d g = *g0;
+  g.ldy = g.m + extra;
+  int64_t np = g.n * g.oh * g.ow, total = np * g.ldy + 64; /* a tail past the last pixel */
+  float *buf = malloc((size_t)total * sizeof(float));
+  assert_non_null(buf);
+  for (int64_t i = 0; i < total; i++) buf[i] = sentinel;
+  int32_t threads = kn_pool_threads(pool);
+  size_t sb = kn_f32_conv_nhwc_scratch(isa, &g, threads, s != NULL);
+  void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
+  assert_non_null(scratch);
+  kn_f32_conv_nhwc(isa, pool, &g, x, s, wp, ep, buf + off, scratch);
+  free(scratch);
+  for (int64_t i = 0; i < total; i++) {
+    int64_t p = i / g.ldy, ch = i % g.ldy - off;
+    bool in = p < np && ch >= 0 && ch < g.m;
+    const float *want = in ? &plain[p * g.m + ch] : &sentinel;
+    if (memcmp(&buf[i], want, sizeof(float)))
+      fail_msg("%s [%s, %d threads] ldy %lld offset %lld: float %lld (pixel %lld, channel "
+               "%lld %s the slice) is %.9g, expected %.9g",
+               what, kn_isa_name(isa), (int)threads, (long long)g.ldy, (long long)off,
+               (long long)i, (long long)p, (long long)(i % g.ldy), in ? "in" : "outside",
+               (double)buf[i], (double)*want);
+  }
+  free(buf);
+}
+
+static void run_case_at(const nc_case *k, kn_pool *pool2, kn_pool *pool3, bool slices);
+
+static void run_case(const nc_case *k, kn_pool *pool2) { run_case_at(k, pool2, NULL, false); }
+
+/* With `slices` (no residual: a slice takes none), the result of each ISA
+ * is also written as a channel slice of wider outputs, which must give
+ * the same bits: every extra of slice_extras at a middle offset (0 at 0)
+ * on 1, 2 and 3 threads (pool3), at its first and last offsets on 1;
+ * past 16k outputs only extras 1 and 37 at the middle offset on 1 and 2
+ * threads (time). */
+static void run_case_at(const nc_case *k, kn_pool *pool2, kn_pool *pool3, bool slices) {
   int64_t ekh = (k->kh - 1) * k->dh + 1, ekw = (k->kw - 1) * k->dw + 1;
   int64_t oh = (k->h + k->pads[0] + k->pads[2] - ekh) / k->sh + 1;
   int64_t ow = (k->w + k->pads[1] + k->pads[3] - ekw) / k->sw + 1;
@@ -120,6 +172,19 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
     }
     if (memcmp(y1, y2, (size_t)ny * sizeof(float)))
       fail_msg("%s [%s]: 1 and 2 threads differ", what, kn_isa_name((kn_isa)isa));
+    for (size_t e = 0; slices && e < sizeof slice_extras / sizeof slice_extras[0]; e++) {
+      int64_t extra = slice_extras[e];
+      const int64_t offs[3] = {0, (extra + 1) / 2, extra};
+      bool large = ny > 16384;
+      if (large && extra != 1 && extra != 37) continue;
+      for (int o = 0; o < 3; o++) {
+        if ((o > 0 && offs[o] == offs[o - 1]) || (large && o != 1)) continue;
+        kn_pool *pools[3] = {NULL, pool2, pool3};
+        for (int t = 0; t < (o != 1 && extra > 0 ? 1 : large ? 2 : 3); t++)
+          check_slice((kn_isa)isa, pools[t], &g, xh, k->scale ? s : NULL, wp, &ep, y1, extra,
+                      offs[o], what);
+      }
+    }
     free(wp);
   }
   free(y1);
@@ -221,10 +286,70 @@ static void test_conv_nhwc_geometry(void **state) {
   kn_pool_free(pool2);
 }
 
+/* Channel slices of wider outputs (a Concat written in place): every
+ * tail of the vector and panel widths, 1x1 and 3x3, bias with Relu or
+ * Clip in the micro-kernel's registers and Silu, Sigmoid, HardSwish in
+ * the pass after it, the input-channel scale (in the A rows and in the
+ * weights), groups 2 and 4, strides, batch 2, the row-tap stem and depths
+ * split into blocks: the slice bit-identical to the unstrided result, the
+ * floats around it untouched. */
+static void test_conv_nhwc_slices(void **state) {
+  (void)state;
+  static const int64_t ms[] = {1, 3, 7, 8, 15, 16, 17, 24, 31, 33, 40, 63, 64, 65};
+  static const int64_t cs[] = {1, 3, 16, 17, 8};
+  static const int64_t sp[][2] = {{1, 1}, {5, 3}, {4, 9}, {6, 11}, {7, 7}};
+  static const kn_act slice_acts[] = {KN_ACT_RELU, KN_ACT_CLIP,      KN_ACT_SILU,
+                                      KN_ACT_NONE, KN_ACT_SIGMOID,   KN_ACT_RELU,
+                                      KN_ACT_CLIP, KN_ACT_HARDSWISH};
+  kn_pool *pool2, *pool3;
+  kn_error err;
+  assert_int_equal(kn_pool_create(2, &pool2, &err), KN_OK);
+  assert_int_equal(kn_pool_create(3, &pool3, &err), KN_OK);
+  int i = 0;
+  for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+    for (int k = 1; k <= 3; k += 2, i++) {
+      nc_case c = {.n = 1 + i % 3 / 2, .c = cs[i % 5], .m = ms[mi], .group = 1, .kh = k,
+                   .kw = k, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+      c.h = sp[i % 5][0];
+      c.w = sp[i % 5][1];
+      c.pads[0] = c.pads[1] = c.pads[2] = c.pads[3] = k / 2;
+      c.bias = i % 4 != 3;
+      c.act = slice_acts[i % 8];
+      c.scale = i % 3 == 1;
+      run_case_at(&c, pool2, pool3, true);
+    }
+  const nc_case cases[] = {
+      /* SqueezeNet's fire expand convs (1x1 and 3x3 with Relu) */
+      {1, 16, 13, 13, 64, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_RELU, 0, false},
+      {1, 16, 13, 13, 64, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_RELU, 0, false},
+      /* groups 2 and 4, with strides, dilation, batch 2 and the scale */
+      {1, 32, 10, 10, 64, 2, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_RELU, 0, true},
+      {2, 16, 9, 7, 40, 4, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, KN_ACT_SILU, 0, false},
+      {2, 12, 5, 5, 12, 4, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, KN_ACT_CLIP, 0, true},
+      {2, 8, 8, 8, 6, 2, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, true, KN_ACT_SIGMOID, 0, false},
+      {1, 24, 20, 20, 100, 2, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, KN_ACT_SILU, 0, true},
+      /* the stem's row taps (3 channels, 7x7 stride 2, asymmetric pads) */
+      {2, 3, 23, 19, 24, 1, 7, 7, 2, 2, 1, 1, {3, 2, 1, 3}, true, KN_ACT_CLIP, 0, true},
+      {1, 17, 15, 13, 33, 1, 3, 3, 2, 2, 1, 1, {1, 0, 0, 1}, true, KN_ACT_HARDSWISH, 0, false},
+      /* the scale folded into the weights (many pixels, few channels) */
+      {1, 40, 24, 24, 16, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_RELU, 0, true},
+      {2, 40, 12, 12, 17, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_SILU, 0, true},
+      /* depth split into blocks: the epilogue on the last block only */
+      {1, 128, 5, 6, 80, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_SILU, 0, false},
+      {1, 160, 4, 5, 20, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_CLIP, 0, true},
+      {2, 2900, 3, 2, 17, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, KN_ACT_RELU, 0, false},
+  };
+  for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++)
+    run_case_at(&cases[j], pool2, pool3, true);
+  kn_pool_free(pool2);
+  kn_pool_free(pool3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_nhwc_tails),
       cmocka_unit_test(test_conv_nhwc_geometry),
+      cmocka_unit_test(test_conv_nhwc_slices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,10 @@
  * epilogue form (no bias, bias, each activation, a residual before or
  * after the activation) and the input-channel scale s.  Outputs start full
  * of NaNs, so an element the kernel does not write fails, and the 1- and
- * 2-thread results must be bit-identical. */
+ * 2-thread results must be bit-identical.  Written as a channel slice of a
+ * wider output (kn_conv2d.ldy, a Concat filled in place), the result must
+ * be the same bits on 1, 2 and 3 threads with every float outside the
+ * slice left as it was. */
 #include <math.h>
 
 #include "core/cpu.h"
@@ -30,7 +33,57 @@ typedef struct nc_case {
   bool scale;
 } nc_case;
 
-static void run_case(const nc_case *k, kn_pool *pool2) {
+/* Output slices: the extra floats between one output pixel's m channels
+ * and the next (ldy = m + extra) when the conv writes its channels of a
+ * Concat in place (kn_conv2d.ldy). */
+static const int64_t slice_extras[] = {0, 1, 5, 16, 37};
+
+/* Runs the conv of g (weights packed in wp) with ldy = m + extra into a
+ * buffer of sentinels, y at channel `off` of each wider pixel; asserts the
+ * slice holds exactly `plain` (the same kernel's result at ldy 0, [np, m])
+ * and every float around it is still the sentinel. */
+static void check_slice(kn_isa isa, kn_pool *pool, const kn_conv2d *g0, const float *x,
+                        const float *s, const float *wp, const kn_epilogue *ep,
+                        const float *plain, int64_t extra, int64_t off, const char *what) {
+  static const float sentinel = 12345.0f;
+  kn_conv2d g = *g0;
+  g.ldy = g.m + extra;
+  int64_t np = g.n * g.oh * g.ow, total = np * g.ldy + 64; /* a tail past the last pixel */
+  float *buf = malloc((size_t)total * sizeof(float));
+  assert_non_null(buf);
+  for (int64_t i = 0; i < total; i++) buf[i] = sentinel;
+  int32_t threads = kn_pool_threads(pool);
+  size_t sb = kn_f32_conv_winograd_nhwc_scratch(isa, &g, threads);
+  void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
+  assert_non_null(scratch);
+  kn_f32_conv_winograd_nhwc(isa, pool, &g, x, s, wp, ep, buf + off, scratch);
+  free(scratch);
+  for (int64_t i = 0; i < total; i++) {
+    int64_t p = i / g.ldy, ch = i % g.ldy - off;
+    bool in = p < np && ch >= 0 && ch < g.m;
+    const float *want = in ? &plain[p * g.m + ch] : &sentinel;
+    if (memcmp(&buf[i], want, sizeof(float)))
+      fail_msg("%s [%s, %d threads] ldy %lld offset %lld: float %lld (pixel %lld, channel "
+               "%lld %s the slice) is %.9g, expected %.9g",
+               what, kn_isa_name(isa), (int)threads, (long long)g.ldy, (long long)off,
+               (long long)i, (long long)p, (long long)(i % g.ldy), in ? "in" : "outside",
+               (double)buf[i], (double)*want);
+  }
+  free(buf);
+}
+
+static void run_case_at(const nc_case *k, kn_pool *pool2, kn_pool *pool3, bool slices);
+
+static void run_case(const nc_case *k, kn_pool *pool2) { run_case_at(k, pool2, NULL, false); }
+
+/* With `slices` (no residual: a slice takes none), the result of each ISA
+ * is also written as a channel slice of wider outputs, which must give
+ * the same bits: every extra of slice_extras at a middle offset (0 at 0)
+ * on 1, 2 and 3 threads (pool3), at its first and last offsets on 1;
+ * past 16k outputs only extras 1 and 37 at the middle offset on 1 and 2
+ * threads (time).  c = 0 (no input channels: every output the epilogue
+ * of its bias) is allowed. */
+static void run_case_at(const nc_case *k, kn_pool *pool2, kn_pool *pool3, bool slices) {
   int64_t ekh = (k->kh - 1) * k->dh + 1, ekw = (k->kw - 1) * k->dw + 1;
   int64_t oh = (k->h + k->pads[0] + k->pads[2] - ekh) / k->sh + 1;
   int64_t ow = (k->w + k->pads[1] + k->pads[3] - ekw) / k->sw + 1;
@@ -44,7 +97,8 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
   float *bias = tk_rand_buf(k->m, 9), *s = tk_rand_buf(k->n * k->c, 11);
   float *res = tk_rand_buf(ny, 10); /* NHWC */
   /* NCHW copies for the reference: x scaled by s */
-  float *xr = malloc((size_t)nx * sizeof(float)), *xh = malloc((size_t)nx * sizeof(float));
+  float *xr = malloc((size_t)(nx + 1) * sizeof(float));
+  float *xh = malloc((size_t)(nx + 1) * sizeof(float));
   assert_true(xr && xh);
   for (int64_t b = 0; b < k->n; b++)
     for (int64_t ch = 0; ch < k->c; ch++)
@@ -65,7 +119,7 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
   assert_true(kn_f32_conv_winograd_nhwc_fits(&g));
   float *ref = calloc((size_t)ny, sizeof(float));
   assert_non_null(ref);
-  assert_true(kn_conv_forward_f32(&rg, xr, w, ref, NULL, NULL));
+  if (k->c > 0) assert_true(kn_conv_forward_f32(&rg, xr, w, ref, NULL, NULL));
   kn_epilogue ep = {.act = {.act = k->act, .alpha = 0.1f, .beta = 0.6f, .lo = -0.5f,
                             .hi = 0.75f},
                     .bias = k->bias ? bias : NULL, .res = k->res ? res : NULL,
@@ -122,6 +176,19 @@ static void run_case(const nc_case *k, kn_pool *pool2) {
     }
     if (memcmp(y1, y2, (size_t)ny * sizeof(float)))
       fail_msg("%s [%s]: 1 and 2 threads differ", what, kn_isa_name((kn_isa)isa));
+    for (size_t e = 0; slices && e < sizeof slice_extras / sizeof slice_extras[0]; e++) {
+      int64_t extra = slice_extras[e];
+      const int64_t offs[3] = {0, (extra + 1) / 2, extra};
+      bool large = ny > 16384;
+      if (large && extra != 1 && extra != 37) continue;
+      for (int o = 0; o < 3; o++) {
+        if ((o > 0 && offs[o] == offs[o - 1]) || (large && o != 1)) continue;
+        kn_pool *pools[3] = {NULL, pool2, pool3};
+        for (int t = 0; t < (o != 1 && extra > 0 ? 1 : large ? 2 : 3); t++)
+          check_slice((kn_isa)isa, pools[t], &g, xh, k->scale ? s : NULL, wp, &ep, y1, extra,
+                      offs[o], what);
+      }
+    }
     free(wp);
   }
   free(y1);
@@ -218,10 +285,73 @@ static void test_winograd_nhwc_odd(void **state) {
   kn_pool_free(pool2);
 }
 
+/* Channel slices of wider outputs (a Concat written in place): output
+ * channel counts over every tail of 4-, 8- and 16-float vectors against
+ * odd planes and pads, bias with Relu or Clip in the output transform and
+ * Silu, Sigmoid, HardSwish after it, the input-channel scale, batch 2,
+ * more tiles than one block, and no input channels: the slice
+ * bit-identical to the unstrided result, the floats around it untouched. */
+static void test_winograd_nhwc_slices(void **state) {
+  (void)state;
+  static const int64_t chans[] = {1, 3, 17, 33};
+  static const int64_t ms[] = {1, 3, 7, 8, 15, 16, 17, 31, 33};
+  static const int64_t sp[][2] = {{1, 1}, {3, 5}, {5, 3}, {7, 7}, {9, 4}, {2, 9}, {6, 8}};
+  static const int64_t pads[][4] = {{1, 1, 1, 1}, {0, 1, 2, 0}, {2, 0, 1, 2}};
+  static const kn_act slice_acts[] = {KN_ACT_RELU, KN_ACT_CLIP,      KN_ACT_SILU,
+                                      KN_ACT_NONE, KN_ACT_SIGMOID,   KN_ACT_RELU,
+                                      KN_ACT_CLIP, KN_ACT_HARDSWISH};
+  kn_pool *pool2, *pool3;
+  kn_error err;
+  assert_int_equal(kn_pool_create(2, &pool2, &err), KN_OK);
+  assert_int_equal(kn_pool_create(3, &pool3, &err), KN_OK);
+  int i = 0;
+  for (size_t ci = 0; ci < 4; ci++)
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++, i++) {
+      const int64_t *s = sp[i % 7], *p = pads[i % 3];
+      nc_case k = base_case(1 + (i % 5 == 1), chans[ci], s[0], s[1], ms[mi]);
+      memcpy(k.pads, p, sizeof k.pads);
+      if (s[0] + p[0] + p[2] < 3 || s[1] + p[1] + p[3] < 3) { /* no output: more padding */
+        k.pads[2] = 2;
+        k.pads[3] = 2;
+      }
+      k.bias = i % 4 != 3;
+      k.act = slice_acts[i % 8];
+      k.scale = i % 3 == 2;
+      run_case_at(&k, pool2, pool3, true);
+    }
+  /* SqueezeNet's fire expand 3x3 */
+  nc_case k = base_case(1, 16, 13, 13, 64);
+  k.bias = true;
+  k.act = KN_ACT_RELU;
+  run_case_at(&k, pool2, pool3, true);
+  /* more tiles than one block, with tails: 2 images, 3 row panels deep */
+  k = base_case(2, 33, 23, 29, 47);
+  k.bias = true;
+  k.act = KN_ACT_SILU;
+  k.scale = true;
+  run_case_at(&k, pool2, pool3, true);
+  k = base_case(1, 5, 30, 31, 70);
+  k.bias = true;
+  k.act = KN_ACT_CLIP;
+  run_case_at(&k, pool2, pool3, true);
+  /* no input channels: the outputs are the epilogue of the bias */
+  k = base_case(2, 0, 5, 6, 19);
+  k.bias = true;
+  k.act = KN_ACT_SIGMOID;
+  run_case_at(&k, pool2, pool3, true);
+  k = base_case(1, 0, 4, 4, 8);
+  k.bias = true;
+  k.act = KN_ACT_RELU;
+  run_case_at(&k, pool2, pool3, true);
+  kn_pool_free(pool2);
+  kn_pool_free(pool3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_winograd_nhwc_odd),
       cmocka_unit_test(test_winograd_nhwc_resnet),
+      cmocka_unit_test(test_winograd_nhwc_slices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
