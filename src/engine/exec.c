@@ -117,6 +117,12 @@ struct kn_runner {
   bool have_sig;
   kn_slot *sig;        /* per graph input: kind, dtype and shape of the last run */
   bool *sig_given;
+  /* A subgraph's own memory plan and arena (a Loop or Scan body runs once
+   * per iteration: planned, its steps are recorded like the top level's),
+   * and the shapes of the outer values it read on the last run. */
+  kn_mem_plan own_plan;
+  char *own_arena;
+  kn_slot *osig;
   /* runners of the subgraphs this graph's nodes run */
   int32_t n_sub, cap_sub;
   struct sub_entry {
@@ -147,7 +153,7 @@ static kn_status sub_runner(kn_runner *r, const kn_graph *g, kn_runner **out, kn
  * integer or bool inputs computed at run time (shape tensors, indices: a
  * Reshape fed by Shape arithmetic). */
 static bool node_reusable(const kn_graph *g, const kn_node *n) {
-  if (g->parent || n->op->data_shape == KN_DATA_SHAPE_ALL) return false;
+  if (n->op->data_shape == KN_DATA_SHAPE_ALL) return false;
   for (int32_t a = 0; a < n->n_attrs; a++)
     if (n->attrs[a].type == KN_ATTR_GRAPH || n->attrs[a].type == KN_ATTR_GRAPHS) return false;
   for (int32_t k = 0; k < n->n_inputs; k++) {
@@ -180,6 +186,9 @@ void kn_runner_free(kn_runner *r) {
   free(r->rec);
   free(r->sig);
   free(r->sig_given);
+  free(r->osig);
+  free(r->own_arena);
+  kn_mem_plan_free(&r->own_plan);
   free(r);
 }
 
@@ -232,6 +241,21 @@ kn_status kn_runner_create(const kn_ir_model *m, const kn_graph *g, kn_runner **
     off += g->nodes[i].n_outputs;
     r->reusable[i] = node_reusable(g, &g->nodes[i]);
   }
+  if (g->parent) {
+    /* A body whose intermediates have static shapes gets an arena of its
+     * own; otherwise it runs as before (inferred and allocated per run). */
+    kn_error perr;
+    r->osig = kn_calloc((size_t)nv + 1, sizeof *r->osig);
+    if (!r->osig) {
+      kn_runner_free(r);
+      return kn_fail(err, KN_ERR_OOM, "out of memory preparing a run");
+    }
+    if (kn_plan_memory(g, 0, &r->own_plan, &perr) == KN_OK && r->own_plan.arena_bytes > 0) {
+      size_t bytes = (size_t)(r->own_plan.arena_bytes + 63) & ~(size_t)63;
+      r->own_arena = aligned_alloc(64, bytes);
+    }
+    if (!r->own_arena) kn_mem_plan_free(&r->own_plan);
+  }
   *out = r;
   return KN_OK;
 }
@@ -268,14 +292,31 @@ static bool same_shape(const kn_slot *a, const kn_slot *b) {
   return true;
 }
 
-/* Compare this run's input shapes with the last run's; forget every
- * recorded step when they differ. */
-static void check_signature(kn_runner *r, const kn_slot *const *inputs) {
+static void keep_shape(kn_slot *dst, const kn_slot *s) {
+  memset(dst, 0, sizeof *dst);
+  dst->kind = s->kind; /* a sequence never compares equal */
+  if (s->kind == KN_KIND_TENSOR) {
+    dst->t.dtype = s->t.dtype;
+    dst->t.rank = s->t.rank;
+    memcpy(dst->t.dims, s->t.dims, sizeof s->t.dims);
+  }
+}
+
+/* Compare this run's input shapes (and a subgraph's outer values') with
+ * the last run's; forget every recorded step when they differ. */
+static void check_signature(kn_runner *r, const kn_slot *const *inputs,
+                            const kn_slot *parent_env) {
   const kn_graph *g = r->g;
   bool same = r->have_sig;
   for (int32_t i = 0; i < g->n_inputs && same; i++) {
     const kn_slot *s = inputs ? inputs[i] : NULL;
     same = s ? r->sig_given[i] && same_shape(s, &r->sig[i]) : !r->sig_given[i];
+  }
+  for (int32_t v = 0; r->osig && parent_env && v < r->nv; v++) {
+    int32_t o = g->values[v].outer;
+    if (o < 0) continue;
+    if (same) same = same_shape(&parent_env[o], &r->osig[v]);
+    if (!same) keep_shape(&r->osig[v], &parent_env[o]);
   }
   if (same) return;
   memset(r->recorded, 0, (size_t)g->n_nodes * sizeof *r->recorded);
@@ -283,13 +324,7 @@ static void check_signature(kn_runner *r, const kn_slot *const *inputs) {
     const kn_slot *s = inputs ? inputs[i] : NULL;
     memset(&r->sig[i], 0, sizeof r->sig[i]);
     r->sig_given[i] = s != NULL;
-    if (!s) continue;
-    r->sig[i].kind = s->kind; /* a sequence never compares equal */
-    if (s->kind == KN_KIND_TENSOR) {
-      r->sig[i].t.dtype = s->t.dtype;
-      r->sig[i].t.rank = s->t.rank;
-      memcpy(r->sig[i].t.dims, s->t.dims, sizeof s->t.dims);
-    }
+    if (s) keep_shape(&r->sig[i], s);
   }
   r->have_sig = true;
 }
@@ -318,11 +353,16 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
   kn_slot *env = r->env;
   /* the memory plan (top-level graph only) */
   const kn_mem_plan *plan = g->parent == NULL && mem->arena ? mem->plan : NULL;
+  char *arena = mem->arena;
+  if (r->own_arena) { /* a subgraph's own */
+    plan = &r->own_plan;
+    arena = r->own_arena;
+  }
   if (plan != r->plan_for || (!plan && !r->have_sig)) {
     st = bind_plan(r, plan, err);
     if (st) return st;
   }
-  check_signature(r, inputs);
+  check_signature(r, inputs, parent_env);
   for (int32_t v = 0; v < nv; v++) {
     kn_slot_release(&env[v]);
     const kn_value *val = &g->values[v];
@@ -391,7 +431,7 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
           /* a view into the arena; over its input's bytes when planned in
              place and that input is there (it may have been allocated) */
           const kn_plan_tensor *p = &plan->tensors[pt];
-          char *at = (char *)mem->arena + p->offset;
+          char *at = arena + p->offset;
           int32_t ii = n->op->inplace_input;
           bool over = p->inplace_of >= 0 && o == 0 && n->n_inputs > ii &&
                       n->inputs[ii] == p->inplace_of && pin[ii] &&
@@ -434,6 +474,14 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
       }
       if (!st && !skip_run) st = n->op->run(&ctx);
       for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
+      /* an op may have replaced its arena view by a tensor of its own
+         (Constant): such a step is not recorded */
+      for (int32_t o = 0; o < n->n_outputs && in_arena && !st; o++) {
+        const kn_tensor *t = &pout[o]->t;
+        in_arena = pout[o]->kind == KN_KIND_TENSOR && !t->owned && plan &&
+                   (const char *)t->data >= arena &&
+                   (const char *)t->data < arena + plan->arena_bytes;
+      }
       if (!st && in_arena && r->reusable[i]) {
         /* record the step for the next run with these input shapes */
         kn_tensor *rec = &r->rec[r->out_off[i]];

@@ -17,7 +17,13 @@ typedef struct kn_mem_budget {
    * run-time size fits its planned size is then a view into
    * arena + offset (zeroed first, unless it is a planned in-place output
    * over its input's bytes); any other output is allocated as without a
-   * plan.  Graph outputs are never in the arena; subgraphs ignore it. */
+   * plan.  Graph outputs are never in the arena.  Subgraphs (Loop, Scan
+   * and If bodies) do not use it: each subgraph runner plans its own
+   * graph once (kn_plan_memory) and keeps an arena of its own when the
+   * body's intermediates have static shapes, so that a body run once per
+   * iteration is recorded like the top level (no inference, no
+   * allocation from the second iteration on).  That arena is not counted
+   * in `live`. */
   const kn_mem_plan *plan;
   void *arena;
   /* Optional: called after each top-level step with each tensor it made. */

@@ -18,7 +18,9 @@
  * concat_offset = o, Y is [N, H, W, C], channels [o, o + m) are the
  * conv's, the others those of the optional input 5 (Y's shape; the
  * planner lets Y share its buffer, so a chain of convs fills one Concat
- * output without copies) or zeros without it.  Such a conv has no
+ * output without copies).  Without input 5 they are unspecified (zeros
+ * from the reference kernel, whatever the arena held from the fast ones):
+ * the pass only makes chains whose slices cover every channel.  Such a conv has no
  * residual.  Shape inference, FLOPs and the
  * reference kernel (tactic 0) run the base op on [N, C, H, W] views: the
  * reference transposes the channels-last inputs into buffers of their own,

@@ -177,10 +177,78 @@ static void test_engine_keeps_packed_weights(void **state) {
   unlink(tmp);
 }
 
+/* A Loop body (tests/data/control/loop_rnn.onnx: h = 0.5 tanh(h W + x U + B)
+ * for 6 steps, with a Constant node in the body) gets its own memory plan
+ * and its steps are recorded from the second iteration on: every run of a
+ * context, on 1 and 2 threads, built or not, matches the recurrence
+ * computed here, and repeated runs with new values give new results. */
+static void loop_rnn_ref(const float *x, float *hs) {
+  double h[8] = {0}, n[8];
+  for (int t = 0; t < 6; t++) {
+    for (int j = 0; j < 8; j++) {
+      double d = ((j * 3) % 5 - 2) * 0.05;
+      for (int i = 0; i < 8; i++) {
+        d += h[i] * (double)(float)(((i * 7 + j * 3) % 11 - 5) * 0.08);
+        d += (double)x[i] * (double)(float)(((i * 5 + j * 2) % 9 - 4) * 0.1);
+      }
+      n[j] = 0.5 * tanh(d);
+    }
+    for (int j = 0; j < 8; j++) hs[t * 8 + j] = (float)(h[j] = n[j]);
+  }
+}
+
+static void test_loop_body_recorded(void **state) {
+  (void)state;
+  const char *path = KILN_SOURCE_DIR "/tests/data/control/loop_rnn.onnx";
+  kn_error err;
+  for (int built = 0; built < 2; built++) {
+    kn_model *m;
+    if (kn_model_load(path, &m, &err)) fail_msg("%s", err.msg);
+    if (built) {
+      kn_build_options o;
+      kn_build_options_init(&o);
+      if (kn_model_build(m, &o, &err)) fail_msg("%s", err.msg);
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+      kn_context *ctx;
+      assert_int_equal(kn_context_create(m, &ctx, &err), KN_OK);
+      assert_int_equal(kn_context_set_threads(ctx, threads, &err), KN_OK);
+      for (int run = 0; run < 4; run++) {
+        int64_t d[2] = {1, 8};
+        kn_tensor x, h0;
+        assert_int_equal(kn_tensor_alloc(&x, KN_DTYPE_F32, 2, d, NULL), KN_OK);
+        assert_int_equal(kn_tensor_alloc(&h0, KN_DTYPE_F32, 2, d, NULL), KN_OK);
+        fill(x.data, 8, 40u + (uint32_t)run % 3); /* runs 0 and 3 repeat */
+        memset(h0.data, 0, h0.nbytes);
+        assert_int_equal(kn_context_set_input(ctx, 0, &x, &err), KN_OK);
+        assert_int_equal(kn_context_set_input(ctx, 1, &h0, &err), KN_OK);
+        if (kn_context_run(ctx, &err)) fail_msg("%s", err.msg);
+        float ref[48];
+        loop_rnn_ref(x.data, ref);
+        const kn_tensor *hf = kn_context_output(ctx, 0), *hs = kn_context_output(ctx, 1);
+        assert_non_null(hf);
+        assert_non_null(hs);
+        assert_int_equal(kn_tensor_numel(hs), 48);
+        const float *ys = hs->data, *yf = hf->data;
+        for (int i = 0; i < 48; i++)
+          if (fabsf(ys[i] - ref[i]) > 1e-5f)
+            fail_msg("built %d, %d threads, run %d: hs[%d] = %g, expected %g", built, threads,
+                     run, i, ys[i], ref[i]);
+        for (int i = 0; i < 8; i++) assert_true(fabsf(yf[i] - ref[40 + i]) <= 1e-5f);
+        kn_tensor_release(&x);
+        kn_tensor_release(&h0);
+      }
+      kn_context_free(ctx);
+    }
+    kn_model_free(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_data_shaped_step_reinferred),
       cmocka_unit_test(test_tinycnn_repeated_runs_and_threads),
+      cmocka_unit_test(test_loop_body_recorded),
       cmocka_unit_test(test_engine_keeps_packed_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
