@@ -20,9 +20,9 @@
  * planner lets Y share its buffer, so a chain of convs fills one Concat
  * output without copies).  Without input 5 they are unspecified (zeros
  * from the reference kernel, whatever the arena held from the fast ones):
- * the pass only makes chains whose slices cover every channel.  Such a conv has no
- * residual.  Shape inference, FLOPs and the
- * reference kernel (tactic 0) run the base op on [N, C, H, W] views: the
+ * the pass only makes chains whose slices cover every channel.  Such a
+ * conv has no residual.  Shape inference, FLOPs and the reference kernel
+ * (tactic 0) run the base op on [N, C, H, W] views: the
  * reference transposes the channels-last inputs into buffers of their own,
  * runs the base op's reference and transposes its outputs back, so a
  * channels-last step is by construction the base op up to the layout.  The

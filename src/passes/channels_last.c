@@ -230,23 +230,6 @@ static kn_status convert_bn(cl_state *s, int32_t i) {
   return KN_OK;
 }
 
-/* Pad's 8 pads of a 4-D input, from its attribute (opset < 11) or its
- * constant input 1 (no axes input); false when neither. */
-static bool pad_pads(const kn_graph *g, const kn_node *n, int64_t *pads) {
-  const kn_attr *a = kn_node_attr(n, "pads");
-  if (n->opset < 11) {
-    if (!a || a->n != 8) return false;
-    memcpy(pads, a->ints, 8 * sizeof *pads);
-    return true;
-  }
-  if (n->n_inputs < 2 || (n->n_inputs > 3 && n->inputs[3] >= 0) || !is_const(g, n->inputs[1]))
-    return false;
-  const kn_tensor *t = g->values[n->inputs[1]].constant;
-  if (t->dtype != KN_DTYPE_I64 || kn_tensor_numel(t) != 8) return false;
-  memcpy(pads, t->data, 8 * sizeof *pads);
-  return true;
-}
-
 static cl_kind classify(const kn_graph *g, const kn_node *n) {
   bool onnx = !n->domain[0], kiln = !strcmp(n->domain, KN_DOMAIN);
   if (n->n_inputs < 1 || n->n_outputs < 1) return CL_OTHER;
@@ -270,7 +253,7 @@ static cl_kind classify(const kn_graph *g, const kn_node *n) {
   if (onnx && !strcmp(n->op_type, "BatchNormalization") && bn_affine(g, n, NULL, NULL))
     return CL_BN;
   int64_t pads[8];
-  if (onnx && !strcmp(n->op_type, "Pad") && is_f32_4d(g, x) && pad_pads(g, n, pads))
+  if (onnx && !strcmp(n->op_type, "Pad") && is_f32_4d(g, x) && kn_pat_pad_pads(g, n, pads))
     return CL_PAD;
   if (onnx && !strcmp(n->op_type, "Concat") && g->values[n->outputs[0]].type.rank == 4) {
     const kn_attr *a = kn_node_attr(n, "axis");
@@ -393,7 +376,7 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
       if (s.twin[n->inputs[0]] < 0) continue;
       /* pads [n0, c0, h0, w0, n1, c1, h1, w1] -> [n0, h0, w0, c0, n1, h1, w1, c1] */
       int64_t p[8], q[8];
-      if (!pad_pads(g, n, p)) continue;
+      if (!kn_pat_pad_pads(g, n, p)) continue;
       kn_dims_to_nhwc(p, q);
       kn_dims_to_nhwc(p + 4, q + 4);
       bool attr = n->opset < 11;

@@ -23,31 +23,24 @@
  */
 #include "pattern.h"
 
-/* The Pad's 8 pads and its value, for the 4-D constant-mode forms of
- * every opset (paddings/pads and value attributes before 11, constant
- * inputs after, no axes input). */
+/* The Pad's 8 pads, when it pads with zeros in constant mode: the shared
+ * reader (kn_pat_pad_pads), opset 1's `paddings`, and the value attribute
+ * (before 11) or constant input 2 (after). */
 static bool zero_pad(const kn_graph *g, const kn_node *n, int64_t pads[8]) {
   const kn_attr *mode = kn_node_attr(n, "mode");
   if (mode && strcmp(mode->s, "constant")) return false;
-  if (n->opset < 11) {
-    const kn_attr *a = kn_node_attr(n, "pads");
-    if (!a) a = kn_node_attr(n, "paddings");
-    const kn_attr *v = kn_node_attr(n, "value");
-    if (!a || a->n != 8 || (v && v->f != 0.0f)) return false;
+  if (!kn_pat_pad_pads(g, n, pads)) {
+    const kn_attr *a = n->opset < 11 ? kn_node_attr(n, "paddings") : NULL;
+    if (!a || a->n != 8) return false;
     memcpy(pads, a->ints, 8 * sizeof *pads);
-    return true;
   }
-  kn_tensor t;
-  if (n->n_inputs < 2 || (n->n_inputs > 3 && n->inputs[3] >= 0) ||
-      !kn_pat_const(g, n->inputs[1], &t) || t.dtype != KN_DTYPE_I64 ||
-      kn_tensor_numel(&t) != 8)
-    return false;
-  memcpy(pads, t.data, 8 * sizeof *pads);
-  if (n->n_inputs > 2 && n->inputs[2] >= 0) {
-    double v;
-    if (!kn_pat_scalar(g, n->inputs[2], 1, &v) || v != 0.0) return false;
+  if (n->opset < 11) {
+    const kn_attr *v = kn_node_attr(n, "value");
+    return !v || v->f == 0.0f;
   }
-  return true;
+  double v;
+  return n->n_inputs <= 2 || n->inputs[2] < 0 ||
+         (kn_pat_scalar(g, n->inputs[2], 1, &v) && v == 0.0);
 }
 
 /* The reader's own 4 spatial pads [top, left, bottom, right] (zeros when

@@ -199,3 +199,19 @@ int32_t kn_pat_replace(kn_pat *p, const int32_t *nodes, int32_t n, int32_t name_
   if (kn_pat_refresh(p, err)) return -1;
   return idx;
 }
+
+bool kn_pat_pad_pads(const kn_graph *g, const kn_node *n, int64_t pads[8]) {
+  if (n->opset < 11) {
+    const kn_attr *a = kn_node_attr(n, "pads");
+    if (!a || a->n != 8) return false;
+    memcpy(pads, a->ints, 8 * sizeof *pads);
+    return true;
+  }
+  kn_tensor t;
+  if (n->n_inputs < 2 || (n->n_inputs > 3 && n->inputs[3] >= 0) ||
+      !kn_pat_const(g, n->inputs[1], &t) || t.dtype != KN_DTYPE_I64 ||
+      kn_tensor_numel(&t) != 8)
+    return false;
+  memcpy(pads, t.data, 8 * sizeof *pads);
+  return true;
+}

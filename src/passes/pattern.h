@@ -62,6 +62,12 @@ bool kn_pat_bn_inference(const kn_node *n, double *eps);
  * parameters p = {gamma, beta, mean, var}; *shift = beta - mean * scale. */
 double kn_pat_bn_scale(const float *const p[4], int64_t i, double eps, double *shift);
 
+/* Pad node n's 8 pads of a 4-D input ([begin of each axis, end of each
+ * axis]), from its `pads` attribute (opsets 2 to 10) or its constant
+ * input 1 (11 and later, no axes input); false when neither.  channels_last
+ * and fuse_pad share it. */
+bool kn_pat_pad_pads(const kn_graph *g, const kn_node *n, int64_t pads[8]);
+
 /* Replace the pattern nodes[0..n) by one new node `op` (domain "" or
  * KN_DOMAIN) reading in[0..n_in) and writing `out` (the value the pattern's
  * last node wrote, so its readers and name stay), named after node

@@ -48,27 +48,15 @@ static void check_slice(kn_isa isa, kn_pool *pool, const kn_conv2d *g0, const fl
   static const float sentinel = 12345.0f;
   kn_conv2d g = *g0;
   g.ldy = g.m + extra;
-  int64_t np = g.n * g.oh * g.ow, total = np * g.ldy + 64; /* a tail past the last pixel */
-  float *buf = malloc((size_t)total * sizeof(float));
-  assert_non_null(buf);
-  for (int64_t i = 0; i < total; i++) buf[i] = sentinel;
+  int64_t np = g.n * g.oh * g.ow;
+  float *buf = tk_slice_buffer(np, g.ldy, sentinel);
   int32_t threads = kn_pool_threads(pool);
   size_t sb = kn_f32_conv_nhwc_scratch(isa, &g, threads, s != NULL);
   void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
   assert_non_null(scratch);
   kn_f32_conv_nhwc(isa, pool, &g, x, s, wp, ep, buf + off, scratch);
   free(scratch);
-  for (int64_t i = 0; i < total; i++) {
-    int64_t p = i / g.ldy, ch = i % g.ldy - off;
-    bool in = p < np && ch >= 0 && ch < g.m;
-    const float *want = in ? &plain[p * g.m + ch] : &sentinel;
-    if (memcmp(&buf[i], want, sizeof(float)))
-      fail_msg("%s [%s, %d threads] ldy %lld offset %lld: float %lld (pixel %lld, channel "
-               "%lld %s the slice) is %.9g, expected %.9g",
-               what, kn_isa_name(isa), (int)threads, (long long)g.ldy, (long long)off,
-               (long long)i, (long long)p, (long long)(i % g.ldy), in ? "in" : "outside",
-               (double)buf[i], (double)*want);
-  }
+  tk_check_slice(buf, np, g.m, g.ldy, off, plain, sentinel, what, kn_isa_name(isa), threads);
   free(buf);
 }
 

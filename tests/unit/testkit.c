@@ -349,3 +349,28 @@ kn_model *tk_load_cached_optimized(const char *name) {
   if (kn_optimize(m, NULL, &err)) fail_msg("%s", err.msg);
   return model;
 }
+
+float *tk_slice_buffer(int64_t np, int64_t ldy, float sentinel) {
+  int64_t total = np * ldy + 64; /* a tail past the last pixel */
+  float *buf = malloc((size_t)total * sizeof(float));
+  assert_non_null(buf);
+  for (int64_t i = 0; i < total; i++) buf[i] = sentinel;
+  return buf;
+}
+
+void tk_check_slice(const float *buf, int64_t np, int64_t m, int64_t ldy, int64_t off,
+                    const float *plain, float sentinel, const char *what, const char *isa,
+                    int32_t threads) {
+  int64_t total = np * ldy + 64;
+  for (int64_t i = 0; i < total; i++) {
+    int64_t p = i / ldy, ch = i % ldy - off;
+    bool in = p < np && ch >= 0 && ch < m;
+    const float *want = in ? &plain[p * m + ch] : &sentinel;
+    if (memcmp(&buf[i], want, sizeof(float)))
+      fail_msg("%s [%s, %d threads] ldy %lld offset %lld: float %lld (pixel %lld, channel "
+               "%lld %s the slice) is %.9g, expected %.9g",
+               what, isa, (int)threads, (long long)ldy, (long long)off, (long long)i,
+               (long long)p, (long long)(i % ldy), in ? "in" : "outside", (double)buf[i],
+               (double)*want);
+  }
+}

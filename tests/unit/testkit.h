@@ -34,6 +34,16 @@ void tk_output(kn_graph *g, int32_t v);
 /* Deterministic values in about [-1, 1], seeded. */
 float tk_pseudo(uint32_t *s);
 
+/* Channel slices of wider outputs (kn_conv2d.ldy): a malloc'd buffer of np
+ * pixels ldy floats apart plus a 64-float tail, every float `sentinel`. */
+float *tk_slice_buffer(int64_t np, int64_t ldy, float sentinel);
+/* Asserts that buf (from tk_slice_buffer) holds exactly plain ([np, m])
+ * at channels [off, off + m) of each pixel and the sentinel everywhere
+ * else; `what`, `isa` and `threads` name the case in the failure. */
+void tk_check_slice(const float *buf, int64_t np, int64_t m, int64_t ldy, int64_t off,
+                    const float *plain, float sentinel, const char *what, const char *isa,
+                    int32_t threads);
+
 /* A malloc'd buffer of n floats from tk_pseudo(seed) (the caller frees it). */
 float *tk_rand_buf(int64_t n, uint32_t seed);
 

@@ -156,4 +156,5 @@ const kn_sgemm_ukernels kn_f32_gemm_ukernel_14x32__avx512 = {
     NR,
     {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
      ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14},
+    kn_f32_gemv__avx512,
 };

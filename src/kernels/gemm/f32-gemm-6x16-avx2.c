@@ -148,4 +148,5 @@ const kn_sgemm_ukernels kn_f32_gemm_ukernel_6x16__avx2 = {
     MR,
     NR,
     {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6},
+    kn_f32_gemv__avx2,
 };

@@ -71,4 +71,5 @@ UK(6)
 #undef UK
 
 const kn_sgemm_ukernels kn_f32_gemm_ukernel_6x8__portable = {
-    MR, NR, {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6}};
+    MR, NR, {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6},
+    kn_f32_gemv__portable};

@@ -50,16 +50,6 @@ static const kn_sgemm_ukernels *ukernels(kn_isa isa) {
   return &kn_f32_gemm_ukernel_6x8__portable;
 }
 
-static kn_sgemv_fn gemv_kernel(kn_isa isa) {
-#ifdef KN_HAVE_X86_KERNELS
-  if (isa == KN_ISA_AVX512) return kn_f32_gemv__avx512;
-  if (isa == KN_ISA_AVX2) return kn_f32_gemv__avx2;
-#else
-  (void)isa;
-#endif
-  return kn_f32_gemv__portable;
-}
-
 int32_t kn_sgemm_mr(kn_isa isa) { return ukernels(isa)->mr; }
 int32_t kn_sgemm_nr(kn_isa isa) { return ukernels(isa)->nr; }
 
@@ -261,6 +251,18 @@ static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan 
   p->m = g->m;
   p->n = g->n;
   p->k = g->alpha == 0.0f ? 0 : g->k; /* as the reference: no product at all */
+  /* One row against a raw row-major B (a MatMul in a Loop body, whose
+   * weights are not prepacked; activations times activations): B streams
+   * row by row (gemv-impl.h) instead of down its columns panel by panel,
+   * with no blocking to work out.  Columns split over threads in blocks of
+   * 64; each output is the same chain of FMAs whatever the split. */
+  if (p->m == 1 && !g->b_packed && !g->b_panel && !g->trans_b && p->n >= GEMV_MIN_N) {
+    p->gemv = p->uk->gemv;
+    p->gemv_tasks = 1;
+    if (threads > 1 && (double)p->n * max64(p->k, 1) >= 262144.0)
+      p->gemv_tasks = min64(threads, ceil_div(p->n, 64));
+    return;
+  }
   kn_sgemm_blocking bl = g->blocking ? *g->blocking : kn_sgemm_blocking_for(isa, 0, 0, 0);
   int64_t m = p->m, n = p->n, k = p->k, mr = p->mr, nr = p->nr;
   p->kc = bl.kc;
@@ -275,19 +277,6 @@ static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan 
   if (p->nc < nr) p->nc = nr;
   p->mc = min64(p->mc, round_up(max64(m, 1), mr));
   p->nc = min64(p->nc, round_up(max64(n, 1), nr));
-
-  /* One row against a raw row-major B (a MatMul in a Loop body, whose
-   * weights are not prepacked; activations times activations): B streams
-   * row by row (gemv-impl.h) instead of down its columns panel by panel.
-   * Columns split over threads in blocks of 64; each output is the same
-   * chain of FMAs whatever the split. */
-  if (m == 1 && !g->b_packed && !g->b_panel && !g->trans_b && n >= GEMV_MIN_N) {
-    p->gemv = gemv_kernel(isa);
-    p->gemv_tasks = 1;
-    if (threads > 1 && (double)n * max64(k, 1) >= 262144.0)
-      p->gemv_tasks = min64(threads, ceil_div(n, 64));
-    return;
-  }
 
   if (g->a_packed) p->ma = A_PACKED;
   else if (m == 1 || (g->trans_a && m <= mr)) p->ma = A_DIRECT;

@@ -53,10 +53,12 @@ void kn_f32_gemv__avx512(int64_t k, int64_t n, const float *a, int64_t as, const
 /* Rows of the largest register tile over all ISAs. */
 #define KN_SGEMM_MR_MAX 14
 
-/* One ISA's micro-kernels: fn[r - 1] computes r rows. */
+/* One ISA's micro-kernels: fn[r - 1] computes r rows; gemv one row
+ * against a raw B (gemv-impl.h). */
 typedef struct kn_sgemm_ukernels {
   int32_t mr, nr;
   kn_sgemm_ukernel_fn fn[KN_SGEMM_MR_MAX];
+  kn_sgemv_fn gemv;
 } kn_sgemm_ukernels;
 
 extern const kn_sgemm_ukernels kn_f32_gemm_ukernel_6x8__portable;
