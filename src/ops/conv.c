@@ -731,6 +731,8 @@ bool kn_conv_prefers_nchw(const kn_graph *gr, const kn_node *n) {
   return winograd_wins(&geo) && !kn_f32_conv_winograd_nhwc_fits(&c);
 }
 
+kn_conv2d kn_conv2d_of(const kn_conv_geom *geo) { return conv2d_of(geo); }
+
 /* The 2-D kernel geometry of geo (complete). */
 static kn_conv2d conv2d_of(const conv_geom *geo) {
   kn_conv2d c = {.n = geo->n, .c = geo->c, .h = geo->x_sp[0], .w = geo->x_sp[1],

@@ -5,6 +5,7 @@
 #define KN_CONV_FAST_H
 
 #include "conv_ref.h"
+#include "kernels/conv/conv.h"
 #include "kernels/kernels.h"
 
 /* Tactic for a Conv, FusedConv or ConvTranspose node from its static
@@ -38,5 +39,8 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
 kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, const kn_tensor *x,
                             const float *s, const kn_tensor *w, const kn_epilogue *ep,
                             kn_tensor *y, int64_t y_off, bool *done) KN_WUR;
+
+/* The kernels' 2-D geometry (kernels/conv/conv.h) of a complete 2-D geo. */
+kn_conv2d kn_conv2d_of(const kn_conv_geom *geo);
 
 #endif

@@ -114,6 +114,21 @@ static kn_status read_activation(kn_op_ctx *ctx, epilogue *e) {
   return KN_OK;
 }
 
+kn_status kn_fused_conv_act(kn_op_ctx *ctx, kn_act_params *act, bool *res_first) {
+  epilogue e;
+  memset(&e, 0, sizeof e);
+  kn_status st = read_activation(ctx, &e);
+  if (st) return st;
+  memset(act, 0, sizeof *act);
+  act->act = (kn_act)kn_act_from_name(act_names[e.act]);
+  act->alpha = e.alpha;
+  act->beta = e.beta;
+  act->lo = e.lo;
+  act->hi = e.hi;
+  *res_first = e.res_first;
+  return KN_OK;
+}
+
 static inline float sigmoidf(float x) {
   return x >= 0 ? 1 / (1 + expf(-x)) : expf(x) / (1 + expf(x));
 }
@@ -351,9 +366,9 @@ kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
   if (cs && kn_tensor_numel(cs) > 0 &&
       (cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[3]))
     return KN_OK;
-  epilogue e;
-  memset(&e, 0, sizeof e);
-  kn_status st = read_activation(ctx, &e);
+  kn_act_params act;
+  bool res_first;
+  kn_status st = kn_fused_conv_act(ctx, &act, &res_first);
   if (st) return st;
   kn_tensor xv = *x; /* the NCHW view the geometry reads */
   kn_dims_to_nchw(x->dims, xv.dims);
@@ -369,12 +384,8 @@ kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
   kn_epilogue ke = {.bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL,
                     .bias_per_row = false,
                     .res = z && kn_tensor_numel(z) > 0 ? z->data : NULL,
-                    .res_first = e.res_first};
-  ke.act.act = (kn_act)kn_act_from_name(act_names[e.act]);
-  ke.act.alpha = e.alpha;
-  ke.act.beta = e.beta;
-  ke.act.lo = e.lo;
-  ke.act.hi = e.hi;
+                    .res_first = res_first,
+                    .act = act};
   /* a channel slice of a wider output (layout.c): the rest comes from
    * input 5, usually this very buffer (planned in place) */
   int64_t off = 0;

@@ -8,7 +8,8 @@
  * Micro's greedy_memory_planner does: in some order, each into the lowest
  * gap that fits among the already placed buffers whose lifetimes overlap
  * its own.  Which order wins depends on the graph, so a few orders (and a
- * best-fit variant) are tried and the smallest arena is kept; all are
+ * best-fit variant) are tried and the smallest arena is kept, then a short
+ * local search swaps buffers in the best order; all of it is
  * deterministic, so the same graph always gets the same plan.
  */
 #include "plan.h"
@@ -250,6 +251,36 @@ kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan 
         memcpy(best_order, order, (size_t)nb * sizeof *order);
       }
     }
+  /* then a deterministic local search from the best order: swap two
+   * buffers, keep the swap when the arena does not grow.  Greedy orders
+   * miss plans that stack the buffers live at the peak step tightly
+   * (MobileNetV2 after fuse_expand_dw: 3.64 MiB against a lower bound of
+   * 3.06 for every order above).  A few hundred placements, fewer for
+   * graphs with many buffers (each costs about nb^2). */
+  if (nb > 2 && best > out->lower_bound_bytes) {
+    int64_t tries = (int64_t)(20000000.0 / ((double)nb * (double)nb));
+    tries = tries > 512 ? 512 : tries;
+    memcpy(order, best_order, (size_t)nb * sizeof *order);
+    uint32_t seed = 12345u;
+    for (int64_t t = 0; t < tries && best > out->lower_bound_bytes; t++) {
+      seed = seed * 1664525u + 1013904223u;
+      int32_t i = (int32_t)((seed >> 8) % (uint32_t)nb);
+      seed = seed * 1664525u + 1013904223u;
+      int32_t j = (int32_t)((seed >> 8) % (uint32_t)nb);
+      if (i == j) continue;
+      int32_t x = order[i];
+      order[i] = order[j];
+      order[j] = x;
+      uint64_t a = place_all(bufs, order, nb, placed, best_bf);
+      if (a <= best) {
+        best = a;
+        memcpy(best_order, order, (size_t)nb * sizeof *order);
+      } else {
+        order[j] = order[i];
+        order[i] = x;
+      }
+    }
+  }
   out->arena_bytes = place_all(bufs, best_order, nb, placed, best_bf);
   for (int32_t t = 0; t < nt; t++)
     if (root[t] >= 0) out->tensors[t].offset = bufs[root[t]].offset;

@@ -143,5 +143,27 @@ size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t thread
 void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                         const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
                         void *scratch);
+/* Output rows [oy0, oy1) of image b of kn_f32_dwconv_nhwc (no input
+ * scale), on the calling thread. */
+void kn_f32_dwconv_nhwc_rows(kn_isa isa, const kn_conv2d *g, const float *x,
+                             const float *wpacked, const kn_epilogue *ep, float *y, int64_t b,
+                             int64_t oy0, int64_t oy1);
+
+/* conv_expand_dw_nhwc  a pointwise expansion (ge: 1x1, stride 1, no pads,
+ *                  group 1, c -> e channels, conv_igemm_nhwc's packing and
+ *                  epilogue ee, no scale or residual) followed by a
+ *                  depthwise conv of the expanded tensor (gd: group == c ==
+ *                  m == e, conv_depthwise_nhwc's packing and epilogue ed, no
+ *                  residual): y = dw(act(expand(x))).  The expanded tensor
+ *                  is never written whole: each task computes a band of
+ *                  output rows from the expanded rows it needs, kept in a
+ *                  per-thread buffer in L2 and slid down the image
+ *                  (kernels/conv/expand-dw-nhwc.c). */
+bool kn_f32_expand_dw_nhwc_fits(const kn_conv2d *ge, const kn_conv2d *gd);
+size_t kn_f32_expand_dw_nhwc_scratch(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd,
+                                     int32_t threads);
+void kn_f32_expand_dw_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *ge, const float *we,
+                           const kn_epilogue *ee, const kn_conv2d *gd, const float *wd,
+                           const kn_epilogue *ed, const float *x, float *y, void *scratch);
 
 #endif

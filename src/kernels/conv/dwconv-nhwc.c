@@ -59,12 +59,9 @@ typedef struct dwn_job {
   int64_t chunks, chunk_rows, post_rows;
 } dwn_job;
 
-static void dwn_task(void *arg, int64_t task, int32_t thread) {
-  (void)thread;
-  const dwn_job *j = arg;
+/* Output rows [oy0, oy1) of image b, on the calling thread. */
+static void dwn_rows(const dwn_job *j, int64_t b, int64_t oy0, int64_t oy1) {
   const kn_conv2d *g = j->a.g;
-  int64_t b = task / j->chunks, oy0 = task % j->chunks * j->chunk_rows;
-  int64_t oy1 = oy0 + j->chunk_rows < g->oh ? oy0 + j->chunk_rows : g->oh;
   if (!j->has_post) {
     if (oy0 < oy1) j->rows(&j->a, b, oy0, oy1);
     return;
@@ -81,6 +78,15 @@ static void dwn_task(void *arg, int64_t task, int32_t thread) {
   }
 }
 
+static void dwn_task(void *arg, int64_t task, int32_t thread) {
+  (void)thread;
+  const dwn_job *j = arg;
+  const kn_conv2d *g = j->a.g;
+  int64_t b = task / j->chunks, oy0 = task % j->chunks * j->chunk_rows;
+  int64_t oy1 = oy0 + j->chunk_rows < g->oh ? oy0 + j->chunk_rows : g->oh;
+  dwn_rows(j, b, oy0, oy1);
+}
+
 static kn_dwn_rows_fn dwn_rows_fn(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS
   if (isa == KN_ISA_AVX512) return kn_f32_dwconv_nhwc_rows__avx512;
@@ -90,29 +96,46 @@ static kn_dwn_rows_fn dwn_rows_fn(kn_isa isa) {
   return kn_f32_dwconv_nhwc_rows__portable;
 }
 
+/* The job of one call, less its split over threads. */
+static void dwn_setup(kn_isa isa, const kn_conv2d *g, const float *x, const float *s,
+                      const float *wpacked, const kn_epilogue *ep, float *y, dwn_job *j) {
+  KN_ASSERT(g->group == g->c && g->m == g->c);
+  *j = (dwn_job){.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .y = y},
+                 .rows = dwn_rows_fn(isa), .isa = isa};
+  if (ep) {
+    j->a.bias = ep->bias;
+    if (kn_f32_dwconv_inline_act(ep->act.act)) {
+      j->a.act = ep->act;
+      j->a.res = ep->res;
+      j->a.res_after = !ep->res_first;
+    } else {
+      /* residual first: inline, before the post-pass activation */
+      j->a.res = ep->res && ep->res_first ? ep->res : NULL;
+      j->has_post = true;
+      j->post = (kn_epilogue){.act = ep->act, .res = ep->res_first ? NULL : ep->res};
+    }
+  }
+  int64_t row = g->ow * g->c;
+  j->post_rows = row >= DWN_POST_FLOATS ? 1 : DWN_POST_FLOATS / row;
+}
+
+void kn_f32_dwconv_nhwc_rows(kn_isa isa, const kn_conv2d *g, const float *x,
+                             const float *wpacked, const kn_epilogue *ep, float *y, int64_t b,
+                             int64_t oy0, int64_t oy1) {
+  if (g->c * g->ow == 0 || oy0 >= oy1) return;
+  dwn_job j;
+  dwn_setup(isa, g, x, NULL, wpacked, ep, y, &j);
+  dwn_rows(&j, b, oy0, oy1);
+}
+
 void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                         const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
                         void *scratch) {
   (void)scratch;
   KN_ASSERT(g->group == g->c && g->m == g->c);
   if (g->n * g->c * g->oh * g->ow == 0) return;
-  dwn_job j = {.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .y = y},
-               .rows = dwn_rows_fn(isa), .isa = isa};
-  if (ep) {
-    j.a.bias = ep->bias;
-    if (kn_f32_dwconv_inline_act(ep->act.act)) {
-      j.a.act = ep->act;
-      j.a.res = ep->res;
-      j.a.res_after = !ep->res_first;
-    } else {
-      /* residual first: inline, before the post-pass activation */
-      j.a.res = ep->res && ep->res_first ? ep->res : NULL;
-      j.has_post = true;
-      j.post = (kn_epilogue){.act = ep->act, .res = ep->res_first ? NULL : ep->res};
-    }
-  }
-  int64_t row = g->ow * g->c;
-  j.post_rows = row >= DWN_POST_FLOATS ? 1 : DWN_POST_FLOATS / row;
+  dwn_job j;
+  dwn_setup(isa, g, x, s, wpacked, ep, y, &j);
   /* Split: one task per image on one thread; else at least 4 tasks per
    * thread (rows of an image are independent), chunks of whole rows. */
   int32_t threads = kn_pool_threads(pool);
