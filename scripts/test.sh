@@ -5,7 +5,7 @@
 #  2. clang build with AddressSanitizer + UndefinedBehaviorSanitizer (no
 #     benchmarks: the gcc build compiles those): the same tests (less
 #     conformance_optimized), and a bounded run of each libFuzzer target
-#     (KILN_FUZZ_SECONDS each, default 20)
+#     (KILN_FUZZ_SECONDS each, default 10; longer runs: KILN_FUZZ_SECONDS=600)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -18,7 +18,7 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== clang build with ASan + UBSan, and fuzzers"
 CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
-  -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_BENCH=OFF -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-20}" >/dev/null
+  -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_BENCH=OFF -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-10}" >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"

@@ -327,8 +327,10 @@ static double edw_flops(const kn_op_ctx *ctx) {
     px *= x->dims[i] < 0 ? 1 : (double)x->dims[i];
     py *= y->dims[i] < 0 ? 1 : (double)y->dims[i];
   }
-  double e = we->dims[0] < 0 ? 1 : (double)we->dims[0], c = x->dims[3] < 0 ? 1 : (double)x->dims[3];
-  double taps = (wd->dims[2] < 0 ? 1 : (double)wd->dims[2]) * (wd->dims[3] < 0 ? 1 : (double)wd->dims[3]);
+  double e = we->dims[0] < 0 ? 1 : (double)we->dims[0];
+  double c = x->dims[3] < 0 ? 1 : (double)x->dims[3];
+  double taps = (wd->dims[2] < 0 ? 1 : (double)wd->dims[2]) *
+                (wd->dims[3] < 0 ? 1 : (double)wd->dims[3]);
   /* products, plus bias and activation per element of T and Y */
   return 2.0 * px * e * c + 2.0 * px * e + 2.0 * py * e * taps + 2.0 * py * e;
 }

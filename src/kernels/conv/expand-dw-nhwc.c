@@ -63,7 +63,8 @@ static void make_plan(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd, int3
   /* one task per image on one thread; else about 3 per thread (each
    * recomputes the reach - sh rows above its first group) */
   p->chunks = 1;
-  if (threads > 1) p->chunks = min64(max64(gd->oh, 1), (3 * (int64_t)threads + ge->n - 1) / ge->n);
+  if (threads > 1)
+    p->chunks = min64(max64(gd->oh, 1), (3 * (int64_t)threads + ge->n - 1) / ge->n);
   p->chunk_rows = (gd->oh + p->chunks - 1) / p->chunks;
   if (p->chunk_rows < 1) p->chunk_rows = 1;
   p->chunks = (gd->oh + p->chunk_rows - 1) / p->chunk_rows;
@@ -122,7 +123,8 @@ static void edw_task(void *arg, int64_t task, int32_t thread) {
     int64_t need_hi = min64(gd->h, (o1 - 1) * gd->sh - gd->pt + p->reach);
     if (need_hi < need_lo) need_hi = need_lo; /* the band reads only padding */
     if (hi > need_lo && lo <= need_lo) {
-      if (need_lo > lo) memmove(win, win + (need_lo - lo) * row, (size_t)((hi - need_lo) * row) * sizeof(float));
+      if (need_lo > lo)
+        memmove(win, win + (need_lo - lo) * row, (size_t)((hi - need_lo) * row) * sizeof(float));
       lo = need_lo;
     } else {
       lo = hi = need_lo;
@@ -156,6 +158,9 @@ void kn_f32_expand_dw_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *ge, const
                  2.0 * (double)(gd->n * gd->oh * gd->ow * gd->c * gd->kh * gd->kw);
   double bytes = 4.0 * (double)(ge->n * ge->h * ge->w * ge->c + gd->n * gd->oh * gd->ow * gd->m);
   kn_pool *use = kn_pool_worth(pool, flops, bytes);
-  if (!use) j.p.chunks = 1, j.p.chunk_rows = gd->oh;
+  if (!use) { /* one task per image */
+    j.p.chunks = 1;
+    j.p.chunk_rows = gd->oh;
+  }
   kn_pool_for(use, gd->n * j.p.chunks, edw_task, &j);
 }
