@@ -131,7 +131,8 @@ typedef struct edw_packed {
 } edw_packed;
 
 /* Geometries of both steps for x [N, H, W, C] (channels-last dims), the
- * weights' dims and the depthwise step's attributes (ctx's node d). */
+ * weights' dims and the depthwise step's attributes (the node's own: the
+ * expand_* ones are not geometry). */
 static bool geometries(kn_op_ctx *dctx, const int64_t *xd, const int64_t *wed,
                        const int64_t *wdd, kn_conv2d *ge, kn_conv2d *gd) {
   for (int32_t i = 0; i < 4; i++)
@@ -180,9 +181,6 @@ static bool static_geometries(const kn_graph *gr, const kn_node *n, kn_conv2d *g
   ctx.err = &err;
   ctx.label = "";
   ctx.static_infer = true;
-  edw_nodes s;
-  if (split_nodes(&ctx, &s)) return false;
-  ctx.node = &s.d;
   if (!geometries(&ctx, x->type.dims, wev->type.dims, wdv->type.dims, ge, gd)) return false;
   if (we) *we = wev->constant && wev->constant->data ? wev->constant : NULL;
   if (wd) *wd = wdv->constant && wdv->constant->data ? wdv->constant : NULL;
@@ -223,8 +221,11 @@ static kn_status edw_pack(const kn_graph *g, const kn_node *n, int32_t isa, void
 
 static void edw_unpack(void *packed) { kn_packed_free(packed); }
 
-/* The fast run; *done = false when it is not the tactic's case. */
-static kn_status edw_fast(kn_op_ctx *ctx, edw_nodes *s, bool *done) {
+/* The fast run; *done = false when it is not the tactic's case.  It reads
+ * the node's attributes directly: the depthwise step's geometry and
+ * activation are the node's own, the expansion's activation the expand_*
+ * ones (no sub-nodes on the hot path). */
+static kn_status edw_fast(kn_op_ctx *ctx, bool *done) {
   *done = false;
   const kn_tensor *x = kn_in(ctx, 0), *we = kn_in(ctx, 1), *wd = kn_in(ctx, 2),
                   *be = ctx->n_in > 3 ? kn_in(ctx, 3) : NULL,
@@ -235,11 +236,8 @@ static kn_status edw_fast(kn_op_ctx *ctx, edw_nodes *s, bool *done) {
       we->rank != 4 || wd->rank != 4 || y->rank != 4 || (be && be->dtype != KN_DTYPE_F32) ||
       (bd && bd->dtype != KN_DTYPE_F32))
     return KN_OK;
-  kn_op_ctx dctx = *ctx, ectx = *ctx;
-  dctx.node = &s->d;
-  ectx.node = &s->e;
   kn_conv2d ge, gd;
-  if (!geometries(&dctx, x->dims, we->dims, wd->dims, &ge, &gd) || gd.oh != y->dims[1] ||
+  if (!geometries(ctx, x->dims, we->dims, wd->dims, &ge, &gd) || gd.oh != y->dims[1] ||
       gd.ow != y->dims[2] || gd.m != y->dims[3])
     return KN_OK;
   if ((be && kn_tensor_numel(be) > 0 && kn_tensor_numel(be) != ge.m) ||
@@ -248,8 +246,8 @@ static kn_status edw_fast(kn_op_ctx *ctx, edw_nodes *s, bool *done) {
   kn_epilogue ee = {.bias = be && kn_tensor_numel(be) > 0 ? be->data : NULL};
   kn_epilogue ed = {.bias = bd && kn_tensor_numel(bd) > 0 ? bd->data : NULL};
   bool rf;
-  kn_status st = kn_fused_conv_act(&ectx, &ee.act, &rf);
-  if (!st) st = kn_fused_conv_act(&dctx, &ed.act, &rf);
+  kn_status st = kn_fused_conv_act(ctx, PREFIX, &ee.act, &rf);
+  if (!st) st = kn_fused_conv_act(ctx, "", &ed.act, &rf);
   if (st) return st;
   kn_rt *rt = ctx->rt;
   kn_isa isa = rt->isa;
@@ -282,13 +280,13 @@ static kn_status edw_fast(kn_op_ctx *ctx, edw_nodes *s, bool *done) {
 }
 
 static kn_status edw_run(kn_op_ctx *ctx) {
-  edw_nodes s;
-  kn_status st = split_nodes(ctx, &s);
-  if (st) return st;
+  kn_status st;
   if (ctx->rt && ctx->node->tactic == KN_TACTIC_conv_expand_dw_nhwc) {
     bool done = false;
-    if ((st = edw_fast(ctx, &s, &done)) || done) return st;
+    if ((st = edw_fast(ctx, &done)) || done) return st;
   }
+  edw_nodes s;
+  if ((st = split_nodes(ctx, &s))) return st;
   /* the reference: the two steps, T in a buffer of its own */
   kn_slot t;
   if ((st = infer_t(ctx, &s, &t))) return st;

@@ -91,8 +91,19 @@ typedef struct epilogue {
   int64_t conv_m, conv_ysize; /* FusedConv: channels and positions */
 } epilogue;
 
-static kn_status read_activation(kn_op_ctx *ctx, epilogue *e) {
-  const char *a = kn_attr_str(ctx, "activation", "");
+/* name with prefix in front (into buf), or name itself without one */
+static const char *prefixed(char *buf, size_t len, const char *prefix, const char *name) {
+  if (!*prefix) return name;
+  snprintf(buf, len, "%s%s", prefix, name);
+  return buf;
+}
+
+/* The activation named by the attributes <prefix>activation,
+ * <prefix>activation_alpha, ... (prefix "" for FusedConv's own;
+ * NhwcExpandDwConv keeps its expansion's under "expand_"). */
+static kn_status read_activation(kn_op_ctx *ctx, const char *prefix, epilogue *e) {
+  char b[64];
+  const char *a = kn_attr_str(ctx, prefixed(b, sizeof b, prefix, "activation"), "");
   e->act = ACT_NONE;
   bool found = false;
   for (size_t i = 0; i < sizeof act_names / sizeof act_names[0]; i++)
@@ -106,18 +117,19 @@ static kn_status read_activation(kn_op_ctx *ctx, epilogue *e) {
                       "HardSwish, Sigmoid, Silu, Tanh, Gelu, GeluTanh (or empty)",
                       a);
   float da = e->act == ACT_LEAKYRELU ? 0.01f : 0.2f;
-  e->alpha = kn_attr_float(ctx, "activation_alpha", da);
-  e->beta = kn_attr_float(ctx, "activation_beta", 0.5f);
-  e->lo = kn_attr_float(ctx, "activation_min", -INFINITY);
-  e->hi = kn_attr_float(ctx, "activation_max", INFINITY);
+  e->alpha = kn_attr_float(ctx, prefixed(b, sizeof b, prefix, "activation_alpha"), da);
+  e->beta = kn_attr_float(ctx, prefixed(b, sizeof b, prefix, "activation_beta"), 0.5f);
+  e->lo = kn_attr_float(ctx, prefixed(b, sizeof b, prefix, "activation_min"), -INFINITY);
+  e->hi = kn_attr_float(ctx, prefixed(b, sizeof b, prefix, "activation_max"), INFINITY);
   e->res_first = kn_attr_int(ctx, "residual_before_activation", 0) != 0;
   return KN_OK;
 }
 
-kn_status kn_fused_conv_act(kn_op_ctx *ctx, kn_act_params *act, bool *res_first) {
+kn_status kn_fused_conv_act(kn_op_ctx *ctx, const char *prefix, kn_act_params *act,
+                            bool *res_first) {
   epilogue e;
   memset(&e, 0, sizeof e);
-  kn_status st = read_activation(ctx, &e);
+  kn_status st = read_activation(ctx, prefix, &e);
   if (st) return st;
   memset(act, 0, sizeof *act);
   act->act = (kn_act)kn_act_from_name(act_names[e.act]);
@@ -257,7 +269,7 @@ static kn_status fconv_infer(kn_op_ctx *ctx) {
   kn_status st;
   epilogue e;
   if ((st = kn_in_req(ctx, 0, &x)) || (st = kn_in_req(ctx, 1, &w)) ||
-      (st = check_f32(ctx)) || (st = read_activation(ctx, &e)))
+      (st = check_f32(ctx)) || (st = read_activation(ctx, "", &e)))
     return st;
   kn_conv_geom g;
   int32_t r;
@@ -295,7 +307,7 @@ static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
   const kn_tensor *w = kn_in(ctx, 1), *b = kn_in(ctx, 2), *z = kn_in(ctx, 3);
   epilogue e;
   memset(&e, 0, sizeof e);
-  kn_status st = read_activation(ctx, &e);
+  kn_status st = read_activation(ctx, "", &e);
   if (st) return st;
   kn_conv_geom g;
   int32_t r;
@@ -368,7 +380,7 @@ kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
     return KN_OK;
   kn_act_params act;
   bool res_first;
-  kn_status st = kn_fused_conv_act(ctx, &act, &res_first);
+  kn_status st = kn_fused_conv_act(ctx, "", &act, &res_first);
   if (st) return st;
   kn_tensor xv = *x; /* the NCHW view the geometry reads */
   kn_dims_to_nchw(x->dims, xv.dims);
@@ -470,7 +482,7 @@ static kn_status fgemm_infer(kn_op_ctx *ctx) {
   kn_status st;
   epilogue e;
   if ((st = kn_in_req(ctx, 0, &a)) || (st = kn_in_req(ctx, 1, &b)) ||
-      (st = check_f32(ctx)) || (st = read_activation(ctx, &e)))
+      (st = check_f32(ctx)) || (st = read_activation(ctx, "", &e)))
     return st;
   gemm_dims gd;
   if ((st = fgemm_dims(ctx, a, b, &gd)) ||
@@ -569,7 +581,7 @@ static kn_status fgemm_run(kn_op_ctx *ctx) {
   float beta = kn_attr_float(ctx, "beta", 1.0f);
   epilogue e;
   memset(&e, 0, sizeof e);
-  kn_status st = read_activation(ctx, &e);
+  kn_status st = read_activation(ctx, "", &e);
   if (st) return st;
   gemm_dims gd;
   if ((st = fgemm_dims(ctx, a, b, &gd))) return st;

@@ -24,8 +24,10 @@ void kn_layout_permute(const int64_t *nchw, size_t es, const void *src, void *ds
 /* Fast runs of the channels-last steps (*done = false: not a case the
  * tactic takes, the reference runs instead). */
 kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR; /* fused.c */
-/* The FusedConv activation named by the node's attributes (fused.c). */
-kn_status kn_fused_conv_act(kn_op_ctx *ctx, kn_act_params *act, bool *res_first) KN_WUR;
+/* The FusedConv activation named by the node's attributes <prefix>activation,
+ * <prefix>activation_alpha, ... (fused.c). */
+kn_status kn_fused_conv_act(kn_op_ctx *ctx, const char *prefix, kn_act_params *act,
+                            bool *res_first) KN_WUR;
 kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) KN_WUR;       /* pool.c */
 int32_t kn_pool_nhwc_select(const kn_graph *g, const kn_node *n, int32_t isa);
 

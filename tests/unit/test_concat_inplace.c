@@ -223,19 +223,6 @@ static void check_graph(const kn_ir_model *opt, const kn_ir_model *kept, const c
 
 /* ---- comparing results --------------------------------------------------- */
 
-static void same(const tk_results *a, const tk_results *b, const char *what) {
-  assert_int_equal(a->n, b->n);
-  for (int32_t i = 0; i < a->n; i++) {
-    const kn_tensor *x = &a->outs[i].t, *y = &b->outs[i].t;
-    assert_int_equal(x->rank, y->rank);
-    for (int32_t d = 0; d < x->rank; d++) assert_int_equal(x->dims[d], y->dims[d]);
-    const float *p = x->data, *q = y->data;
-    for (int64_t k = 0; k < kn_tensor_numel(x); k++)
-      if (memcmp(&p[k], &q[k], sizeof(float)))
-        fail_msg("%s: output %d element %lld is %.9g, expected the same bits as %.9g", what,
-                 (int)i, (long long)k, (double)q[k], (double)p[k]);
-  }
-}
 
 /* got within rounding of ref: 1e-4 relative, and 1e-5 of the output's
  * largest magnitude (the Winograd transforms' error). */
@@ -291,31 +278,6 @@ static int32_t plan_checked(const kn_ir_model *m, kn_mem_plan *p) {
   return in_place;
 }
 
-/* Runs the context on its one input filled as tk_run fills it. */
-static tk_results run_context(kn_context *c, const kn_model *km, tk_fill fill) {
-  const kn_graph *g = km->ir->graph;
-  assert_int_equal(km->n_inputs, 1);
-  const kn_value *v = &g->values[g->inputs[km->inputs[0]]];
-  int64_t dims[KN_MAX_RANK];
-  for (int32_t d = 0; d < v->type.rank; d++) dims[d] = v->type.dims[d] < 0 ? 2 : v->type.dims[d];
-  kn_tensor t;
-  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_F32, v->type.rank, dims, NULL), KN_OK);
-  uint32_t seed = 7;
-  float *d = t.data;
-  for (int64_t k = 0; k < kn_tensor_numel(&t); k++)
-    d[k] = fill == TK_FILL_SEEDED ? 2.0f * tk_pseudo(&seed)
-                                  : (float)((k * 37 + km->inputs[0] * 11) % 23) * 0.25f - 2.5f;
-  kn_error err;
-  if (kn_context_set_input(c, 0, &t, &err) || kn_context_run(c, &err)) fail_msg("%s", err.msg);
-  tk_results r = {g->n_outputs, kn_calloc((size_t)g->n_outputs + 1, sizeof(kn_slot))};
-  assert_non_null(r.outs);
-  for (int32_t o = 0; o < g->n_outputs; o++) {
-    r.outs[o].kind = KN_KIND_TENSOR;
-    if (kn_tensor_copy(&r.outs[o].t, kn_context_output(c, o), &err)) fail_msg("%s", err.msg);
-  }
-  kn_tensor_release(&t);
-  return r;
-}
 
 /* Writes m (tactics for this machine, or the reference) with its plan to
  * an engine file, loads it and runs it on 1 and 2 threads, twice each on
@@ -350,11 +312,11 @@ static void check_engine(kn_ir_model *m, bool reference, int32_t in_place) {
       fail_msg("%s", err.msg);
     static const tk_fill order[3] = {TK_FILL_PATTERN, TK_FILL_SEEDED, TK_FILL_PATTERN};
     for (int32_t r = 0; r < 3; r++) {
-      tk_results got = run_context(c, km, order[r]);
+      tk_results got = tk_run_context(c, km, order[r]);
       char what[96];
       snprintf(what, sizeof what, "engine (%s kernels, %d threads, run %d)",
                reference ? "reference" : "fast", (int)t, (int)r + 1);
-      same(&want[order[r]][t - 1], &got, what);
+      tk_assert_bits(&want[order[r]][t - 1], &got, what);
       tk_results_free(&got);
     }
     kn_context_free(c);
@@ -379,7 +341,7 @@ static void check(build_fn fn, const case_want *want) {
   tk_results oracle = tk_run(ref, TK_FILL_SEEDED);
   tk_results a = tk_run(opt, TK_FILL_SEEDED), b = tk_run(kept, TK_FILL_SEEDED);
   close_to(&oracle, &a, "optimized, reference kernels");
-  same(&b, &a, "optimized, reference kernels, against the graph that kept its Concats");
+  tk_assert_bits(&b, &a, "optimized, reference kernels, against the graph that kept its Concats");
   tk_results_free(&a);
   tk_results_free(&b);
   for (int32_t isa = 0; isa < KN_ISA_COUNT; isa++) {
@@ -395,12 +357,12 @@ static void check(build_fn fn, const case_want *want) {
       snprintf(what, sizeof what,
                "fast kernels [%s, %d threads] against the graph that kept its Concats",
                kn_isa_name((kn_isa)isa), (int)t);
-      same(&k, &f, what);
+      tk_assert_bits(&k, &f, what);
       tk_results_free(&k);
       if (t == 1) {
         one = f;
       } else {
-        same(&one, &f, "fast kernels, 1 against 2 threads");
+        tk_assert_bits(&one, &f, "fast kernels, 1 against 2 threads");
         tk_results_free(&one);
         tk_results_free(&f);
       }
@@ -650,7 +612,7 @@ static void test_disabled(void **state) {
   assert_false(tk_run_pass(m, kn_pass_concat_inplace));
   kn_ir_model *o = build(build_fire, true, true);
   tk_results a = tk_run(m, TK_FILL_SEEDED), b = tk_run(o, TK_FILL_SEEDED);
-  same(&b, &a, "the pass run alone against kn_optimize");
+  tk_assert_bits(&b, &a, "the pass run alone against kn_optimize");
   tk_results_free(&a);
   tk_results_free(&b);
   kn_ir_model_free(m);

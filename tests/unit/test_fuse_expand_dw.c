@@ -109,40 +109,7 @@ static void close_to(tk_results *oracle, tk_results *got, const char *what) {
   }
 }
 
-static void same(tk_results *a, tk_results *b, const char *what) {
-  assert_int_equal(a->n, b->n);
-  for (int32_t o = 0; o < a->n; o++) {
-    const kn_tensor *x = &a->outs[o].t, *y = &b->outs[o].t;
-    assert_int_equal(x->nbytes, y->nbytes);
-    if (memcmp(x->data, y->data, x->nbytes))
-      fail_msg("%s: output %d is not bit-identical (max diff %g)", what, (int)o,
-               tk_max_abs_diff(x, y));
-  }
-}
 
-/* Runs the context on its one input filled as tk_run fills it. */
-static tk_results run_context(kn_context *c, const kn_model *km, tk_fill fill) {
-  const kn_graph *g = km->ir->graph;
-  assert_int_equal(km->n_inputs, 1);
-  const kn_value *v = &g->values[g->inputs[km->inputs[0]]];
-  kn_tensor t;
-  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_F32, v->type.rank, v->type.dims, NULL), KN_OK);
-  uint32_t seed = 7;
-  float *d = t.data;
-  for (int64_t k = 0; k < kn_tensor_numel(&t); k++)
-    d[k] = fill == TK_FILL_SEEDED ? 2.0f * tk_pseudo(&seed)
-                                  : (float)((k * 37 + km->inputs[0] * 11) % 23) * 0.25f - 2.5f;
-  kn_error err;
-  if (kn_context_set_input(c, 0, &t, &err) || kn_context_run(c, &err)) fail_msg("%s", err.msg);
-  tk_results r = {g->n_outputs, kn_calloc((size_t)g->n_outputs + 1, sizeof(kn_slot))};
-  assert_non_null(r.outs);
-  for (int32_t o = 0; o < g->n_outputs; o++) {
-    r.outs[o].kind = KN_KIND_TENSOR;
-    if (kn_tensor_copy(&r.outs[o].t, kn_context_output(c, o), &err)) fail_msg("%s", err.msg);
-  }
-  kn_tensor_release(&t);
-  return r;
-}
 
 /* m with this machine's tactics and its plan through an engine file, run
  * on 1 and 2 threads, twice each on different inputs: the bits of the
@@ -173,10 +140,10 @@ static void check_engine(kn_ir_model *m) {
       fail_msg("%s", err.msg);
     static const tk_fill order[3] = {TK_FILL_PATTERN, TK_FILL_SEEDED, TK_FILL_PATTERN};
     for (int32_t r = 0; r < 3; r++) {
-      tk_results got = run_context(c, km, order[r]);
+      tk_results got = tk_run_context(c, km, order[r]);
       char what[96];
       snprintf(what, sizeof what, "engine (%d threads, run %d)", (int)t, (int)r + 1);
-      same(&want[order[r]][t - 1], &got, what);
+      tk_assert_bits(&want[order[r]][t - 1], &got, what);
       tk_results_free(&got);
     }
     kn_context_free(c);
@@ -206,7 +173,7 @@ static void check(const block *b) {
   tk_results oracle = tk_run(ref, TK_FILL_SEEDED);
   tk_results a = tk_run(opt, TK_FILL_SEEDED), k = tk_run(kept, TK_FILL_SEEDED);
   close_to(&oracle, &a, "optimized, reference kernels");
-  same(&k, &a, "optimized, reference kernels, against the graph that kept both steps");
+  tk_assert_bits(&k, &a, "optimized, reference kernels, against the graph that kept both steps");
   tk_results_free(&a);
   tk_results_free(&k);
   for (int32_t isa = 0; isa < KN_ISA_COUNT; isa++) {
@@ -222,12 +189,12 @@ static void check(const block *b) {
       snprintf(what, sizeof what,
                "fast kernels [%s, %d threads] against the graph that kept both steps",
                kn_isa_name((kn_isa)isa), (int)t);
-      same(&kf, &f, what);
+      tk_assert_bits(&kf, &f, what);
       tk_results_free(&kf);
       if (t == 1) {
         one = f;
       } else {
-        same(&one, &f, "fast kernels, 1 against 2 threads");
+        tk_assert_bits(&one, &f, "fast kernels, 1 against 2 threads");
         tk_results_free(&one);
         tk_results_free(&f);
       }

@@ -279,6 +279,45 @@ void tk_assert_same(tk_results *a, tk_results *b) {
   tk_results_free(b);
 }
 
+void tk_assert_bits(const tk_results *a, const tk_results *b, const char *what) {
+  assert_int_equal(a->n, b->n);
+  for (int32_t i = 0; i < a->n; i++) {
+    const kn_tensor *x = &a->outs[i].t, *y = &b->outs[i].t;
+    assert_int_equal(x->rank, y->rank);
+    for (int32_t d = 0; d < x->rank; d++) assert_int_equal(x->dims[d], y->dims[d]);
+    const float *p = x->data, *q = y->data;
+    for (int64_t k = 0; k < kn_tensor_numel(x); k++)
+      if (memcmp(&p[k], &q[k], sizeof(float)))
+        fail_msg("%s: output %d element %lld is %.9g, expected the same bits as %.9g", what,
+                 (int)i, (long long)k, (double)q[k], (double)p[k]);
+  }
+}
+
+tk_results tk_run_context(kn_context *c, const kn_model *km, tk_fill fill) {
+  const kn_graph *g = km->ir->graph;
+  assert_int_equal(km->n_inputs, 1);
+  const kn_value *v = &g->values[g->inputs[km->inputs[0]]];
+  int64_t dims[KN_MAX_RANK];
+  for (int32_t d = 0; d < v->type.rank; d++) dims[d] = v->type.dims[d] < 0 ? 2 : v->type.dims[d];
+  kn_tensor t;
+  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_F32, v->type.rank, dims, NULL), KN_OK);
+  uint32_t seed = 7;
+  float *d = t.data;
+  for (int64_t k = 0; k < kn_tensor_numel(&t); k++)
+    d[k] = fill == TK_FILL_SEEDED ? 2.0f * tk_pseudo(&seed)
+                                  : (float)((k * 37 + km->inputs[0] * 11) % 23) * 0.25f - 2.5f;
+  kn_error err;
+  if (kn_context_set_input(c, 0, &t, &err) || kn_context_run(c, &err)) fail_msg("%s", err.msg);
+  tk_results r = {g->n_outputs, kn_calloc((size_t)g->n_outputs + 1, sizeof(kn_slot))};
+  assert_non_null(r.outs);
+  for (int32_t o = 0; o < g->n_outputs; o++) {
+    r.outs[o].kind = KN_KIND_TENSOR;
+    if (kn_tensor_copy(&r.outs[o].t, kn_context_output(c, o), &err)) fail_msg("%s", err.msg);
+  }
+  kn_tensor_release(&t);
+  return r;
+}
+
 void tk_assert_close(tk_results *a, tk_results *b, bool equal_ok) {
   assert_int_equal(a->n, b->n);
   for (int32_t i = 0; i < a->n; i++) {

@@ -127,6 +127,14 @@ void tk_results_free(tk_results *r);
 /* Asserts bit-identical outputs, then frees both. */
 void tk_assert_same(tk_results *a, tk_results *b);
 
+/* Asserts float outputs of the same shapes and bits, naming `what` and the
+ * first element that differs; frees neither. */
+void tk_assert_bits(const tk_results *a, const tk_results *b, const char *what);
+
+/* Runs context c of model km on its one float input, filled as tk_run
+ * fills it (dynamic dims as 2), and returns copies of its outputs. */
+tk_results tk_run_context(kn_context *c, const kn_model *km, tk_fill fill);
+
 /* Asserts float outputs equal up to rounding, |a - b| <= 1e-5 + 1e-4 |b|,
  * then frees both; with `equal_ok`, equal values (infinities) and two NaNs
  * also pass. */
