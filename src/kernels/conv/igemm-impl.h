@@ -33,6 +33,12 @@ igemm_tile(const int mr, const int nv, int64_t taps, int64_t kc, const float *co
   for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) __builtin_prefetch(c + r * ldc + v * VL, 1, 3);
+  /* c and ldc as if changed: the epilogue computes its row addresses
+   * again instead of keeping the prefetches' mr addresses live across the
+   * depth loop, which took general registers that gcc then spilled into
+   * zmm22-31, so that one weight vector went to the stack and back at
+   * every depth step */
+  __asm__ volatile("" : "+r"(c), "+r"(ldc));
 #pragma GCC unroll 8
   for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
