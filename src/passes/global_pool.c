@@ -12,7 +12,10 @@
  * planes: MnasNet's head, 1x1280x7x7, took 9 us of Transpose and 26 us of
  * ReduceMean, about 1/130 of the model.
  *
- * Checked: x is float32 with a known rank r >= 3; the axes are exactly
+ * Checked: x is float32 with a known rank r >= 4 (a feature map; over the
+ * last axis of a rank-3 tensor the same rewrite would be right too, but
+ * there that is a LayerNorm's or a sequence mean, for other passes and no
+ * channels-last region to join); the axes are exactly
  * 2 .. r-1 (negative ones counted from the end), from the `axes` attribute
  * (opsets 1 to 17) or a constant input 1 (ReduceMean and ReduceMax 18+);
  * reductions of all axes (no axes) are left alone.  keepdims = 0 output
@@ -59,7 +62,7 @@ kn_status kn_pass_global_pool(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     if ((!mean && !kn_pat_is(n, "ReduceMax")) || n->n_inputs < 1 || n->n_outputs != 1) continue;
     int32_t x = n->inputs[0], y = n->outputs[0];
     int32_t rank = x >= 0 ? kn_pat_rank(g, x) : -1;
-    if (y < 0 || rank < 3 || kn_pat_dtype(g, x) != KN_DTYPE_F32 || !spatial_axes(g, n, rank))
+    if (y < 0 || rank < 4 || kn_pat_dtype(g, x) != KN_DTYPE_F32 || !spatial_axes(g, n, rank))
       continue;
     const kn_attr *kd = kn_node_attr(n, "keepdims");
     bool keep = !kd || kd->i != 0;
