@@ -74,7 +74,9 @@ static void run(const job *j) {
   case 2: kn_f32_pool2d(j->isa, NULL, &j->p, j->x, j->y, j->scratch); break;
   case 3: kn_f32_pool2d_nhwc(j->isa, NULL, &j->p, j->ch, j->x, j->y, j->scratch); break;
   case 4: kn_f32_global_pool(j->isa, NULL, false, j->ch, j->size, j->x, j->y); break;
-  default: kn_f32_global_pool_nhwc(j->isa, NULL, false, 1, j->size, j->ch, j->x, j->y); break;
+  default:
+    kn_f32_global_pool_nhwc(j->isa, NULL, false, 1, j->size, j->ch, j->x, j->y, j->scratch);
+    break;
   }
 }
 
@@ -192,6 +194,7 @@ int main(int argc, char **argv) {
       {"avgpool 3x3 s1 192@28", 192, 28, 3, 1, 1, false},
       {"global avg 1280@7", 1280, 7, 0, 0, 0, false},
       {"global avg 2048@7", 2048, 7, 0, 0, 0, false},
+      {"global avg 32@112", 32, 112, 0, 0, 0, false},
   };
   for (size_t pi = 0; pi < sizeof pools / sizeof pools[0]; pi++) {
     if (filter && !strstr(pools[pi].name, filter)) continue;
@@ -221,7 +224,9 @@ int main(int argc, char **argv) {
         j.kind = 4;
         t0 = time_it(&j, reps);
         j.kind = 5;
+        j.scratch = scratch_of(kn_f32_global_pool_nhwc_scratch(1, j.size, ch));
         t1 = time_it(&j, reps);
+        free(j.scratch);
       }
       row(pools[pi].name, (kn_isa)isa, t0, t1, flops, bytes);
     }

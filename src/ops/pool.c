@@ -741,9 +741,12 @@ kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) {
   kn_rt *rt = ctx->rt;
   int64_t n = x->dims[0], c = x->dims[3];
   if (!strcmp(op, "NhwcGlobalAveragePool") || !strcmp(op, "NhwcGlobalMaxPool")) {
+    int64_t size = x->dims[1] * x->dims[2];
+    void *scratch = kn_rt_scratch(rt, kn_f32_global_pool_nhwc_scratch(n, size, c));
+    if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for global pooling scratch");
     if (n * c > 0)
-      kn_f32_global_pool_nhwc(rt->isa, rt->pool, !strcmp(op, "NhwcGlobalMaxPool"), n,
-                              x->dims[1] * x->dims[2], c, x->data, y->data);
+      kn_f32_global_pool_nhwc(rt->isa, rt->pool, !strcmp(op, "NhwcGlobalMaxPool"), n, size, c,
+                              x->data, y->data, scratch);
     *done = true;
     return KN_OK;
   }

@@ -421,6 +421,8 @@ static void test_global_pool_nhwc(void **state) {
   static const int64_t cases[][3] = {
       {1, 49, 1280}, {2, 49, 1152}, {1, 196, 17}, {2, 1, 33},   {1, 3, 1},   {1, 64, 2048},
       {1, 7, 65},    {2, 25, 129},  {1, 2, 7},    {3, 9, 15},   {1, 3136, 64}, {1, 0, 9},
+      /* pixel blocks (more than 1024 pixels): a block and one pixel, partial last blocks */
+      {1, 12544, 32}, {2, 1025, 17}, {3, 2100, 144}, {1, 3136, 1},
   };
   uint64_t feat = kn_cpu_features();
   for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
@@ -437,8 +439,11 @@ static void test_global_pool_nhwc(void **state) {
         for (int threads = 1; threads <= 2; threads++) {
           float *yy = y[threads - 1];
           for (int64_t i = 0; i < n * c; i++) yy[i] = NAN;
+          float *part = malloc(kn_f32_global_pool_nhwc_scratch(n, size, c));
+          assert_non_null(part);
           kn_f32_global_pool_nhwc((kn_isa)isa, threads == 2 ? pool2 : NULL, is_max, n, size, c,
-                                  xn, yy);
+                                  xn, yy, part);
+          free(part);
           for (int64_t i = 0; i < n * c; i++) {
             bool ok = is_max ? yy[i] == yc[i]
                              : (isnan(yc[i]) ? isnan(yy[i])

@@ -96,7 +96,7 @@ static void pooln_rows(const kn_pooln_args *a, int64_t b, int64_t oy0, int64_t o
 
 /* Channels [c0, c0 + NV*VN) of the global pool of x ([size, c]). */
 POOLN_INLINE void gpooln_block(int64_t size, int64_t c, const float *x, float *y, M m,
-                               const int NV, const int MAX, const int TAIL) {
+                               int64_t div, const int NV, const int MAX, const int TAIL) {
   V a0[4], a1[4];
 #pragma GCC unroll 4
   for (int k = 0; k < NV; k++) a0[k] = a1[k] = v_set(MAX ? -INFINITY : -0.0f);
@@ -120,7 +120,7 @@ POOLN_INLINE void gpooln_block(int64_t size, int64_t c, const float *x, float *y
       a0[k] = MAX ? v_max(v0, a0[k]) : v_add(a0[k], v0);
     }
   }
-  V n = v_set((float)size);
+  V n = v_set((float)div);
 #pragma GCC unroll 4
   for (int k = 0; k < NV; k++) {
     V v = MAX ? v_max(a1[k], a0[k]) : v_div(v_add(a0[k], a1[k]), n);
@@ -130,17 +130,18 @@ POOLN_INLINE void gpooln_block(int64_t size, int64_t c, const float *x, float *y
 }
 
 POOLN_INLINE void gpooln_t(int64_t size, int64_t c, const float *x, float *y, int64_t c0,
-                           int64_t c1, const int MAX) {
+                           int64_t c1, int64_t div, const int MAX) {
   M m = m_tail((c1 - c0) % VN ? (c1 - c0) % VN : VN);
-  for (; c0 + 4 * VN <= c1; c0 += 4 * VN) gpooln_block(size, c, x + c0, y + c0, m, 4, MAX, 0);
-  for (; c0 + VN <= c1; c0 += VN) gpooln_block(size, c, x + c0, y + c0, m, 1, MAX, 0);
-  if (c0 < c1) gpooln_block(size, c, x + c0, y + c0, m, 1, MAX, 1);
+  for (; c0 + 4 * VN <= c1; c0 += 4 * VN)
+    gpooln_block(size, c, x + c0, y + c0, m, div, 4, MAX, 0);
+  for (; c0 + VN <= c1; c0 += VN) gpooln_block(size, c, x + c0, y + c0, m, div, 1, MAX, 0);
+  if (c0 < c1) gpooln_block(size, c, x + c0, y + c0, m, div, 1, MAX, 1);
 }
 
 static void gpooln(bool is_max, int64_t size, int64_t c, const float *x, float *y, int64_t c0,
-                   int64_t c1) {
-  if (is_max) gpooln_t(size, c, x, y, c0, c1, 1);
-  else gpooln_t(size, c, x, y, c0, c1, 0);
+                   int64_t c1, int64_t div) {
+  if (is_max) gpooln_t(size, c, x, y, c0, c1, div, 1);
+  else gpooln_t(size, c, x, y, c0, c1, div, 0);
 }
 
 const kn_pooln_fns POOLN_FNS = {pooln_rows, gpooln};

@@ -17,10 +17,10 @@ typedef struct kn_pooln_args {
 
 /* Output rows [oy0, oy1) of image b, every channel. */
 typedef void (*kn_pooln_rows_fn)(const kn_pooln_args *a, int64_t b, int64_t oy0, int64_t oy1);
-/* y[ch] = max or mean over the `size` pixels of x ([size, c]), for
- * channels [c0, c1). */
+/* y[ch] = max, or sum / div, over the `size` pixels of x ([size, c]), for
+ * channels [c0, c1) (div = size: the mean; 1: a block's partial sum). */
 typedef void (*kn_gpooln_fn)(bool is_max, int64_t size, int64_t c, const float *x, float *y,
-                             int64_t c0, int64_t c1);
+                             int64_t c0, int64_t c1, int64_t div);
 
 typedef struct kn_pooln_fns {
   kn_pooln_rows_fn rows;

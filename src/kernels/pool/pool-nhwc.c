@@ -4,12 +4,17 @@
  *
  * No strip copy (unlike the NCHW driver): a pixel's channels are
  * contiguous, so each tap is whole vector loads straight from x, and the
- * window is clipped to the image once per output pixel.  No scratch.
+ * window is clipped to the image once per output pixel.  No scratch but
+ * a global pool's partial results on large maps.
  *
- * Tasks: (image, chunk of output rows) for windows, (image, group of
- * channels) for global pooling.  Every output is computed by one task in
- * one fixed order, so any thread count gives the same bits.
+ * Tasks: (image, chunk of output rows) for windows; for global pooling
+ * (image, block of GPOOL_BLOCK pixels) on maps larger than a block, whose
+ * partial results are then combined in block order, else (image, group of
+ * channels).  Every output is computed in one fixed order, so any thread
+ * count gives the same bits.
  */
+#include <math.h>
+
 #include "kernels/pool/f32-pool-nhwc.h"
 
 static const kn_pooln_fns *pooln_fns(kn_isa isa) {
@@ -59,38 +64,76 @@ void kn_f32_pool2d_nhwc(kn_isa isa, kn_pool *pool, const kn_pool2d *p, int64_t c
   kn_pool_for(kn_pool_worth(pool, ops, bytes), p->planes * j.chunks, pooln_task, &j);
 }
 
+/* Pixels per partial result of a global pool on a large map: a block's
+ * pixels are summed (or maxed) by one task and the blocks then added in
+ * order, so the result depends on the map's size only, never on the thread
+ * count.  The block's rows were written, in a model, by the thread that
+ * wrote those output rows of the step before (tasks there are numbered by
+ * output position too): EfficientNet-B0's squeeze-and-excite pool of
+ * 112x112x32, one channel group, ran on one thread reading half of the map
+ * from the other core, 15 us on 1 thread and 30 on 2. */
+#define GPOOL_BLOCK 1024
+
+static int64_t gpool_blocks(int64_t size) { return (size + GPOOL_BLOCK - 1) / GPOOL_BLOCK; }
+
+size_t kn_f32_global_pool_nhwc_scratch(int64_t n, int64_t size, int64_t c) {
+  int64_t nb = gpool_blocks(size);
+  return nb > 1 ? (size_t)(n * nb * c) * sizeof(float) : 64;
+}
+
 typedef struct gpooln_job {
   kn_gpooln_fn fn;
   bool is_max;
-  int64_t size, c, groups, group_c;
+  int64_t size, c, groups, group_c, blocks;
   const float *x;
-  float *y;
+  float *y, *part; /* part: [n][blocks][c] with blocks > 1 */
 } gpooln_job;
 
 static void gpooln_task(void *arg, int64_t task, int32_t thread) {
   (void)thread;
   const gpooln_job *j = arg;
+  if (j->blocks > 1) { /* (image, block of pixels), every channel */
+    int64_t b = task / j->blocks, k = task % j->blocks, p0 = k * GPOOL_BLOCK;
+    int64_t p1 = p0 + GPOOL_BLOCK < j->size ? p0 + GPOOL_BLOCK : j->size;
+    j->fn(j->is_max, p1 - p0, j->c, j->x + (b * j->size + p0) * j->c, j->part + task * j->c, 0,
+          j->c, 1);
+    return;
+  }
   int64_t b = task / j->groups, c0 = task % j->groups * j->group_c;
   int64_t c1 = c0 + j->group_c < j->c ? c0 + j->group_c : j->c;
-  j->fn(j->is_max, j->size, j->c, j->x + b * j->size * j->c, j->y + b * j->c, c0, c1);
+  j->fn(j->is_max, j->size, j->c, j->x + b * j->size * j->c, j->y + b * j->c, c0, c1, j->size);
 }
 
 void kn_f32_global_pool_nhwc(kn_isa isa, kn_pool *pool, bool is_max, int64_t n, int64_t size,
-                             int64_t c, const float *x, float *y) {
+                             int64_t c, const float *x, float *y, void *scratch) {
   if (n * c == 0) return;
   gpooln_job j = {.fn = pooln_fns(isa)->global, .is_max = is_max, .size = size, .c = c,
-                  .x = x, .y = y};
-  /* Groups of 64 channels (a multiple of every ISA's 4-vector block, so
-   * the blocks are the same for any split).  Small inputs (7x7 x 1280)
-   * stay on the calling thread: waking the workers costs more. */
+                  .x = x, .y = y, .part = scratch, .blocks = gpool_blocks(size)};
+  /* Small inputs (7x7 x 1280) stay on the calling thread: waking the
+   * workers costs more. */
   int32_t threads = kn_pool_threads(pool);
+  if (threads <= 1 || n * size * c < (1 << 16)) pool = NULL;
+  if (j.blocks > 1) {
+    kn_pool_for(pool, n * j.blocks, gpooln_task, &j);
+    for (int64_t b = 0; b < n; b++) { /* the blocks in order */
+      const float *pp = j.part + b * j.blocks * c;
+      float *yb = y + b * c;
+      for (int64_t ch = 0; ch < c; ch++) yb[ch] = pp[ch];
+      for (int64_t k = 1; k < j.blocks; k++)
+        for (int64_t ch = 0; ch < c; ch++)
+          yb[ch] = is_max ? fmaxf(yb[ch], pp[k * c + ch]) : yb[ch] + pp[k * c + ch];
+      if (!is_max)
+        for (int64_t ch = 0; ch < c; ch++) yb[ch] /= (float)size;
+    }
+    return;
+  }
+  /* Groups of 64 channels (a multiple of every ISA's 4-vector block, so
+   * the blocks are the same for any split). */
   j.group_c = c;
-  if (threads > 1 && n * size * c >= (1 << 16)) {
+  if (pool) {
     int64_t want = (4 * (int64_t)threads + n - 1) / n;
     j.group_c = (c + want - 1) / want;
     j.group_c = (j.group_c + 63) / 64 * 64;
-  } else {
-    pool = NULL;
   }
   j.groups = (c + j.group_c - 1) / j.group_c;
   kn_pool_for(pool, n * j.groups, gpooln_task, &j);

@@ -54,8 +54,11 @@ extern const kn_reduce_fns kn_f32_reduce__avx512;
 size_t kn_f32_pool2d_nhwc_scratch(kn_isa isa, const kn_pool2d *p, int64_t c, int32_t threads);
 void kn_f32_pool2d_nhwc(kn_isa isa, kn_pool *pool, const kn_pool2d *p, int64_t c,
                         const float *x, float *y, void *scratch);
-/* y[b, c] = max or mean over the `size` pixels of image b of x [n, size, c]. */
+/* y[b, c] = max or mean over the `size` pixels of image b of x [n, size, c].
+ * scratch: kn_f32_global_pool_nhwc_scratch bytes (the partial results of
+ * blocks of pixels on large maps; never 0). */
+size_t kn_f32_global_pool_nhwc_scratch(int64_t n, int64_t size, int64_t c);
 void kn_f32_global_pool_nhwc(kn_isa isa, kn_pool *pool, bool is_max, int64_t n, int64_t size,
-                             int64_t c, const float *x, float *y);
+                             int64_t c, const float *x, float *y, void *scratch);
 
 #endif
