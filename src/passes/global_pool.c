@@ -71,10 +71,7 @@ kn_status kn_pass_global_pool(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     if (!keep) {
       char hint[256];
       snprintf(hint, sizeof hint, "%s_pooled", g->values[y].name);
-      char *name = kn_graph_unique_name(g, hint);
-      pooled = name ? kn_graph_add_fresh_value(g, name) : -1;
-      free(name);
-      if (pooled < 0) {
+      if ((pooled = kn_graph_add_fresh_value(g, hint)) < 0) {
         st = kn_fail(ctx->err, KN_ERR_OOM, "out of memory rewriting a reduction");
         break;
       }

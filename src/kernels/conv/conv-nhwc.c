@@ -329,6 +329,17 @@ static void strip_tables(const job *j, int64_t gi, int64_t b, int64_t oy, int64_
   }
 }
 
+/* (b, oy, ox) moved on by n output pixels, n not past the row's end. */
+static inline void next_pixels(const kn_conv2d *g, int64_t n, int64_t *b, int64_t *oy,
+                               int64_t *ox) {
+  if ((*ox += n) < g->ow) return;
+  *ox = 0;
+  if (++*oy == g->oh) {
+    *oy = 0;
+    ++*b;
+  }
+}
+
 /* Pointer tables of the blocks of pixels [p0, p1) of group gi: block k's
  * entries start at tab + k * taps * mr_max, [tap][row].  With a scale (and no
  * row taps) the rows are scaled copies in buf. */
@@ -349,14 +360,7 @@ static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const
     }
     if (!j->s && ox + rows <= g->ow) {
       strip_tables(j, gi, b, oy, ox, rows, t);
-      ox += rows;
-      if (ox == g->ow) {
-        ox = 0;
-        if (++oy == g->oh) {
-          oy = 0;
-          b++;
-        }
-      }
+      next_pixels(g, rows, &b, &oy, &ox);
       continue;
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -385,13 +389,7 @@ static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const
           t[tap * rows + r] = src;
         }
       }
-      if (++ox == g->ow) {
-        ox = 0;
-        if (++oy == g->oh) {
-          oy = 0;
-          b++;
-        }
-      }
+      next_pixels(g, 1, &b, &oy, &ox);
     }
   }
 }
