@@ -1,6 +1,8 @@
 /* Shared helpers for the unit tests (see testkit.h). */
 #include "testkit.h"
 
+#include "core/cpu.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +348,15 @@ bool tk_passes_keep_close(kn_ir_model *m, kn_pass_fn first, kn_pass_fn second, b
   tk_results after = tk_run(m, TK_FILL_SEEDED);
   tk_assert_close(&before, &after, equal_ok);
   return changed;
+}
+
+void tk_assert_fast_close(kn_ir_model *m) {
+  int32_t isa = (int32_t)kn_isa_detect(kn_cpu_features());
+  for (int32_t threads = 1; threads <= 2; threads++) {
+    tk_results fast = tk_run_fast(m, TK_FILL_SEEDED, isa, threads);
+    tk_results again = tk_run(m, TK_FILL_SEEDED);
+    tk_assert_close(&again, &fast, false); /* frees both */
+  }
 }
 
 double tk_max_abs_diff(const kn_tensor *a, const kn_tensor *b) {

@@ -145,6 +145,10 @@ void tk_assert_close(tk_results *a, tk_results *b, bool equal_ok);
  * equal_ok); returns whether `first` changed the graph. */
 bool tk_passes_keep_close(kn_ir_model *m, kn_pass_fn first, kn_pass_fn second, bool equal_ok);
 
+/* The model's results through the fast kernels (this machine's best ISA,
+ * 1 and 2 threads) against its reference kernels (tk_assert_close). */
+void tk_assert_fast_close(kn_ir_model *m);
+
 /* The largest |a - b| over two tensors of the same dtype and size (two
  * NaNs count as equal, a NaN against a number as infinite); non-float
  * tensors must match bit for bit (0), strings are not compared. */
