@@ -134,18 +134,42 @@ kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_
 
 /* ---- packing ----------------------------------------------------------------- */
 
+/* Row tiles of a block of `rows` rows packed by the driver: panels of mr,
+ * except that a short remainder (at most mr / 2 rows, after at least one
+ * full panel) shares the last full panel's rows as two tiles of about equal
+ * height, each packed at its own height.  A thin tile has too few
+ * accumulators for the FMA latency (2 rows of 14: 4 chains, half the rate),
+ * so M = 128 (BERT at sequence 128: 9 x 14 + 2) ends in 8 + 8 instead.
+ * The tile at row `off` (a tile's first): its height, *as its packed
+ * stride (floats per depth step).  Each element of C is still one chain of
+ * FMAs in k order, so the bits do not change. */
+static int64_t tile_rows(int64_t mr, int64_t rows, int64_t off, int64_t *as) {
+  int64_t full = rows / mr, rem = rows % mr, tail = (full - 1) * mr;
+  if (rem > 0 && rem <= mr / 2 && full >= 1 && off >= tail) {
+    int64_t t = mr + rem, h1 = (t + 1) / 2;
+    *as = off == tail ? h1 : t - h1;
+    return *as;
+  }
+  *as = mr;
+  return min64(mr, rows - off);
+}
+
 /* Rows [i0, i0+rows) x depth [k0, k0+kc) of op(A) into panels of mr rows
- * (panel p at dst + p*mr*kc, mr values per kk, zero-padded). */
+ * (panel p at dst + p*mr*kc, mr values per kk, zero-padded); `tiles`: the
+ * driver's tiles of tile_rows instead (the tile at row off at dst + off*kc,
+ * its stride values per kk). */
 static void pack_a_block(int64_t mr, const float *a, int64_t lda, bool trans, int64_t i0,
-                         int64_t rows, int64_t k0, int64_t kc, float *restrict dst) {
-  for (int64_t p = 0; p < rows; p += mr, dst += mr * kc) {
-    int64_t h = min64(mr, rows - p);
+                         int64_t rows, int64_t k0, int64_t kc, bool tiles, float *restrict dst) {
+  for (int64_t p = 0, h; p < rows; p += h) {
+    int64_t as = mr;
+    h = tiles ? tile_rows(mr, rows, p, &as) : min64(mr, rows - p);
+    float *pd = dst + p * kc;
     if (trans) {
       for (int64_t kk = 0; kk < kc; kk++) {
         const float *src = a + (k0 + kk) * lda + i0 + p;
-        float *d = dst + kk * mr;
+        float *d = pd + kk * as;
         for (int64_t r = 0; r < h; r++) d[r] = src[r];
-        for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
+        for (int64_t r = h; r < as; r++) d[r] = 0.0f;
       }
     } else {
       /* k outer: contiguous writes, mr sequential read streams (row by
@@ -154,9 +178,9 @@ static void pack_a_block(int64_t mr, const float *a, int64_t lda, bool trans, in
       const float *src[KN_SGEMM_MR_MAX];
       for (int64_t r = 0; r < h; r++) src[r] = a + (i0 + p + r) * lda + k0;
       for (int64_t kk = 0; kk < kc; kk++) {
-        float *d = dst + kk * mr;
+        float *d = pd + kk * as;
         for (int64_t r = 0; r < h; r++) d[r] = src[r][kk];
-        for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
+        for (int64_t r = h; r < as; r++) d[r] = 0.0f;
       }
     }
   }
@@ -195,7 +219,7 @@ size_t kn_sgemm_pack_b_size(kn_isa isa, int64_t k, int64_t n) {
 
 void kn_sgemm_pack_a(kn_isa isa, int64_t m, int64_t k, const float *a, int64_t lda,
                      bool trans, float *dst) {
-  pack_a_block(kn_sgemm_mr(isa), a, lda, trans, 0, m, 0, k, dst);
+  pack_a_block(kn_sgemm_mr(isa), a, lda, trans, 0, m, 0, k, false, dst);
 }
 
 void kn_sgemm_pack_b(kn_isa isa, int64_t k, int64_t n, const float *b, int64_t ldb,
@@ -397,7 +421,8 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
       }
       for (int64_t ic = i0; ic < i1; ic += p->mc) {
         int64_t mcur = min64(p->mc, i1 - ic);
-        if (p->ma == A_PACK) pack_a_block(mr, g->a, g->lda, g->trans_a, ic, mcur, pc, kcur, abuf);
+        if (p->ma == A_PACK)
+          pack_a_block(mr, g->a, g->lda, g->trans_a, ic, mcur, pc, kcur, true, abuf);
         for (int64_t q = 0; q < npan; q++) {
           int64_t col = jc + q * nr, w = min64(nr, n - col);
           const float *bp;
@@ -410,10 +435,10 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
           } else {
             bp = bbuf;
           }
-          for (int64_t ir = ic; ir < ic + mcur; ir += mr) {
-            int64_t h = min64(mr, ic + mcur - ir);
+          for (int64_t ir = ic, h; ir < ic + mcur; ir += h) {
             const float *ap;
             int64_t as = mr;
+            h = p->ma == A_PACK ? tile_rows(mr, mcur, ir - ic, &as) : min64(mr, ic + mcur - ir);
             if (p->ma == A_PACKED) ap = g->a_packed + (ir / mr) * mr * k + pc * mr;
             else if (p->ma == A_PACK) ap = abuf + (ir - ic) * kcur;
             else if (g->trans_a) {
