@@ -140,29 +140,43 @@ kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_
  * height, each packed at its own height.  A thin tile has too few
  * accumulators for the FMA latency (2 rows of 14: 4 chains, half the rate),
  * so M = 128 (BERT at sequence 128: 9 x 14 + 2) ends in 8 + 8 instead.
- * The tile at row `off` (a tile's first): its height, *as its packed
- * stride (floats per depth step).  Each element of C is still one chain of
- * FMAs in k order, so the bits do not change. */
-static int64_t tile_rows(int64_t mr, int64_t rows, int64_t off, int64_t *as) {
-  int64_t full = rows / mr, rem = rows % mr, tail = (full - 1) * mr;
-  if (rem > 0 && rem <= mr / 2 && full >= 1 && off >= tail) {
-    int64_t t = mr + rem, h1 = (t + 1) / 2;
-    *as = off == tail ? h1 : t - h1;
-    return *as;
+ * Each element of C is still one chain of FMAs in k order, so the bits do
+ * not change.  Worked out once per block (tile_rows runs per micro-kernel
+ * call). */
+typedef struct row_tiles {
+  int64_t mr, rows;
+  int64_t tail, h1, h2; /* first row of the two shared tiles (-1: none), heights */
+} row_tiles;
+
+static row_tiles row_tiles_of(int64_t mr, int64_t rows) {
+  row_tiles t = {.mr = mr, .rows = rows, .tail = -1};
+  int64_t full = rows / mr, rem = rows % mr;
+  if (rem > 0 && rem <= mr / 2 && full >= 1) {
+    t.tail = (full - 1) * mr;
+    t.h1 = (mr + rem + 1) / 2;
+    t.h2 = mr + rem - t.h1;
   }
-  *as = mr;
-  return min64(mr, rows - off);
+  return t;
+}
+
+/* The tile at row `off` (a tile's first): its height, and in *as its packed
+ * stride (floats per depth step). */
+static int64_t tile_rows(const row_tiles *t, int64_t off, int64_t *as) {
+  if (t->tail >= 0 && off >= t->tail) return *as = off == t->tail ? t->h1 : t->h2;
+  *as = t->mr;
+  return min64(t->mr, t->rows - off);
 }
 
 /* Rows [i0, i0+rows) x depth [k0, k0+kc) of op(A) into panels of mr rows
- * (panel p at dst + p*mr*kc, mr values per kk, zero-padded); `tiles`: the
- * driver's tiles of tile_rows instead (the tile at row off at dst + off*kc,
- * its stride values per kk). */
+ * (panel p at dst + p*mr*kc, mr values per kk, zero-padded); with `tiles`
+ * (for rows rows), the driver's tiles instead (the tile at row off at
+ * dst + off*kc, its stride values per kk). */
 static void pack_a_block(int64_t mr, const float *a, int64_t lda, bool trans, int64_t i0,
-                         int64_t rows, int64_t k0, int64_t kc, bool tiles, float *restrict dst) {
+                         int64_t rows, int64_t k0, int64_t kc, const row_tiles *tiles,
+                         float *restrict dst) {
   for (int64_t p = 0, h; p < rows; p += h) {
     int64_t as = mr;
-    h = tiles ? tile_rows(mr, rows, p, &as) : min64(mr, rows - p);
+    h = tiles ? tile_rows(tiles, p, &as) : min64(mr, rows - p);
     float *pd = dst + p * kc;
     if (trans) {
       for (int64_t kk = 0; kk < kc; kk++) {
@@ -219,7 +233,7 @@ size_t kn_sgemm_pack_b_size(kn_isa isa, int64_t k, int64_t n) {
 
 void kn_sgemm_pack_a(kn_isa isa, int64_t m, int64_t k, const float *a, int64_t lda,
                      bool trans, float *dst) {
-  pack_a_block(kn_sgemm_mr(isa), a, lda, trans, 0, m, 0, k, false, dst);
+  pack_a_block(kn_sgemm_mr(isa), a, lda, trans, 0, m, 0, k, NULL, dst);
 }
 
 void kn_sgemm_pack_b(kn_isa isa, int64_t k, int64_t n, const float *b, int64_t ldb,
@@ -421,8 +435,9 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
       }
       for (int64_t ic = i0; ic < i1; ic += p->mc) {
         int64_t mcur = min64(p->mc, i1 - ic);
+        row_tiles rt = row_tiles_of(mr, mcur);
         if (p->ma == A_PACK)
-          pack_a_block(mr, g->a, g->lda, g->trans_a, ic, mcur, pc, kcur, true, abuf);
+          pack_a_block(mr, g->a, g->lda, g->trans_a, ic, mcur, pc, kcur, &rt, abuf);
         for (int64_t q = 0; q < npan; q++) {
           int64_t col = jc + q * nr, w = min64(nr, n - col);
           const float *bp;
@@ -438,7 +453,7 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
           for (int64_t ir = ic, h; ir < ic + mcur; ir += h) {
             const float *ap;
             int64_t as = mr;
-            h = p->ma == A_PACK ? tile_rows(mr, mcur, ir - ic, &as) : min64(mr, ic + mcur - ir);
+            h = p->ma == A_PACK ? tile_rows(&rt, ir - ic, &as) : min64(mr, ic + mcur - ir);
             if (p->ma == A_PACKED) ap = g->a_packed + (ir / mr) * mr * k + pc * mr;
             else if (p->ma == A_PACK) ap = abuf + (ir - ic) * kcur;
             else if (g->trans_a) {
