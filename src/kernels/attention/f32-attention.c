@@ -251,16 +251,18 @@ void kn_f32_attention(kn_isa isa, kn_pool *pool, const kn_f32_attention_args *a,
   int64_t bh = a->batch * a->heads;
   if (bh == 0 || a->sq == 0 || a->dv == 0) return;
   int64_t tiles = (a->sq + KN_ATT_QB - 1) / KN_ATT_QB;
-  /* Split a head's query tiles only when there are too few heads to share
-   * among the threads (each chunk packs the head's keys again).  A row's
-   * arithmetic does not depend on the split: results are the same for any
-   * thread count. */
+  /* Split a head's query tiles only as far as the threads need to share
+   * the work evenly (each chunk packs the head's keys and values again):
+   * the fewest chunks per head that make the task count a multiple of the
+   * threads (2 heads on 2 threads: one head each, packed once), at most
+   * about 4 tasks per thread.  A row's arithmetic does not depend on the
+   * split: results are the same for any thread count. */
   int32_t threads = kn_pool_threads(pool);
   int64_t chunks = 1;
   if (threads > 1) {
-    chunks = (4 * (int64_t)threads + bh - 1) / bh;
-    if (chunks > tiles) chunks = tiles;
-    if (chunks < 1) chunks = 1;
+    int64_t most = (4 * (int64_t)threads + bh - 1) / bh;
+    if (most > tiles) most = tiles;
+    while (chunks < most && (bh * chunks) % threads) chunks++;
   }
   att_job job = {
       .a = a,
