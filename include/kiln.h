@@ -165,6 +165,66 @@ void kn_model_op_histogram(const kn_model *model,
                            void (*fn)(const char *op, int64_t count, void *arg),
                            void *arg);
 
+/* ---- the machine ------------------------------------------------------- */
+
+/* What kiln knows of a machine (`kiln probe`; docs/MACHINE.md): the IO
+ * model's capacities, bandwidths and peaks.  Index [0] of each pair is one
+ * thread (one core), [1] all threads together.  A rate of 0 means "not
+ * available" (no such instruction, or not measured). */
+#define KN_MACHINE_MAX_LEVELS 6
+typedef struct kn_mem_level {
+  char name[8];         /* "L1", "L2", "L3", "DRAM" (caches are data caches) */
+  uint64_t bytes;       /* capacity of one instance (DRAM: physical memory) */
+  uint32_t line_bytes;  /* transfer unit */
+  int32_t shared_by;    /* logical CPUs sharing one instance */
+  double read_gbs[2];   /* sustained read bandwidth, GB/s (1e9 bytes/s) */
+  double write_gbs[2];  /* sustained write bandwidth (ordinary stores) */
+} kn_mem_level;
+
+typedef struct kn_machine {
+  char cpu[64];         /* CPU model as the CPU names itself */
+  char vendor[16];      /* "AuthenticAMD", "GenuineIntel", ... */
+  int32_t family, model;
+  uint64_t features;    /* CPU feature bits (docs/ENGINE_FORMAT.md numbers them) */
+  int32_t cores;        /* physical cores kiln may use */
+  int32_t threads_per_core; /* SMT: logical CPUs per core */
+  double fp32_gflops[2];    /* fused multiply-add peak, GFLOP/s */
+  double bf16_gflops[2];    /* bf16 dot products into fp32 (vdpbf16ps) */
+  double int8_gops[2];      /* u8 x s8 dot products into int32 (vpdpbusd) */
+  double dram_copy_gbs[2];  /* memcpy, read + write bytes counted */
+  int32_t n_levels;         /* memory levels, nearest first; the last is DRAM */
+  kn_mem_level levels[KN_MACHINE_MAX_LEVELS];
+  char source[16];          /* "probe" or "fallback" (where the numbers came from) */
+  double probe_seconds;     /* how long the probe took (0: not probed) */
+} kn_machine;
+
+/* Measure the machine running this call: topology and capacities from the
+ * CPU and OS (the L3 checked by measurement: VMs report the host's), peaks
+ * and bandwidths by timing register-only and streaming loops on 1 thread
+ * and on `threads` threads (0: every CPU this process may use).  Takes a
+ * few seconds; run it on a quiet machine. */
+kn_status kn_machine_probe(int32_t threads, kn_machine *out, kn_error *err)
+    __attribute__((warn_unused_result));
+/* The shipped description used when probing is off: this CPU's topology
+ * and capacities as the OS reports them, nominal rates for its ISA. */
+void kn_machine_fallback(kn_machine *out);
+/* Read / write a description as JSON (docs/MACHINE.md).  Loading checks
+ * every field and names the first bad one. */
+kn_status kn_machine_load(const char *path, kn_machine *out, kn_error *err)
+    __attribute__((warn_unused_result));
+kn_status kn_machine_save(const kn_machine *m, const char *path, kn_error *err)
+    __attribute__((warn_unused_result));
+/* Whether m describes the CPU running this call (model name and features). */
+int32_t kn_machine_is_this_cpu(const kn_machine *m);
+/* The description builds use when given none: $KILN_MACHINE (a file, or
+ * "fallback"); else the cached probe (~/.cache/kiln/machine.json, under
+ * $XDG_CACHE_HOME when set) when it describes this CPU; else a probe now,
+ * saved to that cache; with KILN_PROBE=0, the fallback instead of probing. */
+kn_status kn_machine_default(kn_machine *out, kn_error *err)
+    __attribute__((warn_unused_result));
+/* The cache file's path into buf ("" when no home directory is known). */
+const char *kn_machine_cache_path(char *buf, size_t len);
+
 /* ---- building ---------------------------------------------------------- */
 
 /* How `kn_model_build` turns a loaded model into an optimized engine. */
@@ -189,6 +249,8 @@ typedef struct kn_build_options {
   /* Give every step the reference kernel (tactic 0) instead of choosing
    * fast kernels: the oracle the fast kernels are compared with. */
   int32_t reference_kernels;
+  /* The machine to build for (tile sizes, tactics); NULL: kn_machine_default. */
+  const kn_machine *machine;
 } kn_build_options;
 
 /* Zero/default options. */

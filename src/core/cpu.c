@@ -49,8 +49,47 @@ uint64_t kn_cpu_features(void) {
   }
   return f;
 }
+
+void kn_cpu_identity(char *vendor, size_t vendor_len, char *brand, size_t brand_len,
+                     int32_t *family, int32_t *model) {
+  unsigned a, b, c, d;
+  char v[13] = {0}, br[49] = {0};
+  *family = *model = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    memcpy(v, &b, 4);
+    memcpy(v + 4, &d, 4);
+    memcpy(v + 8, &c, 4);
+  }
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    unsigned fam = (a >> 8) & 0xf, mod = (a >> 4) & 0xf;
+    if (fam == 0xf) fam += (a >> 20) & 0xff;
+    if (fam == 0x6 || fam >= 0xf) mod |= ((a >> 16) & 0xf) << 4;
+    *family = (int32_t)fam;
+    *model = (int32_t)mod;
+  }
+  if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u)
+    for (unsigned i = 0; i < 3; i++) {
+      __get_cpuid(0x80000002u + i, &a, &b, &c, &d);
+      memcpy(br + 16 * i, &a, 4);
+      memcpy(br + 16 * i + 4, &b, 4);
+      memcpy(br + 16 * i + 8, &c, 4);
+      memcpy(br + 16 * i + 12, &d, 4);
+    }
+  const char *s = br;
+  while (*s == ' ') s++;
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == ' ' || s[n - 1] == 0)) n--;
+  snprintf(vendor, vendor_len, "%s", v);
+  snprintf(brand, brand_len, "%.*s", (int)n, s);
+}
 #else
 uint64_t kn_cpu_features(void) { return 0; }
+void kn_cpu_identity(char *vendor, size_t vendor_len, char *brand, size_t brand_len,
+                     int32_t *family, int32_t *model) {
+  if (vendor_len) vendor[0] = 0;
+  if (brand_len) brand[0] = 0;
+  *family = *model = 0;
+}
 #endif
 
 uint64_t kn_cpu_build_features(void) {

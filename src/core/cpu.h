@@ -46,6 +46,12 @@ uint64_t kn_cpu_features(void);
  * target macros: none beyond x86-64 baseline unless built with -march). */
 uint64_t kn_cpu_build_features(void);
 
+/* The CPU's vendor string ("AuthenticAMD"), brand string ("AMD EPYC
+ * 9B45"; trimmed) and family/model as cpuid reports them; empty strings
+ * and zeros off x86-64 or when the CPU gives none. */
+void kn_cpu_identity(char *vendor, size_t vendor_len, char *brand, size_t brand_len,
+                     int32_t *family, int32_t *model);
+
 /* Name of feature bit `bit` ("avx512f"), NULL when kiln does not know it. */
 const char *kn_cpu_feature_name(int bit);
 

@@ -89,6 +89,8 @@ int kn_cmd_compare(int argc, char **argv);
 void kn_cmd_compare_usage(FILE *f);
 int kn_cmd_bench(int argc, char **argv);
 void kn_cmd_bench_usage(FILE *f);
+int kn_cmd_probe(int argc, char **argv);
+void kn_cmd_probe_usage(FILE *f);
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
 
