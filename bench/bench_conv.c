@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
             sbytes = kn_f32_conv_gemm_scratch(j.isa, &c, threads);
           } else if (t == KN_TACTIC_conv_winograd) {
             wp = aligned_alloc(64, kn_f32_conv_winograd_pack_size(j.isa, &c) * 4 + 64);
-            kn_f32_conv_winograd_pack(j.isa, &c, w, wp);
+            kn_f32_conv_winograd_pack(j.isa, &c, (size_t)1 << 20, w, wp);
             sbytes = kn_f32_conv_winograd_scratch(j.isa, &c, threads);
           } else {
             sbytes = kn_f32_dwconv_scratch(j.isa, &c, threads);

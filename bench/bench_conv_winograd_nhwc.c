@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
         float *w1 = aligned_alloc(64, kn_f32_conv_winograd_pack_size(is, &c) * 4 + 64);
         float *w2 = aligned_alloc(64, kn_f32_conv_nhwc_pack_size(is, &c) * 4 + 64);
         kn_f32_conv_winograd_nhwc_pack(is, &c, w, w0);
-        kn_f32_conv_winograd_pack(is, &c, w, w1);
+        kn_f32_conv_winograd_pack(is, &c, (size_t)1 << 20, w, w1);
         kn_f32_conv_nhwc_pack(is, &c, w, w2);
         j[WG_NHWC].wp = w0;
         j[WG_NCHW].wp = w1;

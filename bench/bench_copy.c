@@ -189,7 +189,7 @@ static void report(const char *what, bcase *c, int reps, kn_pool *pool2, bool gb
     c->n->tactic = c->n->op->select(c->m->graph, c->n, isa);
     void *packed = NULL;
     kn_error err;
-    if (c->n->op->pack && c->n->op->pack(c->m->graph, c->n, isa, &packed, &err))
+    if (c->n->op->pack && c->n->op->pack(c->m->graph, c->n, &(kn_target){isa, NULL}, &packed, &err))
       die("pack", &err);
     c->packed = packed;
     for (int th = 1; th <= 2; th++) {

@@ -21,6 +21,7 @@
 
 #include "core/core.h"
 #include "core/cpu.h"
+#include "core/machine.h"
 #include "kernels/gemm/gemm.h"
 #include "ops/ref_gemm.h"
 
@@ -145,7 +146,9 @@ int main(int argc, char **argv) {
   }
   uint64_t feat = kn_cpu_features();
   size_t l1, l2, l3;
-  kn_cache_sizes(&l1, &l2, &l3);
+  kn_machine os;
+  kn_machine_from_os(&os);
+  kn_machine_caches(&os, 1, &l1, &l2, &l3);
   printf("caches: L1d %zu KiB, L2 %zu KiB, L3 %zu KiB; B %s\n", l1 >> 10, l2 >> 10,
          l3 >> 10, raw ? "raw (packed per run)" : "prepacked");
   kn_pool *pools[3] = {NULL, NULL, NULL};

@@ -276,6 +276,8 @@ typedef struct kn_step_info {
   const char *domain;   /* "" for ONNX ops, "kiln" for fused ones */
   const char *covers;   /* the ONNX node names it computes, comma-separated */
   const char *tactic;   /* the kernel that runs it */
+  char tiling[64];      /* its cache blocking, chosen for the build's machine
+                           ("kc 256 mc 144 nc 3072"); "" when it has none */
   int32_t n_outputs;
   kn_value_info outputs[4]; /* the first (up to) four outputs */
   double flops;

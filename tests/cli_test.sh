@@ -539,6 +539,42 @@ expect bench_wrong_input 1 "input" bench "$TMP/tiny.kiln" --input "input=$G/inpu
 expect bench_hostile_model 1 "truncated or corrupt" bench "$B/bad_random.onnx"
 expect help_bench 0 "" bench --help
 
+# ---------------------------------------------------------------- probe / --machine
+# One real probe (a few seconds; longer under ASan with the other tests
+# running): every figure in its table, a description that loads back.
+TIMEOUT=90 kiln probe --output "$TMP/machine.json"
+if [ "$rc" -eq 0 ] && [ "$(cat "$ERR")" = "probing this machine (a few seconds) ..." ]; then
+  has probe_table "fp32 FMA" "GFLOP/s" "L1" "L2" "DRAM" "saved to $TMP/machine.json"
+else fail probe "exit $rc"; fi
+expect probe_show 0 "" probe --show "$TMP/machine.json"
+has probe_show_table "fp32 FMA" "numbers from probe"
+expect probe_show_json 0 "" probe --show "$TMP/machine.json" --json
+has probe_show_json_fields '"format":' '"kiln-machine"' '"levels":' '"read_gbs":'
+expect probe_fallback 0 "" probe --fallback --output "$TMP/fallback.json"
+has probe_fallback_table "numbers from fallback"
+expect build_machine_probed 0 "" build "$B/good.onnx" -o "$TMP/m1.kiln" --machine "$TMP/machine.json"
+expect build_machine_fallback 0 "" build "$B/good.onnx" -o "$TMP/m2.kiln" --machine fallback
+expect build_machine_missing 1 "no_such_machine.json" build "$B/good.onnx" -o "$TMP/m3.kiln" \
+  --machine "$TMP/no_such_machine.json"
+printf '{"format": "kiln-machine", "version": 1' >"$TMP/trunc.json"
+expect build_machine_truncated 1 "not valid JSON" build "$B/good.onnx" -o "$TMP/m3.kiln" \
+  --machine "$TMP/trunc.json"
+sed 's/^\([[:space:]]*\)"bytes":[[:space:]]*[0-9]*/\1"bytes": -5/' "$TMP/fallback.json" \
+  >"$TMP/negative.json"
+expect build_machine_bad_field 1 "levels[0].bytes" build "$B/good.onnx" -o "$TMP/m3.kiln" \
+  --machine "$TMP/negative.json"
+sed 's/^\([[:space:]]*\)"version":[[:space:]]*1/\1"version": 99/' "$TMP/fallback.json" \
+  >"$TMP/newer.json"
+expect build_machine_newer 1 "newer than this kiln" build "$B/good.onnx" -o "$TMP/m3.kiln" \
+  --machine "$TMP/newer.json"
+KILN_MACHINE=$TMP/trunc.json expect build_machine_env_bad 1 "KILN_MACHINE" \
+  build "$B/good.onnx" -o "$TMP/m3.kiln"
+expect probe_show_bad 1 "levels[0].bytes" probe --show "$TMP/negative.json"
+expect_usage probe_positional probe extra
+expect_usage probe_threads_zero probe --threads 0
+expect_usage probe_show_and_output probe --show "$TMP/machine.json" --output "$TMP/x.json"
+expect help_probe 0 "" probe --help
+
 sweep good_onnx model "$B/good.onnx"
 sweep ext_onnx model "$B/ext.onnx"
 sweep sparse_onnx model "$B/sparse.onnx"

@@ -29,6 +29,9 @@ struct kn_model {
    * huge-page buffer (kn_big_alloc) */
   void *packed_copy;
   size_t packed_copy_bytes;
+  /* the machine it was built for (kn_model_build; not kept in engines) */
+  kn_machine machine;
+  bool has_machine;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);

@@ -154,12 +154,24 @@ static void unpack_all(kn_model *m) {
   m->n_packed = 0;
 }
 
+/* The ISA a build packs for: the best both the described machine and
+ * this one have.  Packing runs here, and a described machine with an ISA
+ * this one lacks cannot be packed for here (its engine repacks at load). */
+static int32_t build_isa(const kn_model *m) {
+  uint64_t f = kn_cpu_features();
+  if (m->has_machine) f &= m->machine.features;
+  return (int32_t)kn_isa_detect(f);
+}
+
 /* Prepack the weights of every top-level step whose tactic packs them
- * and that has no block for this machine's ISA yet (an engine's mapped
- * blocks are kept); contexts share them read-only. */
+ * and that has no block for the target's ISA yet (an engine's mapped
+ * blocks are kept); contexts share them read-only.  The target is the
+ * machine the model is built for, or for an engine this one as the OS
+ * reports it. */
 static kn_status pack_all(kn_model *m, kn_error *err) {
   const kn_graph *g = m->ir->graph;
-  int32_t isa = (int32_t)kn_isa_detect(kn_cpu_features());
+  const kn_machine *machine = m->has_machine ? &m->machine : NULL;
+  int32_t isa = build_isa(m);
   if (m->packed && m->n_packed != g->n_nodes) unpack_all(m);
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
@@ -179,7 +191,7 @@ static kn_status pack_all(kn_model *m, kn_error *err) {
     m->packed[i] = NULL;
     m->packed_owned[i] = false;
     void *p = NULL;
-    kn_status st = n->op->pack(g, n, isa, &p, err);
+    kn_status st = n->op->pack(g, n, &(kn_target){isa, machine}, &p, err);
     if (st) {
       kn_error_prefix(err, "%s: node '%s' (%s): packing weights", m->ir->label, n->name,
                       n->op_type);
@@ -424,7 +436,7 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     o = &dflt;
   }
   if (m->from_engine) {
-    if (o->n_shapes || o->n_disabled_passes || o->workspace)
+    if (o->n_shapes || o->n_disabled_passes || o->workspace || o->machine)
       return kn_fail(err, KN_ERR_INVALID_ARG,
                      "%s is an engine: it was built already; build options apply to a model",
                      m->ir->label);
@@ -453,8 +465,13 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   kn_mem_plan_free(&m->plan);
   st = plan_for_max(m, o->workspace, err);
   if (st) return st;
-  kn_tactics_select(m->ir, (int32_t)kn_isa_detect(kn_cpu_features()),
-                    o->reference_kernels != 0);
+  /* The machine to build for: its features choose the kernels' ISA, its
+   * capacities their blocking.  Reference builds pack nothing: no probe. */
+  if (o->machine) m->machine = *o->machine;
+  else if (o->reference_kernels) kn_machine_fallback(&m->machine);
+  else if ((st = kn_machine_default(&m->machine, err))) return st;
+  m->has_machine = true;
+  kn_tactics_select(m->ir, build_isa(m), o->reference_kernels != 0);
   st = pack_all(m, err);
   if (st) return st;
   free_strings(m->shapes, m->n_shapes);

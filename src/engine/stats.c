@@ -80,6 +80,8 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
     for (int32_t d = 0; d < vi->rank && d < KN_MAX_RANK; d++) vi->dims[d] = v->type.dims[d];
   }
   kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
+  const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
+  if (packed && n->op && n->op->tiling) n->op->tiling(packed, out->tiling, sizeof out->tiling);
   return KN_OK;
 }
 

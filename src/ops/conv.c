@@ -753,17 +753,22 @@ static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   return 0;
 }
 
-static void pack_into(int32_t t, kn_isa isa, const kn_conv2d *c, const float *w, float *dst) {
+static void pack_into(int32_t t, const kn_target *target, const kn_conv2d *c, const float *w,
+                      float *dst) {
+  kn_isa isa = (kn_isa)target->isa;
+  size_t l1, l2, l3;
+  kn_target_caches(target, &l1, &l2, &l3);
   if (t == KN_TACTIC_conv_gemm) kn_f32_conv_gemm_pack(isa, c, w, dst);
-  else if (t == KN_TACTIC_conv_winograd) kn_f32_conv_winograd_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_winograd) kn_f32_conv_winograd_pack(isa, c, l2, w, dst);
   else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_depthwise_nhwc) kn_f32_dwconv_nhwc_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_winograd_nhwc) kn_f32_conv_winograd_nhwc_pack(isa, c, w, dst);
 }
 
-kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void **packed,
-                       kn_error *err) {
+kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, const kn_target *target,
+                       void **packed, kn_error *err) {
+  int32_t isa = target->isa;
   *packed = NULL;
   bool tr = is_transpose_node(n);
   conv_geom geo;
@@ -778,7 +783,7 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void *
     return kn_fail(err, KN_ERR_OOM, "node '%s' (%s): out of memory packing %zu weight bytes",
                    n->name, n->op_type, nf * sizeof(float));
   p->data_off = head;
-  pack_into(n->tactic, (kn_isa)isa, &c, w->data, (float *)((char *)p + head));
+  pack_into(n->tactic, target, &c, w->data, (float *)((char *)p + head));
   memcpy(p->wdims, w->dims, sizeof p->wdims);
   p->group = geo.group;
   *packed = p;
@@ -786,6 +791,14 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, int32_t isa, void *
 }
 
 void kn_conv_unpack(void *packed) { kn_packed_free(packed); }
+
+void kn_conv_tiling(const void *packed, char *buf, size_t len) {
+  const conv_packed *p = packed;
+  if (p->hdr.tactic == KN_TACTIC_conv_winograd)
+    snprintf(buf, len, "%lld tile lanes a block",
+             (long long)kn_f32_conv_winograd_block_lanes(
+                 (const float *)((const char *)p + p->data_off)));
+}
 
 kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
                        const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
@@ -823,7 +836,7 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
   char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   if (pbytes) {
-    pack_into(t, isa, &c, w->data, (float *)scratch);
+    pack_into(t, &(kn_target){(int32_t)isa, NULL}, &c, w->data, (float *)scratch);
     wp = (const float *)scratch;
   }
   void *ks = scratch + pbytes;
@@ -874,7 +887,7 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   if (pbytes) {
-    pack_into(t, isa, &c, w->data, (float *)scratch);
+    pack_into(t, &(kn_target){(int32_t)isa, NULL}, &c, w->data, (float *)scratch);
     wp = (const float *)scratch;
   }
   void *ks = scratch + pbytes;
@@ -1058,9 +1071,11 @@ static kn_status qlconv_run(kn_op_ctx *ctx) {
 
 const kn_op_def kn_ops_conv[] = {
     {"Conv", NULL, 2, 3, 1, 1, 1, 22, conv_infer, conv_run, conv_flops,
-     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
+     .tiling = kn_conv_tiling},
     {"ConvTranspose", NULL, 2, 3, 1, 1, 1, 22, convt_infer, convt_run, convt_flops,
-     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
+     .tiling = kn_conv_tiling},
     {"ConvInteger", NULL, 2, 4, 1, 1, 10, 22, convi_infer, convi_run, conv_flops},
     {"QLinearConv", NULL, 8, 9, 1, 1, 10, 22, qlconv_infer, qlconv_run, conv_flops},
     KN_OP_END,

@@ -14,7 +14,8 @@
 int32_t kn_conv_select(const kn_graph *g, const kn_node *n, int32_t isa);
 /* Prepacks a constant float32 weight for the node's tactic (*packed NULL
  * when the tactic needs no packing or W is not a constant). */
-kn_status kn_conv_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
+void kn_conv_tiling(const void *packed, char *buf, size_t len);
+kn_status kn_conv_pack(const kn_graph *g, const kn_node *n, const kn_target *target, void **packed,
                        kn_error *err) KN_WUR;
 void kn_conv_unpack(void *packed);
 

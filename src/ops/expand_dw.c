@@ -193,8 +193,9 @@ static int32_t edw_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   return static_geometries(g, n, &ge, &gd, NULL, NULL) ? KN_TACTIC_conv_expand_dw_nhwc : 0;
 }
 
-static kn_status edw_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                          kn_error *err) {
+static kn_status edw_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                          void **packed, kn_error *err) {
+  int32_t isa = target->isa;
   *packed = NULL;
   kn_conv2d ge, gd;
   const kn_tensor *we, *wd;

@@ -644,12 +644,12 @@ static int32_t fgemm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   return g->values[n->inputs[1]].constant ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
 }
 
-static kn_status fgemm_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                            kn_error *err) {
+static kn_status fgemm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                            void **packed, kn_error *err) {
   *packed = NULL;
   if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
   const kn_attr *tb = kn_node_attr(n, "transB");
-  return kn_gemm_pack_const_b(g, n, isa, 1, tb && tb->i != 0, packed, err);
+  return kn_gemm_pack_const_b(g, n, target, 1, tb && tb->i != 0, packed, err);
 }
 
 static double fgemm_flops(const kn_op_ctx *ctx) {
@@ -665,8 +665,10 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 
 const kn_op_def kn_ops_fused[] = {
     {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
-     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack},
+     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
+     .tiling = kn_conv_tiling},
     {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
-     .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack},
+     .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack,
+     .tiling = kn_gemm_tiling},
     KN_OP_END,
 };

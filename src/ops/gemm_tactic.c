@@ -1,7 +1,20 @@
 #include "gemm_tactic.h"
 
-kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
+#include "core/machine.h"
+
+void kn_target_caches(const kn_target *t, size_t *l1d, size_t *l2, size_t *l3) {
+  kn_machine os;
+  const kn_machine *m = t->machine;
+  if (!m) {
+    kn_machine_from_os(&os);
+    m = &os;
+  }
+  kn_machine_caches(m, 1, l1d, l2, l3);
+}
+
+kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_target *target,
                                int32_t input, bool trans, void **packed, kn_error *err) {
+  int32_t isa = target->isa;
   *packed = NULL;
   int32_t v = input < n->n_inputs ? n->inputs[input] : -1;
   const kn_tensor *t = v >= 0 ? g->values[v].constant : NULL;
@@ -14,7 +27,7 @@ kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
   p->b_off = head;
   kn_sgemm_pack_b((kn_isa)isa, k, nn, t->data, t->dims[1], trans, (float *)((char *)p + head));
   size_t l1, l2, l3;
-  kn_cache_sizes(&l1, &l2, &l3);
+  kn_target_caches(target, &l1, &l2, &l3);
   p->k = k;
   p->n = nn;
   p->blocking = kn_sgemm_blocking_for((kn_isa)isa, l1, l2, l3);
@@ -23,6 +36,12 @@ kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
 }
 
 void kn_gemm_unpack(void *packed) { kn_packed_free(packed); }
+
+void kn_gemm_tiling(const void *packed, char *buf, size_t len) {
+  const kn_gemm_packed *p = packed;
+  snprintf(buf, len, "kc %lld mc %lld nc %lld", (long long)p->blocking.kc,
+           (long long)p->blocking.mc, (long long)p->blocking.nc);
+}
 
 const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n) {
   const kn_gemm_packed *p = ctx->packed;

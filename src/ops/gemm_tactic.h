@@ -24,9 +24,11 @@ static inline const float *kn_gemm_packed_b(const kn_gemm_packed *p) {
 
 /* Pack hook body: input `input` of node n must be a 2-D float constant;
  * packs op(B) (trans: stored n x k) into a new kn_gemm_packed. */
-kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, int32_t isa,
+kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_target *target,
                                int32_t input, bool trans, void **packed, kn_error *err) KN_WUR;
 void kn_gemm_unpack(void *packed);
+/* The `tiling` hook of the GEMM ops: the packed block's blocking. */
+void kn_gemm_tiling(const void *packed, char *buf, size_t len);
 
 /* ctx->packed when it was made for this ISA and these sizes, else NULL. */
 const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n);

@@ -501,11 +501,11 @@ static int32_t matmul_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   return b->constant && b->constant->rank == 2 ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
 }
 
-static kn_status matmul_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                             kn_error *err) {
+static kn_status matmul_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                             void **packed, kn_error *err) {
   *packed = NULL;
   if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
-  return kn_gemm_pack_const_b(g, n, isa, 1, false, packed, err);
+  return kn_gemm_pack_const_b(g, n, target, 1, false, packed, err);
 }
 
 /* 2 * M * N * K per output matrix; unknown dims count as 1, and when the
@@ -735,12 +735,12 @@ static int32_t gemm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   return g->values[n->inputs[1]].constant ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
 }
 
-static kn_status gemm_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                           kn_error *err) {
+static kn_status gemm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                           void **packed, kn_error *err) {
   *packed = NULL;
   if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
   const kn_attr *tb = kn_node_attr(n, "transB");
-  return kn_gemm_pack_const_b(g, n, isa, 1, tb && tb->i != 0, packed, err);
+  return kn_gemm_pack_const_b(g, n, target, 1, tb && tb->i != 0, packed, err);
 }
 
 static double gemm_flops(const kn_op_ctx *ctx) {
@@ -1052,9 +1052,11 @@ static kn_status det_run(kn_op_ctx *ctx) {
 
 const kn_op_def kn_ops_matmul[] = {
     {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops,
-     .select = matmul_select, .pack = matmul_pack, .unpack = kn_gemm_unpack},
+     .select = matmul_select, .pack = matmul_pack, .unpack = kn_gemm_unpack,
+     .tiling = kn_gemm_tiling},
     {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops,
-     .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack},
+     .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack,
+     .tiling = kn_gemm_tiling},
     {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},

@@ -69,6 +69,17 @@ struct kn_op_ctx {
   const void *packed;
 };
 
+/* What a pack hook packs for: the ISA of the kernels, and the machine
+ * whose capacities choose their blocking (NULL: this machine as the OS
+ * reports it, kn_machine_from_os). */
+typedef struct kn_target {
+  int32_t isa;
+  const kn_machine *machine;
+} kn_target;
+
+/* One core's L1d and L2 and the L3 of t's machine (kn_machine_caches). */
+void kn_target_caches(const kn_target *t, size_t *l1d, size_t *l2, size_t *l3);
+
 typedef kn_status (*kn_op_fn)(kn_op_ctx *ctx);
 
 typedef struct kn_op_def {
@@ -105,9 +116,13 @@ typedef struct kn_op_def {
    * unpack: unused by the engine (blocks are freed with free()); kept for
    * ops whose tests free what they packed. */
   int32_t (*select)(const kn_graph *g, const kn_node *n, int32_t isa);
-  kn_status (*pack)(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                    kn_error *err);
+  kn_status (*pack)(const kn_graph *g, const kn_node *n, const kn_target *target,
+                    void **packed, kn_error *err);
   void (*unpack)(void *packed);
+  /* tiling: the blocking the pack hook chose, from the target machine's
+   * capacities ("kc 256 mc 144 nc 3072"), into buf; NULL or an empty
+   * string: no machine-dependent tiling.  `packed` is the node's block. */
+  void (*tiling)(const void *packed, char *buf, size_t len);
   /* The input output 0 may share with `inplace` (0 unless set). */
   uint8_t inplace_input;
 } kn_op_def;

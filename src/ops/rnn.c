@@ -510,17 +510,17 @@ static kn_status rnn_pack_common(const kn_graph *g, const kn_node *n, int kind, 
   return KN_OK;
 }
 
-static kn_status rnn_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                          kn_error *err) {
-  return rnn_pack_common(g, n, RNN_KIND_RNN, isa, packed, err);
+static kn_status rnn_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                          void **packed, kn_error *err) {
+  return rnn_pack_common(g, n, RNN_KIND_RNN, target->isa, packed, err);
 }
-static kn_status gru_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                          kn_error *err) {
-  return rnn_pack_common(g, n, RNN_KIND_GRU, isa, packed, err);
+static kn_status gru_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                          void **packed, kn_error *err) {
+  return rnn_pack_common(g, n, RNN_KIND_GRU, target->isa, packed, err);
 }
-static kn_status lstm_pack(const kn_graph *g, const kn_node *n, int32_t isa, void **packed,
-                           kn_error *err) {
-  return rnn_pack_common(g, n, RNN_KIND_LSTM, isa, packed, err);
+static kn_status lstm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                           void **packed, kn_error *err) {
+  return rnn_pack_common(g, n, RNN_KIND_LSTM, target->isa, packed, err);
 }
 
 static void rnn_unpack(void *packed) { kn_packed_free(packed); }

@@ -124,7 +124,7 @@ static void compare_fast(one_node *o, int32_t want, bool force, double tol, cons
     if (o->node->tactic != want)
       fail_msg("%s: select gave tactic %d, expected %d", what, (int)o->node->tactic, (int)want);
     void *packed = NULL;
-    if (op->pack && op->pack(o->m->graph, o->node, isa, &packed, &err))
+    if (op->pack && op->pack(o->m->graph, o->node, &(kn_target){isa, NULL}, &packed, &err))
       fail_msg("%s", err.msg);
     kn_slot first;
     bool have_first = false;

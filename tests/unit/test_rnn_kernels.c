@@ -46,7 +46,7 @@ static void check_rnn(kn_ir_model *m, int32_t want_tactic, const char *what) {
     n->tactic = t;
     void *packed = NULL;
     kn_error err;
-    if (n->op->pack(g, n, isas[i], &packed, &err)) fail_msg("pack: %s", err.msg);
+    if (n->op->pack(g, n, &(kn_target){isas[i], NULL}, &packed, &err)) fail_msg("pack: %s", err.msg);
     for (int32_t pk = 0; pk < 2; pk++)
       for (int32_t th = 1; th <= 2; th++) {
         kn_rt rt = {.isa = isas[i], .pool = th == 2 ? pool2 : NULL};

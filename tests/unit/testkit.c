@@ -205,7 +205,7 @@ tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t thread
   kn_error err;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
-    if (n->tactic && n->op->pack && n->op->pack(g, n, isa, &packed[i], &err))
+    if (n->tactic && n->op->pack && n->op->pack(g, n, &(kn_target){isa, NULL}, &packed[i], &err))
       fail_msg("%s", err.msg);
   }
   kn_rt rt = {.isa = (kn_isa)isa};

@@ -9,7 +9,8 @@
 void kn_cmd_build_usage(FILE *f) {
   fprintf(f,
           "usage: kiln build MODEL -o ENGINE [--shape NAME=DIMS]... [--profile NAME=MIN:OPT:MAX]...\n"
-          "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n\n"
+          "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
+          "                  [--machine FILE|fallback]\n\n"
           "Optimizes MODEL (.onnx), plans its memory and writes ENGINE, a single\n"
           "versioned, checksummed file (docs/ENGINE_FORMAT.md) that `kiln run`,\n"
           "`kiln inspect` and `kiln compare` accept wherever they take a model.\n\n"
@@ -21,6 +22,13 @@ void kn_cmd_build_usage(FILE *f) {
           "  --workspace BYTES          cap the activation arena (K, M, G suffixes);\n"
           "                             a plan that needs more fails, saying by how much\n"
           "  --no-optimize              keep the graph as imported\n"
+          "  --machine FILE             build for the machine FILE describes (`kiln probe\n"
+          "                             --output FILE`; docs/MACHINE.md): its caches set\n"
+          "                             the kernels' blocking.  'fallback': the shipped\n"
+          "                             description.  Default: $KILN_MACHINE, else this\n"
+          "                             machine's probe, cached in ~/.cache/kiln/machine.json\n"
+          "                             (made on first use, a few seconds; KILN_PROBE=0\n"
+          "                             uses the fallback instead)\n"
           "Options also take the --name=VALUE form (-o ENGINE, -oENGINE, --output=ENGINE).\n\n"
           "Passes, in the order they run:\n");
   kn_cli_print_passes(f);
@@ -34,18 +42,20 @@ static double now_ms(void) {
 
 int kn_cmd_build(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("build");
-  const char *model_path = NULL, *out_path = NULL;
+  const char *model_path = NULL, *out_path = NULL, *machine_path = NULL;
   const char *shapes[MAX_OPTS], *disabled[MAX_OPTS], *profiles[MAX_OPTS];
   int n_shapes = 0, n_disabled = 0, n_profiles = 0;
   kn_build_options bo;
   kn_build_options_init(&bo);
-  enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE };
+  enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE,
+         O_MACHINE };
   static const kn_cli_opt opts[] = {{"output", 'o', true, O_OUTPUT},
                                     {"shape", 0, true, O_SHAPE},
                                     {"profile", 0, true, O_PROFILE},
                                     {"disable-pass", 0, true, O_DISABLE_PASS},
                                     {"workspace", 0, true, O_WORKSPACE},
                                     {"no-optimize", 0, false, O_NO_OPTIMIZE},
+                                    {"machine", 0, true, O_MACHINE},
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
@@ -71,6 +81,7 @@ int kn_cmd_build(int argc, char **argv) {
                                  "got '%s'", args.arg);
       break;
     case O_NO_OPTIMIZE: bo.no_optimize = 1; break;
+    case O_MACHINE: machine_path = args.arg; break;
     case KN_CLI_POSITIONAL:
       if (model_path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
       model_path = args.arg;
@@ -86,6 +97,12 @@ int kn_cmd_build(int argc, char **argv) {
   bo.n_disabled_passes = n_disabled;
 
   kn_error err = {0};
+  kn_machine machine;
+  if (machine_path) {
+    if (!strcmp(machine_path, "fallback")) kn_machine_fallback(&machine);
+    else if (kn_machine_load(machine_path, &machine, &err)) return kn_cli_error(&err);
+    bo.machine = &machine;
+  }
   kn_model *m = NULL;
   double t0 = now_ms();
   if (kn_model_load(model_path, &m, &err)) return kn_cli_error(&err);

@@ -219,6 +219,8 @@ int kn_cmd_inspect(int argc, char **argv) {
       json_covers(stdout, si.covers);
       printf(", \"tactic\": ");
       json_str(stdout, si.tactic);
+      printf(", \"tiling\": ");
+      json_str(stdout, si.tiling);
       printf(", \"outputs\": [");
       for (int32_t o = 0; o < si.n_outputs; o++) {
         printf(o ? ", " : "");
@@ -258,16 +260,17 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
-  printf("steps (%d):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s  %s\n", nsteps, "#", "name",
-         "op", "kernel", "output", "MFLOP", "KiB r+w", "covers");
+  printf("steps (%d):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s  %-24s %s\n", nsteps, "#",
+         "name", "op", "kernel", "output", "MFLOP", "KiB r+w", "tiling", "covers");
   for (int32_t i = 0; i < nsteps; i++) {
     kn_step_info si;
     if (kn_model_step_info(m, i, &si)) continue;
     char shape[96] = "";
     if (si.n_outputs) shape_text(&si.outputs[0], shape, sizeof shape);
-    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f  %.80s\n", i, si.name,
-           si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
-           (double)(si.bytes_read + si.bytes_written) / 1024.0, si.covers);
+    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f  %-24.24s %.80s\n", i,
+           si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
+           (double)(si.bytes_read + si.bytes_written) / 1024.0, si.tiling[0] ? si.tiling : "-",
+           si.covers);
   }
   printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
          (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,

@@ -79,7 +79,11 @@ bool kn_f32_conv_winograd_fits(const kn_conv2d *g);
 size_t kn_f32_conv_winograd_pack_size(kn_isa isa, const kn_conv2d *g);
 /* Transforms w to the Winograd domain (G w G^T per output/input channel
  * pair) and packs the 36 [m/group, c/group] matrices for the GEMM. */
-void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
+void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, size_t l2, const float *w,
+                               float *dst);
+/* The tile lanes per block that packing chose for its L2 (from the
+ * packed weights' header). */
+int64_t kn_f32_conv_winograd_block_lanes(const float *packed);
 size_t kn_f32_conv_winograd_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
 void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                           const float *wpacked, const kn_epilogue *ep, float *y,

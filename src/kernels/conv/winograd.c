@@ -26,8 +26,9 @@
  *      registers (other activations on the block's rows right after,
  *      still in L1/L2).
  * A block holds as many tiles as keep its V (36 * c * tiles floats) and
- * the panel's M (36 * MR * tiles) in about 3/4 of L2 (kn_cache_sizes, read
- * once at pack time and kept in the packed weights' header): V is re-read
+ * the panel's M (36 * MR * tiles) in about 3/4 of L2 (the machine
+ * description's, given at pack time and kept in the packed weights'
+ * header): V is re-read
  * from L2 by every panel, U streams through once per block.  Blocks are
  * made as many as the threads (when the image has that many vectors of
  * tiles) so that one barrier per image suffices.
@@ -93,7 +94,14 @@ size_t kn_f32_conv_winograd_pack_size(kn_isa isa, const kn_conv2d *g) {
 
 /* U = G w G^T per (output, input) channel pair, in double (the rounding
  * of the 1/6 and 1/24 entries would otherwise add to the run's error). */
-void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
+int64_t kn_f32_conv_winograd_block_lanes(const float *packed) {
+  int32_t hdr[HEADER];
+  memcpy(hdr, packed, sizeof hdr);
+  return hdr[0];
+}
+
+void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, size_t l2, const float *w,
+                               float *dst) {
   static const double G[6][3] = {
       {1.0 / 4, 0, 0},
       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -104,8 +112,6 @@ void kn_f32_conv_winograd_pack(kn_isa isa, const kn_conv2d *g, const float *w, f
   };
   KN_ASSERT(kn_f32_conv_winograd_fits(g));
   const kn_wg_ukernels *uk = wg_uk(isa);
-  size_t l1, l2, l3;
-  kn_cache_sizes(&l1, &l2, &l3);
   int32_t hdr[HEADER] = {(int32_t)block_lanes(uk, g, l2), uk->vn, uk->mr};
   memcpy(dst, hdr, sizeof hdr);
   float *u = dst + HEADER;

@@ -60,52 +60,6 @@ static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b
 
 /* ---- cache sizes and blocking -------------------------------------------- */
 
-/* "48K", "1024K", "32M" -> bytes; 0 when unreadable. */
-static size_t read_cache_file(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, len - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *end;
-  unsigned long long v = strtoull(buf, &end, 10);
-  if (end == buf) return 0;
-  if (*end == 'K') v <<= 10;
-  else if (*end == 'M') v <<= 20;
-  else if (*end == 'G') v <<= 30;
-  return (size_t)v;
-}
-
-void kn_cache_sizes(size_t *l1d, size_t *l2, size_t *l3) {
-  size_t s[4] = {0, 0, 0, 0};
-  char path[96], buf[32];
-  for (int i = 0; i < 8; i++) {
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-    FILE *f = fopen(path, "r");
-    if (!f) break;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    if (!strncmp(buf, "Instruction", 11)) continue;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-    size_t level = read_cache_file(path, buf, sizeof buf);
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    if (level >= 1 && level <= 3) s[level] = read_cache_file(path, buf, sizeof buf);
-  }
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
-  long v;
-  if (!s[1] && (v = sysconf(_SC_LEVEL1_DCACHE_SIZE)) > 0) s[1] = (size_t)v;
-  if (!s[2] && (v = sysconf(_SC_LEVEL2_CACHE_SIZE)) > 0) s[2] = (size_t)v;
-  if (!s[3] && (v = sysconf(_SC_LEVEL3_CACHE_SIZE)) > 0) s[3] = (size_t)v;
-#endif
-  *l1d = s[1] ? s[1] : (size_t)32 << 10;
-  *l2 = s[2] ? s[2] : (size_t)1 << 20;
-  *l3 = s[3] ? s[3] : (size_t)8 << 20;
-  /* VMs report the whole socket's L3 (508 MiB seen); one core's share of
-   * a CCX is what a blocking may count on. */
-  if (*l3 > (size_t)32 << 20) *l3 = (size_t)32 << 20;
-}
-
 kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3) {
   const kn_sgemm_ukernels *uk = ukernels(isa);
   int64_t mr = uk->mr, nr = uk->nr;

@@ -47,9 +47,9 @@ void kn_sgemm_pack_b(kn_isa isa, int64_t k, int64_t n, const float *b, int64_t l
 typedef void (*kn_sgemm_b_panel_fn)(void *arg, int64_t k0, int64_t kc, int64_t n0,
                                     int64_t nr, float *dst);
 
-/* Cache blocking (BLIS's KC, MC, NC), made once per context from the
- * machine's cache sizes and handed to every call: reading sysfs in the hot
- * path would cost more than a small product.
+/* Cache blocking (BLIS's KC, MC, NC), made once at build from the cache
+ * capacities of the machine description (kn_machine; `kiln probe`) and
+ * kept with the packed weights.
  *   kc: depth of one pass; a B micro-panel (kc x NR) stays in L1 while
  *       the A micro-panels of an MC block stream past it from L2;
  *   mc: rows of the packed A block (mc x kc in about half of L2);
@@ -58,9 +58,6 @@ typedef struct kn_sgemm_blocking {
   int64_t kc, mc, nc;
 } kn_sgemm_blocking;
 
-/* Data cache sizes in bytes: sysfs (cpu0/cache/index*), else sysconf,
- * else 32 KiB / 1 MiB / 8 MiB.  Slow (file reads, cpuid): call once. */
-void kn_cache_sizes(size_t *l1d, size_t *l2, size_t *l3);
 /* Blocking for `isa` from cache sizes (0: 48 KiB / 1 MiB / 8 MiB, Zen 4/5). */
 kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3);
 
