@@ -219,7 +219,12 @@ static cJSON *pair(const double v[2]) {
   return o;
 }
 
-char *kn_machine_to_json(const kn_machine *m) {
+static char *to_json(const kn_machine *m, bool pretty);
+
+char *kn_machine_to_json(const kn_machine *m) { return to_json(m, true); }
+char *kn_machine_to_json_compact(const kn_machine *m) { return to_json(m, false); }
+
+static char *to_json(const kn_machine *m, bool pretty) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   cJSON_AddStringToObject(root, "format", "kiln-machine");
@@ -261,16 +266,16 @@ char *kn_machine_to_json(const kn_machine *m) {
     cJSON_AddItemToObject(o, "write_gbs", pair(l->write_gbs));
     cJSON_AddItemToArray(lv, o);
   }
-  char *text = cJSON_Print(root);
+  char *text = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
   if (!text) return NULL;
-  /* cJSON allocates with malloc by default; hand back a copy ending in a
-   * newline so callers free() it whatever hooks cJSON was given. */
+  /* a copy callers free() whatever hooks cJSON was given; a file's text
+   * ends in a newline */
   size_t n = strlen(text);
   char *out = malloc(n + 2);
   if (out) {
     memcpy(out, text, n);
-    out[n] = '\n';
+    out[n] = pretty ? '\n' : 0;
     out[n + 1] = 0;
   }
   cJSON_free(text);

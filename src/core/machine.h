@@ -38,6 +38,8 @@ void kn_machine_caches(const kn_machine *m, int32_t threads, size_t *l1d, size_t
  * of memory), and parsed back from `len` bytes of text.  `label` names
  * the source in messages ("machine.json"). */
 char *kn_machine_to_json(const kn_machine *m);
+/* The same on one line, without spaces (engine files keep it). */
+char *kn_machine_to_json_compact(const kn_machine *m);
 kn_status kn_machine_from_json(const char *text, size_t len, const char *label,
                                kn_machine *out, kn_error *err) KN_WUR;
 

@@ -348,6 +348,7 @@ static void put_config(wbuf *b, const kn_engine_config *cfg) {
   char ws[32];
   uint32_t count = 2;
   if (cfg) count += (uint32_t)(cfg->n_shapes + cfg->n_profiles + cfg->n_disabled_passes);
+  if (cfg && cfg->machine_json) count++;
   put_u32(b, count);
   put_str(b, "precision");
   put_str(b, cfg && cfg->precision ? cfg->precision : "fp32");
@@ -366,6 +367,10 @@ static void put_config(wbuf *b, const kn_engine_config *cfg) {
   snprintf(ws, sizeof ws, "%llu", (unsigned long long)(cfg ? cfg->workspace_bytes : 0));
   put_str(b, "workspace");
   put_str(b, ws);
+  if (cfg && cfg->machine_json) {
+    put_str(b, "machine");
+    put_str(b, cfg->machine_json);
+  }
   put_pad(b, 8);
 }
 

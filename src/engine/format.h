@@ -35,7 +35,10 @@
  *    order: "precision" (e.g. "fp32"), "shape" (one per --shape, as given:
  *    "NAME=1x3x224x224"), "profile" (one per --profile: "NAME=MIN:OPT:MAX"),
  *    "disable_pass" (one per disabled pass), "workspace" (decimal bytes, 0 =
- *    no cap).
+ *    no cap), then "machine" (at most once): the machine description the
+ *    engine was built for, as compact JSON (docs/MACHINE.md); its
+ *    capacities chose the steps' tiles.  A reader skips keys it does not
+ *    know.
  *
  * 3. Section table (at the table offset): one 32-byte entry per section
  *      0  u32  type: 1 GRAPH, 2 TENSORS, 3 PLAN, 4 WEIGHTS, 5 PACKED
@@ -174,6 +177,7 @@ typedef struct kn_engine_config {
   int32_t n_disabled_passes;
   const char *const *disabled_passes;
   uint64_t workspace_bytes;           /* 0: no cap */
+  const char *machine_json;           /* NULL: no "machine" entry */
   uint64_t cpu_features;              /* features the chosen tactics need
                                          (KN_CPU_BIT), on top of the build's
                                          own (kn_cpu_build_features) */

@@ -1,5 +1,6 @@
 /* Public model and context API (kiln.h) over the reference executor. */
 #include "core/cpu.h"
+#include "core/machine.h"
 #include "kernels/kernels.h"
 #include "plan/tactic.h"
 #include "engine.h"
@@ -70,7 +71,13 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
   m->info = info;
   m->onnx_nodes = -1;
   for (int32_t i = 0; i < info.n_config && !st; i++)
-    if (!strcmp(info.config_keys[i], "profile")) {
+    if (!strcmp(info.config_keys[i], "machine")) {
+      const char *j = info.config_values[i];
+      char label[320];
+      snprintf(label, sizeof label, "%s: build configuration 'machine'", m->ir->label);
+      st = kn_machine_from_json(j, strlen(j), label, &m->machine, err);
+      m->has_machine = st == KN_OK;
+    } else if (!strcmp(info.config_keys[i], "profile")) {
       /* the graph keeps its dynamic dims; only the ranges are needed */
       kn_graph *g = m->ir->graph;
       int64_t keep[KN_MAX_RANK];
@@ -509,7 +516,14 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
                           .n_disabled_passes = m->n_disabled,
                           .disabled_passes = (const char *const *)m->disabled,
                           .workspace_bytes = m->workspace};
+  char *mj = NULL;
+  if (m->has_machine && !(mj = kn_machine_to_json_compact(&m->machine))) {
+    free(pk);
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  }
+  cfg.machine_json = mj;
   kn_status st = kn_engine_write(m->ir, &m->plan, &cfg, path, err);
+  free(mj);
   free(pk);
   return st;
 }
@@ -521,6 +535,14 @@ kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) 
   c->model = m;
   c->threads = kn_default_threads();
   c->rt.isa = kn_isa_detect(kn_cpu_features());
+  /* tiles for the machine the model was built for, else for this one */
+  kn_machine os;
+  const kn_machine *mach = m->has_machine ? &m->machine : NULL;
+  if (!mach) {
+    kn_machine_from_os(&os);
+    mach = &os;
+  }
+  kn_machine_caches(mach, 1, &c->rt.caches.l1d, &c->rt.caches.l2, &c->rt.caches.l3);
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   c->mem_limit = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
   c->inputs = kn_calloc((size_t)m->n_inputs + 1, sizeof *c->inputs);

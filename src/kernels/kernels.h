@@ -37,15 +37,39 @@ const char *kn_isa_name(kn_isa isa);
 /* True when this build has kernels for `isa` and the machine can run them. */
 bool kn_isa_available(kn_isa isa, uint64_t cpu_features);
 
+/* Cache capacities in bytes that kernels size their tiles by: one core's
+ * L1d and L2, and the L3 (the machine description the model was built
+ * for; src/core/machine.h).  0 in a field: the common size, below. */
+typedef struct kn_caches {
+  size_t l1d, l2, l3;
+} kn_caches;
+#define KN_COMMON_L1D ((size_t)48 << 10)
+#define KN_COMMON_L2 ((size_t)1 << 20)
+#define KN_COMMON_L3 ((size_t)32 << 20)
+
 /* What an op needs to run its fast kernels: the ISA, the thread pool of the
- * context (NULL: one thread) and a scratch buffer owned by the context.
- * A run with no kn_rt (ctx->rt == NULL) uses the reference kernels. */
+ * context (NULL: one thread), a scratch buffer owned by the context and
+ * the capacities to tile for.  A run with no kn_rt (ctx->rt == NULL) uses
+ * the reference kernels. */
 typedef struct kn_rt {
   kn_isa isa;
   kn_pool *pool;
   void *scratch;        /* 64-byte aligned */
   size_t scratch_bytes; /* its size */
+  kn_caches caches;     /* fixed when the context is created */
 } kn_rt;
+
+/* The capacities with defaults filled in (c may be NULL). */
+static inline kn_caches kn_caches_or_common(const kn_caches *c) {
+  kn_caches r = {KN_COMMON_L1D, KN_COMMON_L2, KN_COMMON_L3};
+  if (c && c->l1d) r.l1d = c->l1d;
+  if (c && c->l2) r.l2 = c->l2;
+  if (c && c->l3) r.l3 = c->l3;
+  return r;
+}
+static inline kn_caches kn_rt_caches(const kn_rt *rt) {
+  return kn_caches_or_common(rt ? &rt->caches : NULL);
+}
 
 /* Scratch of at least `bytes` (64-byte aligned), grown when needed; NULL
  * when out of memory.  Ops call it before the kernel, never inside it. The
