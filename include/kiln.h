@@ -286,6 +286,22 @@ typedef struct kn_step_info {
 
 int32_t kn_model_step_count(const kn_model *model);
 kn_status kn_model_step_info(const kn_model *model, int32_t index, kn_step_info *out);
+
+/* The IO model's view of a step (DESIGN.md "The IO model"): the bytes its
+ * loop nest moves across each boundary of the memory hierarchy with the
+ * tiles that fit each level, and the time that predicts on the machine
+ * the model was built for (its description; for a model not built, this
+ * machine as the OS reports it, with the fallback's rates). */
+typedef struct kn_step_io {
+  double flops;
+  double bytes[4];      /* registers<->L1, L1<->L2, L2<->L3, L3<->DRAM */
+  double predicted_us;  /* max(compute, each boundary) + a per-step overhead */
+  const char *bound;    /* what limits it: "compute", "L1", "L2", "L3", "DRAM",
+                           "overhead" */
+  int32_t modelled;     /* 1: from the op's loop nest; 0: its tensors streamed once */
+} kn_step_io;
+kn_status kn_model_step_io(const kn_model *model, int32_t index, int32_t threads,
+                           kn_step_io *out);
 /* Engine format version of a model loaded from an engine (0 otherwise),
  * and the format version this kiln writes. */
 uint32_t kn_model_format_version(const kn_model *model);

@@ -67,7 +67,7 @@ void kn_cpu_identity(char *vendor, size_t vendor_len, char *brand, size_t brand_
     *family = (int32_t)fam;
     *model = (int32_t)mod;
   }
-  if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u)
+  if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u)
     for (unsigned i = 0; i < 3; i++) {
       __get_cpuid(0x80000002u + i, &a, &b, &c, &d);
       memcpy(br + 16 * i, &a, 4);

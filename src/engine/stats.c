@@ -1,5 +1,7 @@
 /* Model summaries for `kiln inspect` (kiln.h). */
 #include "engine.h"
+#include "core/machine.h"
+#include "plan/iomodel.h"
 #include "plan/tactic.h"
 
 kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out, kn_error *err) {
@@ -82,6 +84,26 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
   const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
   if (packed && n->op && n->op->tiling) n->op->tiling(packed, out->tiling, sizeof out->tiling);
+  return KN_OK;
+}
+
+kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn_step_io *out) {
+  const kn_graph *g = model->ir->graph;
+  memset(out, 0, sizeof *out);
+  if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
+  kn_machine fb;
+  const kn_machine *mach = model->has_machine ? &model->machine : NULL;
+  if (!mach) {
+    kn_machine_fallback(&fb);
+    mach = &fb;
+  }
+  kn_io_step s;
+  kn_io_predict(model->ir, i, mach, threads, &s);
+  out->flops = s.flops;
+  for (int b = 0; b < 4; b++) out->bytes[b] = s.bytes[b];
+  out->predicted_us = s.predicted_s * 1e6;
+  out->bound = kn_io_bound_name(s.bound);
+  out->modelled = s.modelled;
   return KN_OK;
 }
 

@@ -474,8 +474,56 @@ static double att_flops(const kn_op_ctx *ctx) {
   return rows * Sk * (2 * Dk + 2 * Dv + 5);
 }
 
+static int64_t known_numel(const kn_graph *g, int32_t v) {
+  if (v < 0) return -1;
+  const kn_type *t = &g->values[v].type;
+  if (t->kind != KN_KIND_TENSOR || t->rank < 0) return -1;
+  return kn_shape_numel(t->rank, t->dims);
+}
+
+/* The IO model's loop nest: heads bh, queries q, features d, keys x (in
+ * that order: a query tile and its output stay while the keys stream
+ * past, FlashAttention's schedule).  Q, K, V, O as [bh, q|x, d]; the
+ * mask [q, x] at its own size. */
+static bool att_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
+  if (n->n_inputs < 3 || n->n_outputs < 1) return false;
+  int64_t nq = known_numel(g, n->inputs[0]), nk = known_numel(g, n->inputs[1]),
+          nv = known_numel(g, n->inputs[2]), ny = known_numel(g, n->outputs[0]);
+  if (nq <= 0 || nk <= 0 || nv <= 0 || ny <= 0) return false;
+  const kn_type *k = &g->values[n->inputs[1]].type;
+  const kn_attr *kp = kn_node_attr(n, "k_perm"), *heads = kn_node_attr(n, "num_heads");
+  int64_t sk, dk;
+  if (kp && kp->type == KN_ATTR_INTS && kp->n == k->rank && k->rank >= 2) {
+    sk = k->dims[kp->ints[k->rank - 2]];
+    dk = k->dims[kp->ints[k->rank - 1]];
+  } else if (k->rank == 3) {
+    int64_t h = heads && heads->i > 0 ? heads->i : 1;
+    sk = k->dims[1];
+    dk = k->dims[2] / h;
+  } else {
+    return false;
+  }
+  if (sk < 1 || dk < 1 || nk % (sk * dk)) return false;
+  int64_t bh = nk / (sk * dk), q = nq / (bh * dk), dv = nv / (bh * sk);
+  if (q < 1 || dv < 1) return false;
+  int32_t db = kn_loop_dim(l, "bh", bh), dq = kn_loop_dim(l, "q", q),
+          dd = kn_loop_dim(l, "d", dk > dv ? dk : dv), dx = kn_loop_dim(l, "x", sk);
+  uint32_t B = 1u << db, Q = 1u << dq, D = 1u << dd, X = 1u << dx;
+  kn_loop_tensor_add(l, "Q", B | Q | D, 4, false, false);
+  kn_loop_tensor_add(l, "K", B | X | D, 4, false, false);
+  kn_loop_tensor_add(l, "V", B | X | D, 4, false, false);
+  kn_loop_tensor_add(l, "O", B | Q | D, 4, true, false);
+  int64_t nm = n->n_inputs > 3 ? known_numel(g, n->inputs[3]) : -1;
+  if (nm > 0) {
+    int32_t m = kn_loop_tensor_add(l, "mask", Q | X, 4, false, false);
+    l->t[m].real_bytes = 4.0 * (double)nm;
+  }
+  l->flops = (double)(bh * q) * (double)sk * (double)(2 * dk + 2 * dv + 5);
+  return true;
+}
+
 const kn_op_def kn_ops_attention[] = {
     {"Attention", KN_DOMAIN, 3, 4, 1, 1, 1, 1, att_infer, att_run, att_flops, KN_INPLACE_NONE,
-     false, att_select, NULL, NULL},
+     false, att_select, NULL, NULL, .loops = att_loops},
     KN_OP_END,
 };

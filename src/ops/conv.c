@@ -792,6 +792,34 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, const kn_target *ta
 
 void kn_conv_unpack(void *packed) { kn_packed_free(packed); }
 
+bool kn_conv_loops(const kn_graph *gr, const kn_node *n, kn_loopnest *l) {
+  if (is_transpose_node(n)) return false;
+  conv_geom geo;
+  const kn_tensor *w;
+  if (!static_geometry(gr, n, false, &geo, &w)) return false;
+  kn_conv2d c = conv2d_of(&geo);
+  if (c.group < 1 || c.n < 1 || c.oh < 1 || c.ow < 1) return false;
+  int64_t cg = c.c / c.group, mg = c.m / c.group, p = c.n * c.oh * c.ow;
+  int32_t dg = kn_loop_dim(l, "g", c.group), dp = kn_loop_dim(l, "p", p),
+          dm = kn_loop_dim(l, "m", mg), dk = kn_loop_dim(l, "k", cg * c.kh * c.kw);
+  uint32_t G = 1u << dg, P = 1u << dp, M = 1u << dm, K = 1u << dk;
+  int32_t x = kn_loop_tensor_add(l, "input", G | P | K, 4, false, false);
+  l->t[x].real_bytes = 4.0 * (double)(c.n * c.c * c.h * c.w);
+  kn_loop_tensor_add(l, "weights", G | M | K, 4, false, w != NULL);
+  kn_loop_tensor_add(l, "output", G | P | M, 4, true, false);
+  /* a residual: an input past the weights and bias as large as the output */
+  const kn_value *yv = n->n_outputs > 0 && n->outputs[0] >= 0 ? &gr->values[n->outputs[0]] : NULL;
+  int64_t ysize = yv ? kn_shape_numel(yv->type.rank, yv->type.dims) : -1;
+  for (int32_t i = 3; i < n->n_inputs && ysize > 0; i++) {
+    if (n->inputs[i] < 0) continue;
+    const kn_type *t = &gr->values[n->inputs[i]].type;
+    if (t->kind == KN_KIND_TENSOR && t->rank >= 0 && kn_shape_numel(t->rank, t->dims) == ysize)
+      kn_loop_tensor_add(l, "residual", G | P | M, 4, false, false);
+  }
+  l->flops = 2.0 * (double)p * (double)c.m * (double)(cg * c.kh * c.kw);
+  return true;
+}
+
 void kn_conv_tiling(const void *packed, char *buf, size_t len) {
   const conv_packed *p = packed;
   if (p->hdr.tactic == KN_TACTIC_conv_winograd)
@@ -1072,10 +1100,10 @@ static kn_status qlconv_run(kn_op_ctx *ctx) {
 const kn_op_def kn_ops_conv[] = {
     {"Conv", NULL, 2, 3, 1, 1, 1, 22, conv_infer, conv_run, conv_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling},
+     .tiling = kn_conv_tiling, .loops = kn_conv_loops},
     {"ConvTranspose", NULL, 2, 3, 1, 1, 1, 22, convt_infer, convt_run, convt_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling},
+     .tiling = kn_conv_tiling, .loops = kn_conv_loops},
     {"ConvInteger", NULL, 2, 4, 1, 1, 10, 22, convi_infer, convi_run, conv_flops},
     {"QLinearConv", NULL, 8, 9, 1, 1, 10, 22, qlconv_infer, qlconv_run, conv_flops},
     KN_OP_END,

@@ -15,6 +15,13 @@ int32_t kn_conv_select(const kn_graph *g, const kn_node *n, int32_t isa);
 /* Prepacks a constant float32 weight for the node's tactic (*packed NULL
  * when the tactic needs no packing or W is not a constant). */
 void kn_conv_tiling(const void *packed, char *buf, size_t len);
+/* The `loops` hook of the convolutions (Conv, FusedConv, NhwcFusedConv):
+ * an implicit GEMM per group: groups g, output pixels p, output channels
+ * m of a group, depth k (input channels of a group x taps); the input as
+ * its im2col matrix [g, p, k] with the input's real size, weights
+ * [g, m, k], output [g, p, m] and a residual like it.  ConvTranspose:
+ * false (streamed). */
+bool kn_conv_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l);
 kn_status kn_conv_pack(const kn_graph *g, const kn_node *n, const kn_target *target, void **packed,
                        kn_error *err) KN_WUR;
 void kn_conv_unpack(void *packed);

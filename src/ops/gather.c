@@ -633,9 +633,30 @@ done:
   return st;
 }
 
+/* The IO model's view of a gather: it reads the rows it copies, not the
+ * whole table (an embedding lookup touches 128 of BERT's 30522 rows). */
+static bool gather_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
+  if (n->n_inputs < 2 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) return false;
+  const kn_type *y = &g->values[n->outputs[0]].type, *ix = &g->values[n->inputs[1]].type;
+  if (y->kind != KN_KIND_TENSOR || y->rank < 0 || ix->kind != KN_KIND_TENSOR || ix->rank < 0 ||
+      !kn_dtype_is_valid(y->dtype) || !kn_dtype_is_valid(ix->dtype))
+    return false;
+  int64_t ny = kn_shape_numel(y->rank, y->dims), ni = kn_shape_numel(ix->rank, ix->dims);
+  if (ny < 1 || ni < 0) return false;
+  uint32_t es = (uint32_t)kn_dtype_size(y->dtype);
+  uint32_t e = 1u << kn_loop_dim(l, "e", ny);
+  kn_loop_tensor_add(l, "rows", e, es, false, g->values[n->inputs[0]].constant != NULL);
+  int32_t t = kn_loop_tensor_add(l, "indices", e, (uint32_t)kn_dtype_size(ix->dtype), false,
+                                 false);
+  l->t[t].real_bytes = (double)ni * (double)kn_dtype_size(ix->dtype);
+  kn_loop_tensor_add(l, "output", e, es, true, false);
+  l->flops = 0;
+  return true;
+}
+
 const kn_op_def kn_ops_gather[] = {
     {"Gather", NULL, 2, 2, 1, 1, 1, 21, gather_infer, gather_run, NULL,
-     .select = gather_select},
+     .select = gather_select, .loops = gather_loops},
     {"GatherElements", NULL, 2, 2, 1, 1, 11, 21, gather_el_infer, gather_el_run, NULL},
     {"GatherND", NULL, 2, 2, 1, 1, 11, 21, gather_nd_infer, gather_nd_run, NULL},
     {"NonZero", NULL, 1, 1, 1, 1, 9, 21, nonzero_infer, nonzero_run, NULL, 0, KN_DATA_SHAPE_ALL},

@@ -37,6 +37,48 @@ kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_tar
 
 void kn_gemm_unpack(void *packed) { kn_packed_free(packed); }
 
+static bool known_f32(const kn_graph *g, int32_t v, int32_t min_rank) {
+  if (v < 0) return false;
+  const kn_type *t = &g->values[v].type;
+  if (t->kind != KN_KIND_TENSOR || t->dtype != KN_DTYPE_F32 || t->rank < min_rank) return false;
+  for (int32_t d = 0; d < t->rank; d++)
+    if (t->dims[d] < 1) return false;
+  return true;
+}
+
+bool kn_gemm_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
+  if (n->n_inputs < 2 || n->n_outputs < 1 || !known_f32(g, n->inputs[0], 1) ||
+      !known_f32(g, n->inputs[1], 1) || !known_f32(g, n->outputs[0], 1))
+    return false;
+  const kn_type *a = &g->values[n->inputs[0]].type, *b = &g->values[n->inputs[1]].type,
+                *y = &g->values[n->outputs[0]].type;
+  bool matmul = !strcmp(n->op_type, "MatMul");
+  const kn_attr *ta = kn_node_attr(n, "transA"), *tb = kn_node_attr(n, "transB");
+  bool tra = !matmul && ta && ta->i, trb = !matmul && tb && tb->i;
+  int64_t k = tra ? a->dims[0] : a->dims[a->rank - 1];
+  int64_t nn = b->rank == 1 ? 1 : trb ? b->dims[0] : b->dims[b->rank - 1];
+  int64_t m = y->dims[y->rank - 1] == nn && y->rank >= 2 ? y->dims[y->rank - 2] : 1;
+  int64_t batch = kn_shape_numel(y->rank, y->dims) / (m * nn > 0 ? m * nn : 1);
+  if (!matmul && a->rank > 2) { /* FusedGemm over A's leading dims: all rows */
+    m = kn_shape_numel(a->rank, a->dims) / k;
+    batch = 1;
+  }
+  if (batch < 1 || m < 1 || nn < 1 || k < 1) return false;
+  bool a_batched = matmul && a->rank > 2 && kn_shape_numel(a->rank - 2, a->dims) > 1;
+  bool b_batched = matmul && b->rank > 2 && kn_shape_numel(b->rank - 2, b->dims) > 1;
+  int32_t db = kn_loop_dim(l, "batch", batch), dm = kn_loop_dim(l, "m", m),
+          dn = kn_loop_dim(l, "n", nn), dk = kn_loop_dim(l, "k", k);
+  uint32_t B = 1u << db, M = 1u << dm, N = 1u << dn, K = 1u << dk;
+  kn_loop_tensor_add(l, "A", (a_batched ? B : 0) | M | K, 4, false, false);
+  kn_loop_tensor_add(l, "B", (b_batched ? B : 0) | K | N, 4, false,
+                     g->values[n->inputs[1]].constant != NULL);
+  kn_loop_tensor_add(l, "C", B | M | N, 4, true, false);
+  if (!matmul && n->n_inputs > 3 && known_f32(g, n->inputs[3], 1))
+    kn_loop_tensor_add(l, "Z", B | M | N, 4, false, false);
+  l->flops = 2.0 * (double)batch * (double)m * (double)nn * (double)k;
+  return true;
+}
+
 void kn_gemm_tiling(const void *packed, char *buf, size_t len) {
   const kn_gemm_packed *p = packed;
   snprintf(buf, len, "kc %lld mc %lld nc %lld", (long long)p->blocking.kc,

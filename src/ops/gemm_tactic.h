@@ -27,6 +27,10 @@ static inline const float *kn_gemm_packed_b(const kn_gemm_packed *p) {
 kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_target *target,
                                int32_t input, bool trans, void **packed, kn_error *err) KN_WUR;
 void kn_gemm_unpack(void *packed);
+/* The `loops` hook of MatMul, Gemm and FusedGemm: batch, rows m, columns
+ * n, depth k (loop order), A[batch?, m, k], B[batch?, k, n] (weights when
+ * constant), C[batch, m, n] and a residual Z[batch, m, n] when present. */
+bool kn_gemm_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l);
 /* The `tiling` hook of the GEMM ops: the packed block's blocking. */
 void kn_gemm_tiling(const void *packed, char *buf, size_t len);
 

@@ -1053,10 +1053,10 @@ static kn_status det_run(kn_op_ctx *ctx) {
 const kn_op_def kn_ops_matmul[] = {
     {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops,
      .select = matmul_select, .pack = matmul_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling},
+     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},
     {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops,
      .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling},
+     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},
     {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},

@@ -34,6 +34,7 @@
 #include "core/core.h"
 #include "core/slot.h"
 #include "ir/ir.h"
+#include "loops.h"
 
 typedef struct kn_op_ctx kn_op_ctx;
 
@@ -123,6 +124,10 @@ typedef struct kn_op_def {
    * capacities ("kc 256 mc 144 nc 3072"), into buf; NULL or an empty
    * string: no machine-dependent tiling.  `packed` is the node's block. */
   void (*tiling)(const void *packed, char *buf, size_t len);
+  /* loops: node n's loop nest for the IO model (loops.h), from the static
+   * types of g; false when the shapes are not known (or the op has no
+   * reuse to model: then it is counted as streaming its tensors once). */
+  bool (*loops)(const kn_graph *g, const kn_node *n, kn_loopnest *out);
   /* The input output 0 may share with `inplace` (0 unless set). */
   uint8_t inplace_input;
 } kn_op_def;

@@ -11,7 +11,8 @@
 
 void kn_cmd_inspect_usage(FILE *f) {
   fprintf(f,
-          "usage: kiln inspect MODEL|ENGINE [--json] [--shape NAME=DIMS]... [--no-optimize]\n\n"
+          "usage: kiln inspect MODEL|ENGINE [--json] [--shape NAME=DIMS]... [--no-optimize]\n"
+          "                    [--threads N]\n\n"
           "Prints the model's inputs and outputs (shapes, dtypes, symbolic dims), the ONNX\n"
           "op histogram, parameter count and bytes, an estimate of the FLOPs of one run\n"
           "(a multiply-add counts 2; dynamic dimensions count as 1 unless --shape fixes\n"
@@ -19,6 +20,11 @@ void kn_cmd_inspect_usage(FILE *f) {
           "memory with the default options, or --no-optimize) with the ONNX nodes each\n"
           "covers, its kernel, output shapes, FLOPs and bytes, and the memory plan:\n"
           "arena, lower bound (most bytes live at one step) and unplanned total.\n"
+          "Each step also shows its cache tiling, and the IO model's prediction for the\n"
+          "machine it was built for (docs/MACHINE.md) on --threads N threads (default\n"
+          "1): the time and what bounds it (compute, or the bandwidth of L1, L2, L3 or\n"
+          "DRAM, or the fixed per-step overhead); --json adds the bytes moved across each\n"
+          "boundary (registers-L1, L1-L2, L2-L3, L3-DRAM).\n"
           "--json prints one JSON object instead (keys: onnx_nodes, steps, weights_bytes,\n"
           "arena_bytes, naive_activation_bytes, lower_bound_bytes, format_version,\n"
           "flops, inputs, outputs, step_list).  Options also take the --name=VALUE\n"
@@ -133,8 +139,10 @@ int kn_cmd_inspect(int argc, char **argv) {
   bool json = false;
   kn_build_options bo;
   kn_build_options_init(&bo);
-  enum { O_JSON = 1, O_NO_OPTIMIZE, O_SHAPE };
+  enum { O_JSON = 1, O_NO_OPTIMIZE, O_SHAPE, O_THREADS };
+  int64_t threads = 1;
   static const kn_cli_opt opts[] = {{"json", 0, false, O_JSON},
+                                    {"threads", 0, true, O_THREADS},
                                     {"no-optimize", 0, false, O_NO_OPTIMIZE},
                                     {"shape", 0, true, O_SHAPE},
                                     {NULL, 0, false, 0}};
@@ -145,6 +153,9 @@ int kn_cmd_inspect(int argc, char **argv) {
     case KN_CLI_BAD: return KN_EXIT_USAGE;
     case O_JSON: json = true; break;
     case O_NO_OPTIMIZE: bo.no_optimize = 1; break;
+    case O_THREADS:
+      if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &threads)) return KN_EXIT_USAGE;
+      break;
     case O_SHAPE:
       if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
       shapes[n_shapes++] = args.arg;
@@ -226,8 +237,16 @@ int kn_cmd_inspect(int argc, char **argv) {
         printf(o ? ", " : "");
         json_value(stdout, &si.outputs[o]);
       }
-      printf("], \"flops\": %.0f, \"bytes_read\": %llu, \"bytes_written\": %llu}", si.flops,
+      printf("], \"flops\": %.0f, \"bytes_read\": %llu, \"bytes_written\": %llu", si.flops,
              (unsigned long long)si.bytes_read, (unsigned long long)si.bytes_written);
+      kn_step_io io;
+      if (kn_model_step_io(m, i, (int32_t)threads, &io) == KN_OK)
+        printf(", \"io\": {\"threads\": %lld, \"predicted_us\": %.3f, \"bound\": \"%s\", "
+               "\"modelled\": %s, \"bytes\": {\"L1\": %.0f, \"L2\": %.0f, \"L3\": %.0f, "
+               "\"DRAM\": %.0f}}",
+               (long long)threads, io.predicted_us, io.bound, io.modelled ? "true" : "false",
+               io.bytes[0], io.bytes[1], io.bytes[2], io.bytes[3]);
+      printf("}");
     }
     printf("\n]}\n");
     goto done;
@@ -260,17 +279,22 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
-  printf("steps (%d):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s  %-24s %s\n", nsteps, "#",
-         "name", "op", "kernel", "output", "MFLOP", "KiB r+w", "tiling", "covers");
+  printf("steps (%d; predicted for %lld thread%s):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s "
+         "%9s %-8s  %-24s %s\n",
+         nsteps, (long long)threads, threads == 1 ? "" : "s", "#", "name", "op", "kernel",
+         "output", "MFLOP", "KiB r+w", "pred us", "bound", "tiling", "covers");
   for (int32_t i = 0; i < nsteps; i++) {
     kn_step_info si;
     if (kn_model_step_info(m, i, &si)) continue;
     char shape[96] = "";
     if (si.n_outputs) shape_text(&si.outputs[0], shape, sizeof shape);
-    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f  %-24.24s %.80s\n", i,
-           si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
-           (double)(si.bytes_read + si.bytes_written) / 1024.0, si.tiling[0] ? si.tiling : "-",
-           si.covers);
+    kn_step_io io;
+    if (kn_model_step_io(m, i, (int32_t)threads, &io)) memset(&io, 0, sizeof io);
+    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f %9.1f %-8s  %-24.24s "
+           "%.80s\n",
+           i, si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
+           (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us,
+           io.bound ? io.bound : "-", si.tiling[0] ? si.tiling : "-", si.covers);
   }
   printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
          (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,

@@ -1,0 +1,229 @@
+/* The IO model: transfers from loop nests, per-step predictions (iomodel.h). */
+#include "iomodel.h"
+
+#include "core/cpu.h"
+#include "core/machine.h"
+#include "ops/op.h"
+#include "plan/tactic.h"
+
+#include <math.h>
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+double kn_io_footprint(const kn_loopnest *l, const int64_t *tiles) {
+  double f = 0;
+  for (int32_t x = 0; x < l->n_tensors; x++) {
+    double e = l->t[x].elem_bytes;
+    for (int32_t d = 0; d < l->n_dims; d++)
+      if (l->t[x].dims >> d & 1) e *= (double)tiles[d];
+    f += e;
+  }
+  return f;
+}
+
+double kn_io_transfers(const kn_loopnest *l, const int64_t *tiles, double *per_tensor) {
+  double total = 0;
+  for (int32_t x = 0; x < l->n_tensors; x++) {
+    const kn_loop_tensor *t = &l->t[x];
+    int32_t inner = -1; /* innermost loop over one of t's dimensions */
+    for (int32_t d = 0; d < l->n_dims; d++)
+      if (t->dims >> d & 1) inner = d;
+    /* tile loads: every tile loop down to `inner` runs its trip count */
+    double loads = 1, tile = t->elem_bytes, space = t->elem_bytes;
+    for (int32_t d = 0; d <= inner; d++) loads *= (double)ceil_div(l->extent[d], tiles[d]);
+    for (int32_t d = 0; d < l->n_dims; d++)
+      if (t->dims >> d & 1) {
+        tile *= (double)tiles[d];
+        space *= (double)l->extent[d];
+      }
+    double bytes = loads * tile;
+    if (t->output) {
+      /* a reduction loop (one not indexing the output) outside `inner`
+       * sends partial tiles out and brings them back */
+      bool partial = false;
+      for (int32_t d = 0; d < inner; d++) partial |= !(t->dims >> d & 1);
+      if (partial) {
+        double first = 1; /* the first visit of each tile only writes */
+        for (int32_t d = 0; d <= inner; d++)
+          if (t->dims >> d & 1) first *= (double)ceil_div(l->extent[d], tiles[d]);
+        bytes = loads * tile * 2 - first * tile;
+      }
+    }
+    if (t->real_bytes > 0 && t->real_bytes < space) bytes *= t->real_bytes / space;
+    if (per_tensor) per_tensor[x] = bytes;
+    total += bytes;
+  }
+  return total;
+}
+
+/* Candidate tiles of one dimension: powers of two below the extent, and
+ * the extent itself. */
+static int32_t candidates(int64_t extent, int64_t *c) {
+  int32_t n = 0;
+  for (int64_t t = 1; t < extent && n < 40; t *= 2) c[n++] = t;
+  c[n++] = extent;
+  return n;
+}
+
+void kn_io_best_tiles(const kn_loopnest *l, double capacity, int64_t *tiles, double *bytes) {
+  int64_t cand[KN_LOOP_MAX_DIMS][42];
+  int32_t nc[KN_LOOP_MAX_DIMS], idx[KN_LOOP_MAX_DIMS] = {0};
+  int64_t cur[KN_LOOP_MAX_DIMS];
+  for (int32_t d = 0; d < l->n_dims; d++) {
+    nc[d] = candidates(l->extent[d], cand[d]);
+    tiles[d] = 1;
+  }
+  double best = INFINITY, best_fp = 0;
+  for (;;) {
+    for (int32_t d = 0; d < l->n_dims; d++) cur[d] = cand[d][idx[d]];
+    double fp = kn_io_footprint(l, cur);
+    if (fp <= capacity) {
+      double b = kn_io_transfers(l, cur, NULL);
+      if (b < best * (1 - 1e-12) || (b <= best * (1 + 1e-12) && fp > best_fp)) {
+        best = b;
+        best_fp = fp;
+        memcpy(tiles, cur, (size_t)l->n_dims * sizeof *tiles);
+      }
+    }
+    int32_t d = l->n_dims - 1; /* next combination */
+    while (d >= 0 && ++idx[d] == nc[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
+  if (!isfinite(best)) best = kn_io_transfers(l, tiles, NULL);
+  if (bytes) *bytes = best;
+}
+
+/* ---- per step ------------------------------------------------------------ */
+
+const char *kn_io_bound_name(int32_t bound) {
+  static const char *const names[] = {"compute", "L1", "L2", "L3", "DRAM", "overhead"};
+  return bound >= 0 && bound < 6 ? names[bound] : "?";
+}
+
+/* Fixed cost of a step besides its transfers and arithmetic: the
+ * executor's dispatch, and with threads the pool's hand-over and barrier
+ * (measured on the machines here: about 1 us and 3 us). */
+#define OVERHEAD_1T_S 1.0e-6
+#define OVERHEAD_MT_S 3.0e-6
+
+static uint64_t value_bytes(const kn_value *v) {
+  const kn_type *t = &v->type;
+  if (t->kind != KN_KIND_TENSOR || t->rank < 0 || !kn_dtype_is_valid(t->dtype)) return 0;
+  int64_t n = kn_shape_numel(t->rank, t->dims);
+  return n < 0 ? 0 : (uint64_t)n * kn_dtype_size(t->dtype);
+}
+
+/* The level a tensor of `bytes` starts from (index into mach->levels):
+ * weights from DRAM unless all the model's fit half the L3; an
+ * activation from the nearest level that holds it. */
+static int32_t home_level(const kn_machine *mach, double bytes, bool constant,
+                          double weights_total, int32_t threads) {
+  int32_t dram = mach->n_levels - 1;
+  if (constant) {
+    const kn_mem_level *l3 = kn_machine_level(mach, "L3");
+    return l3 && weights_total <= (double)l3->bytes / 2 ? dram - 1 : dram;
+  }
+  for (int32_t i = 0; i < dram; i++) {
+    double cap = (double)mach->levels[i].bytes;
+    if (mach->levels[i].shared_by <= 1) cap *= threads; /* one per core, threads cores */
+    if (bytes <= cap) return i;
+  }
+  return dram;
+}
+
+static double weights_bytes(const kn_graph *g) {
+  double w = 0;
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (g->values[v].constant) w += (double)value_bytes(&g->values[v]);
+  return w;
+}
+
+void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
+                   kn_io_step *out) {
+  const kn_graph *g = m->graph;
+  const kn_node *n = &g->nodes[i];
+  memset(out, 0, sizeof *out);
+  if (threads < 1) threads = 1;
+  int32_t ti = threads > 1 ? 1 : 0;
+  uint64_t rd, wr;
+  kn_ops_node_cost(m, i, &out->flops, &rd, &wr);
+  double wtotal = weights_bytes(g);
+  int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
+  /* bytes crossing each boundary, split into reads and writes */
+  double in_b[KN_IO_BOUNDARIES] = {0}, out_b[KN_IO_BOUNDARIES] = {0};
+  kn_loopnest l;
+  memset(&l, 0, sizeof l);
+  if (n->op && n->op->loops && n->op->loops(g, n, &l) && l.n_tensors > 0) {
+    out->modelled = true;
+    out->flops = l.flops;
+    for (int32_t b = 0; b < nb; b++) {
+      /* tiles fit the nearer level: registers for boundary 0 */
+      double cap;
+      if (b == 0) cap = (mach->features & KN_CPU_BIT(AVX512F)) ? 32 * 64 : 16 * 32;
+      else {
+        const kn_mem_level *near = &mach->levels[b - 1];
+        cap = (double)near->bytes;
+        if (near->shared_by > 1) cap /= (threads < near->shared_by ? threads : near->shared_by);
+      }
+      int64_t tiles[KN_LOOP_MAX_DIMS];
+      double per[KN_LOOP_MAX_TENSORS];
+      kn_io_best_tiles(&l, cap, tiles, NULL);
+      kn_io_transfers(&l, tiles, per);
+      for (int32_t x = 0; x < l.n_tensors; x++) {
+        const kn_loop_tensor *t = &l.t[x];
+        double full = t->elem_bytes; /* the index space's bytes */
+        for (int32_t d = 0; d < l.n_dims; d++)
+          if (t->dims >> d & 1) full *= (double)l.extent[d];
+        double real = t->real_bytes > 0 && t->real_bytes < full ? t->real_bytes : full;
+        int32_t home = home_level(mach, real, t->constant && !t->output, wtotal, threads);
+        if (b > home) continue; /* never farther out than where it lives */
+        /* an im2col matrix's reuse across taps happens in L1 and beyond:
+         * the registers see every tap (undo kn_io_transfers' scaling) */
+        double bytes = b == 0 ? per[x] * full / real : per[x];
+        (t->output ? out_b : in_b)[b] += bytes;
+      }
+    }
+  } else {
+    /* streamed: each tensor crosses every boundary nearer than its home once */
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+      if (n->inputs[k] < 0) continue;
+      const kn_value *v = &g->values[n->inputs[k]];
+      double bytes = (double)value_bytes(v);
+      /* a graph input comes from the caller's buffer: from memory */
+      int32_t home = v->is_input && !v->constant
+                         ? mach->n_levels - 1
+                         : home_level(mach, bytes, v->constant != NULL, wtotal, threads);
+      for (int32_t b = 0; b < nb && b <= home; b++) in_b[b] += bytes;
+    }
+    for (int32_t o = 0; o < n->n_outputs; o++) {
+      if (n->outputs[o] < 0) continue;
+      double bytes = (double)value_bytes(&g->values[n->outputs[o]]);
+      int32_t home = home_level(mach, bytes, false, wtotal, threads);
+      for (int32_t b = 0; b < nb && b <= home; b++) out_b[b] += bytes;
+    }
+  }
+  /* time: arithmetic at the peak, each boundary at the farther level's
+   * bandwidth (reads and writes at their own rates) */
+  double peak = mach->fp32_gflops[ti] * 1e9;
+  double compute = peak > 0 ? out->flops / peak : 0;
+  if (n->tactic == KN_TACTIC_conv_winograd || n->tactic == KN_TACTIC_conv_winograd_nhwc)
+    compute *= 0.4; /* F(4,3): a quarter of the products, plus the transforms */
+  out->time_s[0] = compute;
+  double worst = compute;
+  out->bound = 0;
+  for (int32_t b = 0; b < nb; b++) {
+    const kn_mem_level *far = &mach->levels[b];
+    out->bytes[b] = in_b[b] + out_b[b];
+    double rbw = far->read_gbs[ti] * 1e9, wbw = far->write_gbs[ti] * 1e9;
+    double t = (rbw > 0 ? in_b[b] / rbw : 0) + (wbw > 0 ? out_b[b] / wbw : 0);
+    out->time_s[1 + b] = t;
+    if (t > worst) {
+      worst = t;
+      out->bound = 1 + b;
+    }
+  }
+  double over = threads > 1 ? OVERHEAD_MT_S : OVERHEAD_1T_S;
+  out->time_s[KN_IO_BOUNDARIES + 1] = over;
+  if (over > worst) out->bound = KN_IO_BOUNDARIES + 1;
+  out->predicted_s = worst + over;
+}

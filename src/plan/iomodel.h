@@ -1,0 +1,76 @@
+/*
+ * The IO model (DESIGN.md, "The IO model"): a step's cost as data moved
+ * across the memory hierarchy, in the manner of Abbott and Zardini,
+ * "FlashAttention on a Napkin" (2024).
+ *
+ * A step is described by its loop nest (kn_loopnest): the iteration
+ * dimensions with their extents, in loop order from outermost to
+ * innermost, and the tensors it touches, each indexed by a subset of the
+ * dimensions.  Executed with tiles T_d at some memory level of capacity M
+ * (the tiles of all tensors fit M together), tensor X is brought in as
+ * tiles of prod_{d in X} T_d elements, once per iteration of every tile
+ * loop down to the innermost loop over one of X's dimensions: loops inside
+ * that one leave X's tile unchanged, so it stays (is reused); loops
+ * outside it that do not index X bring it in again.  An output is written
+ * once per tile, and read back too when a reduction loop lies outside its
+ * innermost loop (partial sums go out and come back).
+ *
+ * For a matmul C[a,c] = A[a,b] B[b,c] with square tiles t of A and B's
+ * columns and rows (loop order a, c, b) this gives abc/t + abc/t + ac
+ * transfers, the known 2abc/sqrt(M) + ac with t = sqrt(M); for attention
+ * streamed over keys with query tiles of Tq rows, 2qxd/Tq + 2qd, which is
+ * 4qxd^2/M + 2qd when the query and output tiles fill M (Tq = M / 2d).
+ * tests/unit/test_iomodel.c checks both, and checks the counts against a
+ * tiled loop instrumented to count what it copies.
+ */
+#ifndef KN_IOMODEL_H
+#define KN_IOMODEL_H
+
+#include "core/core.h"
+#include "ir/ir.h"
+#include "ops/loops.h"
+
+/* Bytes the tiles of one innermost iteration hold together. */
+double kn_io_footprint(const kn_loopnest *l, const int64_t *tiles);
+
+/* Bytes moved for each tensor (per_tensor may be NULL) and in total with
+ * tiles `tiles` (1 <= tiles[d] <= extent[d]; a partial last tile counts
+ * as a whole one, as a real loop's copies would). */
+double kn_io_transfers(const kn_loopnest *l, const int64_t *tiles, double *per_tensor);
+
+/* The tiles that fit `capacity` bytes and move the fewest bytes (ties: the
+ * larger tiles), searched over powers of two and the extents; *bytes gets
+ * their transfers.  When nothing fits (capacity below one element of each
+ * tensor) every tile is 1. */
+void kn_io_best_tiles(const kn_loopnest *l, double capacity, int64_t *tiles, double *bytes);
+
+/* ---- per step ------------------------------------------------------------ */
+
+/* The boundaries the model counts: registers<->L1, L1<->L2, L2<->L3,
+ * L3<->DRAM (index = the farther level's position among the machine's
+ * levels, minus one; registers are level -1). */
+#define KN_IO_BOUNDARIES 4
+
+typedef struct kn_io_step {
+  double flops;
+  double bytes[KN_IO_BOUNDARIES]; /* moved across each boundary */
+  double time_s[KN_IO_BOUNDARIES + 2]; /* compute, each boundary, overhead */
+  double predicted_s;  /* max(compute, boundaries) + overhead */
+  int32_t bound;       /* 0 compute, 1 + boundary index (1 = L1 ... 4 = DRAM),
+                          5 overhead */
+  bool modelled;       /* from the op's loop nest; false: streamed bytes */
+} kn_io_step;
+
+/* Names for kn_io_step.bound: "compute", "L1", "L2", "L3", "DRAM",
+ * "overhead". */
+const char *kn_io_bound_name(int32_t bound);
+
+/* Predict node i of m's top-level graph on machine `mach` with `threads`
+ * threads (1: one core's peak and bandwidths; more: the all-threads
+ * figures).  Weights (constants) start in DRAM, or in L3 when all the
+ * model's weights fit it; an activation starts at the nearest level that
+ * holds it. */
+void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
+                   kn_io_step *out);
+
+#endif
