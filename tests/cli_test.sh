@@ -570,6 +570,22 @@ expect build_machine_newer 1 "newer than this kiln" build "$B/good.onnx" -o "$TM
 KILN_MACHINE=$TMP/trunc.json expect build_machine_env_bad 1 "KILN_MACHINE" \
   build "$B/good.onnx" -o "$TMP/m3.kiln"
 expect probe_show_bad 1 "levels[0].bytes" probe --show "$TMP/negative.json"
+# Half the L2 in the description: the GEMM steps' blocking changes with it,
+# and the engine keeps it (inspect reads the tiling back from the file).
+VIT=$TESTS/data/attention/torch_vit_qkv.onnx
+L2=$(awk '/"name":[[:space:]]*"L2"/ {f = 1} f && /"bytes"/ {gsub(/[^0-9]/, ""); print; exit}' \
+  "$TMP/fallback.json")
+awk -v l2="$L2" '/"name":[[:space:]]*"L2"/ {f = 1}
+  f && /"bytes"/ {sub(l2, int(l2 / 2)); f = 0} {print}' "$TMP/fallback.json" >"$TMP/half_l2.json"
+expect build_full_l2 0 "" build "$VIT" -o "$TMP/vit_full.kiln" --machine "$TMP/fallback.json"
+expect build_half_l2 0 "" build "$VIT" -o "$TMP/vit_half.kiln" --machine "$TMP/half_l2.json"
+kiln inspect "$TMP/vit_full.kiln" --json
+grep -o '"tiling": "[^"]*"' "$OUT" | sort -u >"$TMP/tiles_full"
+kiln inspect "$TMP/vit_half.kiln" --json
+grep -o '"tiling": "[^"]*"' "$OUT" | sort -u >"$TMP/tiles_half"
+if [ -n "$L2" ] && grep -q '"tiling": "kc' "$TMP/tiles_full" &&
+  ! cmp -s "$TMP/tiles_full" "$TMP/tiles_half"; then pass half_l2_changes_tiles
+else fail half_l2_changes_tiles "L2 '$L2'; tilings $(tr '\n' ' ' <"$TMP/tiles_full") vs $(tr '\n' ' ' <"$TMP/tiles_half")"; fi
 expect_usage probe_positional probe extra
 expect_usage probe_threads_zero probe --threads 0
 expect_usage probe_show_and_output probe --show "$TMP/machine.json" --output "$TMP/x.json"

@@ -25,9 +25,11 @@ double kn_io_transfers(const kn_loopnest *l, const int64_t *tiles, double *per_t
   double total = 0;
   for (int32_t x = 0; x < l->n_tensors; x++) {
     const kn_loop_tensor *t = &l->t[x];
-    int32_t inner = -1; /* innermost loop over one of t's dimensions */
+    /* innermost loop that changes t's tile: over one of its dimensions,
+     * with more than one tile; -1: t is one tile, brought in once */
+    int32_t inner = -1;
     for (int32_t d = 0; d < l->n_dims; d++)
-      if (t->dims >> d & 1) inner = d;
+      if ((t->dims >> d & 1) && ceil_div(l->extent[d], tiles[d]) > 1) inner = d;
     /* tile loads: every tile loop down to `inner` runs its trip count */
     double loads = 1, tile = t->elem_bytes, space = t->elem_bytes;
     for (int32_t d = 0; d <= inner; d++) loads *= (double)ceil_div(l->extent[d], tiles[d]);
@@ -41,7 +43,8 @@ double kn_io_transfers(const kn_loopnest *l, const int64_t *tiles, double *per_t
       /* a reduction loop (one not indexing the output) outside `inner`
        * sends partial tiles out and brings them back */
       bool partial = false;
-      for (int32_t d = 0; d < inner; d++) partial |= !(t->dims >> d & 1);
+      for (int32_t d = 0; d < inner; d++)
+        partial |= !(t->dims >> d & 1) && ceil_div(l->extent[d], tiles[d]) > 1;
       if (partial) {
         double first = 1; /* the first visit of each tile only writes */
         for (int32_t d = 0; d <= inner; d++)

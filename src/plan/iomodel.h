@@ -9,9 +9,10 @@
  * dimensions.  Executed with tiles T_d at some memory level of capacity M
  * (the tiles of all tensors fit M together), tensor X is brought in as
  * tiles of prod_{d in X} T_d elements, once per iteration of every tile
- * loop down to the innermost loop over one of X's dimensions: loops inside
- * that one leave X's tile unchanged, so it stays (is reused); loops
- * outside it that do not index X bring it in again.  An output is written
+ * loop down to the innermost loop that changes X's tile (one over X's
+ * dimensions with more than one tile): loops inside that one leave X's
+ * tile unchanged, so it stays (is reused); loops outside it that do not
+ * index X bring it in again.  An output is written
  * once per tile, and read back too when a reduction loop lies outside its
  * innermost loop (partial sums go out and come back).
  *
