@@ -156,6 +156,12 @@ typedef struct kn_model_stats {
   double flops;           /* estimated for one run, 1 multiply-add = 2 */
   int64_t ir_version;
   int64_t opset;          /* default-domain opset */
+  /* tactic selection of the build (0 for an engine or a model not built):
+   * steps offering a choice, step shapes timed now (a repeated shape
+   * once), steps decided by the timing cache, and steps where the winner
+   * is not the heuristic's first choice */
+  int32_t tactic_choices, tactic_timed, tactic_cached, tactic_changed;
+  double tactic_seconds;  /* spent timing */
 } kn_model_stats;
 kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out,
                              kn_error *err);
@@ -227,6 +233,9 @@ const char *kn_machine_cache_path(char *buf, size_t len);
 
 /* ---- building ---------------------------------------------------------- */
 
+/* kn_build_options.tactics */
+enum { KN_TACTICS_DEFAULT = 0, KN_TACTICS_TIMED = 1, KN_TACTICS_HEURISTIC = 2 };
+
 /* How `kn_model_build` turns a loaded model into an optimized engine. */
 typedef struct kn_build_options {
   /* Fixed sizes for dynamic inputs, each "NAME=1x3x224x224". */
@@ -251,6 +260,18 @@ typedef struct kn_build_options {
   int32_t reference_kernels;
   /* The machine to build for (tile sizes, tactics); NULL: kn_machine_default. */
   const kn_machine *machine;
+  /* Tactics: where a step has several (a 3x3 convolution: Winograd or
+   * GEMM), the best `tactic_candidates` (0: 3) by the IO model are timed on
+   * the step's shapes with `threads` threads (0: kn_default_threads) and
+   * the fastest wins (KN_TACTICS_TIMED); KN_TACTICS_HEURISTIC takes the
+   * first choice instead, for fast and deterministic builds;
+   * KN_TACTICS_DEFAULT: $KILN_TACTICS ("timed" or "heuristic"), else timed.
+   * timing_cache: a file of earlier timings to reuse and extend
+   * (docs/MACHINE.md); NULL: none. */
+  int32_t tactics;
+  int32_t tactic_candidates;
+  int32_t threads;
+  const char *timing_cache;
 } kn_build_options;
 
 /* Zero/default options. */

@@ -570,6 +570,29 @@ expect build_machine_newer 1 "newer than this kiln" build "$B/good.onnx" -o "$TM
 KILN_MACHINE=$TMP/trunc.json expect build_machine_env_bad 1 "KILN_MACHINE" \
   build "$B/good.onnx" -o "$TMP/m3.kiln"
 expect probe_show_bad 1 "levels[0].bytes" probe --show "$TMP/negative.json"
+# Tactics timed (the suite builds heuristic otherwise), with a timing cache:
+# the first build times the 3x3 convolutions and writes the cache, the next
+# takes every choice from it; a cache holding garbage is read past.
+TINY=$TESTS/../models/tinycnn/model.onnx
+expect build_timed 0 "" build "$TINY" --shape input=1x3x32x32 \
+  -o "$TMP/timed.kiln" --tactics timed --timing-cache "$TMP/timing.txt" --threads 2
+has build_timed_report "tactics: 3 steps with a choice, 3 shapes timed"
+if head -n 1 "$TMP/timing.txt" | grep -q "^# kiln timing cache 1" &&
+  [ "$(grep -c "NhwcFusedConv.*threads=2.*	conv_[a-z_]*	[0-9.]*$" "$TMP/timing.txt")" -eq 3 ]
+then pass timing_cache_written; else fail timing_cache_written "$(head -c 300 "$TMP/timing.txt")"; fi
+expect build_timed_cached 0 "" build "$TINY" --shape input=1x3x32x32 -o "$TMP/timed2.kiln" \
+  --tactics timed --timing-cache "$TMP/timing.txt" --threads 2
+has build_timed_cached_report "0 shapes timed" "3 steps from the timing cache"
+same_bytes build_timed_cached_same "$TMP/timed.kiln" "$TMP/timed2.kiln"
+{ printf 'garbage\n\tno key\t\nkey\tno_such_tactic\t1\n'; head -c 3000 /dev/urandom | tr -d '\0'; } \
+  >"$TMP/garbage.txt"
+expect build_timing_cache_garbage 0 "" build "$TINY" --shape input=1x3x32x32 \
+  -o "$TMP/timed3.kiln" --tactics timed --timing-cache "$TMP/garbage.txt"
+expect build_timing_cache_unwritable 1 "timing cache" build "$TINY" --shape input=1x3x32x32 \
+  -o "$TMP/timed4.kiln" --tactics timed --timing-cache "$TMP/no_such_dir/timing.txt"
+expect_usage build_tactics_bad build "$TINY" -o "$TMP/x.kiln" --tactics fastest
+expect_usage build_candidates_zero build "$TINY" -o "$TMP/x.kiln" --tactic-candidates 0
+expect_usage build_threads_zero build "$TINY" -o "$TMP/x.kiln" --threads 0
 # Half the L2 in the description: the GEMM steps' blocking changes with it,
 # and the engine keeps it (inspect reads the tiling back from the file).
 VIT=$TESTS/data/attention/torch_vit_qkv.onnx

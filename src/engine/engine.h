@@ -5,6 +5,7 @@
 
 #include "exec.h"
 #include "format.h"
+#include "plan/timing.h"
 
 struct kn_model {
   kn_ir_model *ir;
@@ -32,6 +33,7 @@ struct kn_model {
   /* the machine it was built for (kn_model_build; not kept in engines) */
   kn_machine machine;
   bool has_machine;
+  kn_timing_report timing; /* the build's tactic selection */
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);

@@ -3,9 +3,11 @@
  *
  * An engine is one file.  Every integer is little-endian and fixed-width
  * (u8/u32/i32/u64/i64; f32 is an IEEE-754 binary32 in its little-endian bit
- * pattern); nothing holds a pointer.  The same model and options always give
- * the same bytes: nothing depends on time, paths or memory addresses, and
- * every padding byte is zero.
+ * pattern); nothing holds a pointer.  The same model, options and tactic
+ * choices always give the same bytes: nothing depends on time, paths or
+ * memory addresses, and every padding byte is zero.  (Tactics chosen by
+ * timing may differ between builds; --tactics heuristic, or a timing cache
+ * that holds every step, fixes them.)
  *
  * 1. Header (96 bytes, at offset 0)
  *      0  u8[8]   magic "KILNENG\0"

@@ -3,6 +3,7 @@
 #include "core/machine.h"
 #include "kernels/kernels.h"
 #include "plan/tactic.h"
+#include "plan/timing.h"
 #include "engine.h"
 #include "onnx/onnx.h"
 #include "passes/pass.h"
@@ -479,6 +480,19 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   else if ((st = kn_machine_default(&m->machine, err))) return st;
   m->has_machine = true;
   kn_tactics_select(m->ir, build_isa(m), o->reference_kernels != 0);
+  memset(&m->timing, 0, sizeof m->timing);
+  if (!o->reference_kernels) {
+    const char *te = getenv("KILN_TACTICS");
+    bool heuristic = o->tactics == KN_TACTICS_HEURISTIC ||
+                     (o->tactics == KN_TACTICS_DEFAULT && te && !strcmp(te, "heuristic"));
+    kn_timing_options to = {.heuristic = heuristic,
+                            .candidates = o->tactic_candidates > 0 ? o->tactic_candidates : 3,
+                            .cache_path = o->timing_cache,
+                            .threads = o->threads > 0 ? o->threads : kn_default_threads(),
+                            .isa = build_isa(m),
+                            .machine = &m->machine};
+    if ((st = kn_tactics_time(m->ir, &to, &m->timing, err))) return st;
+  }
   st = pack_all(m, err);
   if (st) return st;
   free_strings(m->shapes, m->n_shapes);

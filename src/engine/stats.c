@@ -9,6 +9,11 @@ kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out, kn_erro
   const kn_graph *g = m->graph;
   memset(out, 0, sizeof *out);
   out->nodes = g->n_nodes;
+  out->tactic_choices = model->timing.steps_with_choice;
+  out->tactic_timed = model->timing.timed;
+  out->tactic_cached = model->timing.cached;
+  out->tactic_changed = model->timing.changed;
+  out->tactic_seconds = model->timing.seconds;
   out->onnx_nodes = model->onnx_nodes;
   out->arena_bytes = model->plan.arena_bytes;
   out->lower_bound_bytes = model->plan.lower_bound_bytes;

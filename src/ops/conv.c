@@ -724,6 +724,25 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   return KN_TACTIC_conv_gemm;
 }
 
+int32_t kn_conv_candidates(const kn_graph *gr, const kn_node *n, int32_t isa, int32_t *out,
+                           int32_t max) {
+  int32_t first = kn_conv_select(gr, n, isa), cnt = 0;
+  if (max < 1 || !first) return 0;
+  out[cnt++] = first;
+  conv_geom geo;
+  if (!static_geometry(gr, n, false, &geo, NULL)) return cnt;
+  kn_conv2d c = conv2d_of(&geo);
+  int32_t other = 0;
+  if (first == KN_TACTIC_conv_igemm_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))
+    other = KN_TACTIC_conv_winograd_nhwc;
+  else if (first == KN_TACTIC_conv_winograd_nhwc) other = KN_TACTIC_conv_igemm_nhwc;
+  else if (first == KN_TACTIC_conv_gemm && kn_f32_conv_winograd_fits(&c))
+    other = KN_TACTIC_conv_winograd;
+  else if (first == KN_TACTIC_conv_winograd) other = KN_TACTIC_conv_gemm;
+  if (other && cnt < max) out[cnt++] = other;
+  return cnt;
+}
+
 bool kn_conv_prefers_nchw(const kn_graph *gr, const kn_node *n) {
   conv_geom geo;
   if (!static_geometry(gr, n, false, &geo, NULL)) return false;
@@ -1100,10 +1119,12 @@ static kn_status qlconv_run(kn_op_ctx *ctx) {
 const kn_op_def kn_ops_conv[] = {
     {"Conv", NULL, 2, 3, 1, 1, 1, 22, conv_infer, conv_run, conv_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling, .loops = kn_conv_loops},
+     .tiling = kn_conv_tiling, .loops = kn_conv_loops,
+     .candidates = kn_conv_candidates},
     {"ConvTranspose", NULL, 2, 3, 1, 1, 1, 22, convt_infer, convt_run, convt_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling, .loops = kn_conv_loops},
+     .tiling = kn_conv_tiling, .loops = kn_conv_loops,
+     .candidates = kn_conv_candidates},
     {"ConvInteger", NULL, 2, 4, 1, 1, 10, 22, convi_infer, convi_run, conv_flops},
     {"QLinearConv", NULL, 8, 9, 1, 1, 10, 22, qlconv_infer, qlconv_run, conv_flops},
     KN_OP_END,

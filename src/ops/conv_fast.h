@@ -22,6 +22,11 @@ void kn_conv_tiling(const void *packed, char *buf, size_t len);
  * [g, m, k], output [g, p, m] and a residual like it.  ConvTranspose:
  * false (streamed). */
 bool kn_conv_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l);
+/* The `candidates` hook of the convolutions: the select choice, and for a
+ * 3x3 stride-1 convolution the other of Winograd and the (implicit) GEMM
+ * where both can run it. */
+int32_t kn_conv_candidates(const kn_graph *g, const kn_node *n, int32_t isa, int32_t *out,
+                           int32_t max);
 kn_status kn_conv_pack(const kn_graph *g, const kn_node *n, const kn_target *target, void **packed,
                        kn_error *err) KN_WUR;
 void kn_conv_unpack(void *packed);

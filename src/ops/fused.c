@@ -666,7 +666,8 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 const kn_op_def kn_ops_fused[] = {
     {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling, .loops = kn_conv_loops},
+     .tiling = kn_conv_tiling, .loops = kn_conv_loops,
+     .candidates = kn_conv_candidates},
     {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
      .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack,
      .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},

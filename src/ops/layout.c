@@ -345,7 +345,7 @@ const kn_op_def kn_ops_layout[] = {
     {"NhwcFusedConv", KN_DOMAIN, 2, 6, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
      .inplace = KN_INPLACE_ELEMWISE, .inplace_input = 5, .select = kn_conv_select,
      .pack = kn_conv_pack, .unpack = kn_conv_unpack, .tiling = kn_conv_tiling,
-     .loops = kn_conv_loops},
+     .loops = kn_conv_loops, .candidates = kn_conv_candidates},
     {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
      .select = kn_pool_nhwc_select},
     {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,

@@ -128,6 +128,11 @@ typedef struct kn_op_def {
    * types of g; false when the shapes are not known (or the op has no
    * reuse to model: then it is counted as streaming its tensors once). */
   bool (*loops)(const kn_graph *g, const kn_node *n, kn_loopnest *out);
+  /* candidates: every tactic that can run node n on `isa`, the `select`
+   * choice first, into out (at most max); returns the count.  NULL: the
+   * select choice is the only one.  The builder times them (timing.c). */
+  int32_t (*candidates)(const kn_graph *g, const kn_node *n, int32_t isa, int32_t *out,
+                        int32_t max);
   /* The input output 0 may share with `inplace` (0 unless set). */
   uint8_t inplace_input;
 } kn_op_def;

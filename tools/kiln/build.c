@@ -10,7 +10,8 @@ void kn_cmd_build_usage(FILE *f) {
   fprintf(f,
           "usage: kiln build MODEL -o ENGINE [--shape NAME=DIMS]... [--profile NAME=MIN:OPT:MAX]...\n"
           "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
-          "                  [--machine FILE|fallback]\n\n"
+          "                  [--machine FILE|fallback] [--threads N] [--tactics timed|heuristic]\n"
+          "                  [--tactic-candidates N] [--timing-cache FILE]\n\n"
           "Optimizes MODEL (.onnx), plans its memory and writes ENGINE, a single\n"
           "versioned, checksummed file (docs/ENGINE_FORMAT.md) that `kiln run`,\n"
           "`kiln inspect` and `kiln compare` accept wherever they take a model.\n\n"
@@ -29,6 +30,15 @@ void kn_cmd_build_usage(FILE *f) {
           "                             machine's probe, cached in ~/.cache/kiln/machine.json\n"
           "                             (made on first use, a few seconds; KILN_PROBE=0\n"
           "                             uses the fallback instead)\n"
+          "  --threads N                the threads the engine is timed for (default: as a\n"
+          "                             run would use: KILN_NUM_THREADS, else every CPU)\n"
+          "  --tactics timed|heuristic  timed (default): where a step has several kernels\n"
+          "                             (3x3 convolutions: Winograd or GEMM), time the\n"
+          "                             best few on its shapes and keep the fastest;\n"
+          "                             heuristic: the first choice, no timing\n"
+          "  --tactic-candidates N      how many to time per step (default 3)\n"
+          "  --timing-cache FILE        reuse and extend the timings kept in FILE; safe to\n"
+          "                             share between builds running at the same time\n"
           "Options also take the --name=VALUE form (-o ENGINE, -oENGINE, --output=ENGINE).\n\n"
           "Passes, in the order they run:\n");
   kn_cli_print_passes(f);
@@ -48,7 +58,7 @@ int kn_cmd_build(int argc, char **argv) {
   kn_build_options bo;
   kn_build_options_init(&bo);
   enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE,
-         O_MACHINE };
+         O_MACHINE, O_THREADS, O_TACTICS, O_CANDIDATES, O_TIMING_CACHE };
   static const kn_cli_opt opts[] = {{"output", 'o', true, O_OUTPUT},
                                     {"shape", 0, true, O_SHAPE},
                                     {"profile", 0, true, O_PROFILE},
@@ -56,6 +66,10 @@ int kn_cmd_build(int argc, char **argv) {
                                     {"workspace", 0, true, O_WORKSPACE},
                                     {"no-optimize", 0, false, O_NO_OPTIMIZE},
                                     {"machine", 0, true, O_MACHINE},
+                                    {"threads", 0, true, O_THREADS},
+                                    {"tactics", 0, true, O_TACTICS},
+                                    {"tactic-candidates", 0, true, O_CANDIDATES},
+                                    {"timing-cache", 0, true, O_TIMING_CACHE},
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
@@ -82,6 +96,25 @@ int kn_cmd_build(int argc, char **argv) {
       break;
     case O_NO_OPTIMIZE: bo.no_optimize = 1; break;
     case O_MACHINE: machine_path = args.arg; break;
+    case O_THREADS: {
+      int64_t v;
+      if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &v)) return KN_EXIT_USAGE;
+      bo.threads = (int32_t)v;
+      break;
+    }
+    case O_TACTICS:
+      if (!strcmp(args.arg, "heuristic")) bo.tactics = KN_TACTICS_HEURISTIC;
+      else if (!strcmp(args.arg, "timed")) bo.tactics = KN_TACTICS_TIMED;
+      else
+        return kn_cli_usage(cmd, "--tactics takes timed or heuristic, got '%s'", args.arg);
+      break;
+    case O_CANDIDATES: {
+      int64_t v;
+      if (!kn_cli_int(&args, 1, 16, &v)) return KN_EXIT_USAGE;
+      bo.tactic_candidates = (int32_t)v;
+      break;
+    }
+    case O_TIMING_CACHE: bo.timing_cache = args.arg; break;
     case KN_CLI_POSITIONAL:
       if (model_path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
       model_path = args.arg;
@@ -121,6 +154,11 @@ int kn_cmd_build(int argc, char **argv) {
              (double)st.param_bytes / 1048576.0, (double)st.arena_bytes / 1048576.0,
              (double)st.lower_bound_bytes / 1048576.0,
              (double)st.naive_activation_bytes / 1048576.0, t1 - t0, now_ms() - t1);
+      if (st.tactic_choices)
+        printf("tactics: %d steps with a choice, %d shapes timed (%.1f s), %d steps from the "
+               "timing cache, %d not the first choice\n",
+               st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
+               st.tactic_changed);
     }
   }
   kn_model_free(m);
