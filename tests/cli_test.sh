@@ -500,6 +500,17 @@ has bench_engine_json '"engine": true' '"inputs": "input=1x3x32x32"'
 expect bench_input 0 "" bench "$TM" --input "input=$M/test_data_set_0/input_0.pb" --runs 2
 expect bench_input_dir 0 "" bench "$TMP/tiny.kiln" --input-dir "$M/test_data_set_0" --runs 2
 expect bench_save_inputs 0 "" bench "$TM" --shape "$TS" --runs 1 --save-inputs "$TMP/bench_in"
+# --per-step: every step's median beside its prediction, kept for inspect
+expect bench_per_step 0 "" bench "$TMP/tiny.kiln" --runs 3 --threads 1 --per-step
+has bench_per_step_table "steps (median over their own runs" "pred us" "conv_"
+if [ -s "$TMP/tiny.kiln.steps.json" ]; then pass bench_per_step_kept
+else fail bench_per_step_kept "no $TMP/tiny.kiln.steps.json"; fi
+expect inspect_measured 0 "" inspect "$TMP/tiny.kiln"
+has inspect_measured_table "measured by kiln bench --per-step" "meas us"
+expect inspect_measured_json 0 "" inspect "$TMP/tiny.kiln" --json
+has inspect_measured_json_keys '"measured_us":' '"predicted_us":' '"bound":'
+expect bench_per_step_json 0 "" bench "$TMP/tiny.kiln" --runs 3 --per-step --json
+has bench_per_step_json_keys '"step_list": [' '"median_us":' '"predicted_us":'
 expect bench_saved_inputs_run 0 "" run "$TMP/tiny.kiln" --input-dir "$TMP/bench_in"
 expect bench_dyn_profile 0 "" bench "$TMP/dyn.kiln" --shape X=3x4 --runs 2 --json
 has bench_dyn_profile_shape '"inputs": "X=3x4"'

@@ -30,7 +30,8 @@ void kn_cmd_bench_usage(FILE *f) {
           "                  [--warmup N] [--shape NAME=DIMS]... [--input NAME=FILE]...\n"
           "                  [--seed N] [--json] [--profile NAME=MIN:OPT:MAX]...\n"
           "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
-          "                  [--reference-kernels] [--input-dir D] [--save-inputs D]\n\n"
+          "                  [--reference-kernels] [--input-dir D] [--save-inputs D]\n"
+          "                  [--per-step]\n\n"
           "Times runs of MODEL (.onnx, built in memory first, with the build options\n"
           "below) or ENGINE (loaded) and prints min, mean, median, p90, p99 and max\n"
           "latency, throughput, startup (load, build and context creation) and peak RSS.\n\n"
@@ -49,7 +50,11 @@ void kn_cmd_bench_usage(FILE *f) {
           "                        min_ms, max_ms, throughput_qps, threads, runs,\n"
           "                        peak_rss_bytes, load_ms, ...)\n"
           "  --profile, --disable-pass, --workspace, --no-optimize: as for kiln build\n"
-          "  --reference-kernels   every step on its reference kernel (the oracle)\n\n"
+          "  --reference-kernels   every step on its reference kernel (the oracle)\n"
+          "  --per-step            then time every step (median over up to 50 more runs)\n"
+          "                        and print them beside the IO model's predictions; for\n"
+          "                        an engine they are kept in ENGINE.steps.json, where\n"
+          "                        `kiln inspect` shows them\n\n"
           "Inputs not given are generated: floats uniform in [-1, 1); integer token ids\n"
           "(inputs that index a constant [V, D] table through Gather) uniform in\n"
           "[0, V); masks (integer or bool inputs named *mask*, or feeding a Cast then\n"
@@ -252,7 +257,7 @@ typedef struct bench_opts {
   int n_shapes, n_named, n_profiles, n_disabled;
   int64_t threads, runs, warmup, seed;
   double duration;
-  bool json, build_opts;
+  bool json, build_opts, per_step;
   kn_build_options bo;
 } bench_opts;
 
@@ -261,7 +266,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
   enum {
     O_THREADS = 1, O_RUNS, O_DURATION, O_WARMUP, O_SHAPE, O_INPUT, O_SEED, O_JSON,
     O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE, O_REFERENCE, O_INPUT_DIR,
-    O_SAVE_INPUTS
+    O_SAVE_INPUTS, O_PER_STEP
   };
   static const kn_cli_opt opts[] = {{"threads", 0, true, O_THREADS},
                                     {"runs", 0, true, O_RUNS},
@@ -278,6 +283,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                                     {"reference-kernels", 0, false, O_REFERENCE},
                                     {"input-dir", 0, true, O_INPUT_DIR},
                                     {"save-inputs", 0, true, O_SAVE_INPUTS},
+                                    {"per-step", 0, false, O_PER_STEP},
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
@@ -305,6 +311,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       if (!kn_cli_int(&args, 0, INT64_MAX, &o->seed)) return KN_EXIT_USAGE;
       break;
     case O_JSON: o->json = true; break;
+    case O_PER_STEP: o->per_step = true; break;
     case O_INPUT_DIR: o->input_dir = args.arg; break;
     case O_SAVE_INPUTS: o->save_dir = args.arg; break;
     case O_NO_OPTIMIZE: o->bo.no_optimize = 1, o->build_opts = true; break;
@@ -619,6 +626,23 @@ int kn_cmd_bench(int argc, char **argv) {
   double qps = sum > 0 ? (double)n / (sum / 1e3) : 0;
   uint64_t rss = peak_rss_bytes();
   int32_t threads = kn_context_threads(s.ctx);
+  int32_t nsteps = kn_model_step_count(s.model);
+  double *step_us = NULL;
+  if (o.per_step) {
+    int32_t ps_runs = n < 5 ? 5 : n > 50 ? 50 : (int32_t)n;
+    step_us = calloc((size_t)nsteps + 1, sizeof *step_us);
+    if (!step_us) {
+      rc = kn_cli_fail("out of memory");
+      goto done;
+    }
+    if (kn_cli_step_times(s.ctx, s.model, ps_runs, step_us, &err)) {
+      free(step_us);
+      rc = kn_cli_error(&err);
+      goto done;
+    }
+    if (engine && !kn_cli_step_times_save(o.path, s.model, threads, step_us))
+      fprintf(stderr, "kiln bench: could not write %s.steps.json\n", o.path);
+  }
   if (o.json) {
     printf("{\"model\": ");
     json_str(stdout, o.path);
@@ -628,10 +652,29 @@ int kn_cmd_bench(int argc, char **argv) {
     printf(", \"min_ms\": %.4f, \"mean_ms\": %.4f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, "
            "\"p99_ms\": %.4f, \"max_ms\": %.4f, \"throughput_qps\": %.3f, \"wall_s\": %.3f, "
            "\"peak_rss_bytes\": %llu, \"load_ms\": %.3f, \"model_load_ms\": %.3f, "
-           "\"build_ms\": %.3f, \"first_run_ms\": %.4f}\n",
+           "\"build_ms\": %.3f, \"first_run_ms\": %.4f",
            s.samples[0], mean, p50, p90, p99, s.samples[n - 1], qps, wall,
            (unsigned long long)rss, load_ms, (t_loaded - t0) * 1e3,
            engine ? 0.0 : (t_built - t_build) * 1e3, first_ms);
+    if (step_us) {
+      printf(", \"step_list\": [");
+      for (int32_t i = 0; i < nsteps; i++) {
+        kn_step_info si;
+        kn_step_io io;
+        if (kn_model_step_info(s.model, i, &si) || kn_model_step_io(s.model, i, threads, &io))
+          continue;
+        printf("%s\n  {\"name\": ", i ? "," : "");
+        json_str(stdout, si.name);
+        printf(", \"op\": ");
+        json_str(stdout, si.op);
+        printf(", \"tactic\": ");
+        json_str(stdout, si.tactic);
+        printf(", \"median_us\": %.3f, \"predicted_us\": %.3f, \"bound\": \"%s\"}", step_us[i],
+               io.predicted_us, io.bound);
+      }
+      printf("\n]");
+    }
+    printf("}\n");
   } else {
     printf("%s: %s, %d thread%s, %lld runs after %lld warm-up%s\n", o.path, s.shapes_text,
            threads, threads == 1 ? "" : "s", (long long)n, (long long)o.warmup,
@@ -646,7 +689,25 @@ int kn_cmd_bench(int argc, char **argv) {
              (t_loaded - t0) * 1e3, (t_built - t_build) * 1e3);
     printf(", first run %.3f ms\n", first_ms);
     printf("peak RSS: %.1f MiB\n", (double)rss / 1048576.0);
+    if (step_us) {
+      double total = 0;
+      for (int32_t i = 0; i < nsteps; i++) total += step_us[i];
+      printf("steps (median over their own runs; predicted by the IO model for %d thread%s):\n"
+             "  %-4s %-36s %-20s %-18s %10s %6s %10s %-8s\n",
+             threads, threads == 1 ? "" : "s", "#", "name", "op", "kernel", "median us", "share",
+             "pred us", "bound");
+      for (int32_t i = 0; i < nsteps; i++) {
+        kn_step_info si;
+        kn_step_io io;
+        if (kn_model_step_info(s.model, i, &si) || kn_model_step_io(s.model, i, threads, &io))
+          continue;
+        printf("  %-4d %-36.36s %-20.20s %-18.18s %10.1f %5.1f%% %10.1f %-8s\n", i, si.name,
+               si.op, si.tactic ? si.tactic : "reference", step_us[i],
+               total > 0 ? 100 * step_us[i] / total : 0, io.predicted_us, io.bound);
+      }
+    }
   }
+  free(step_us);
   rc = KN_EXIT_OK;
 done:
   state_free(&s);

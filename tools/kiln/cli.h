@@ -91,6 +91,18 @@ int kn_cmd_bench(int argc, char **argv);
 void kn_cmd_bench_usage(FILE *f);
 int kn_cmd_probe(int argc, char **argv);
 void kn_cmd_probe_usage(FILE *f);
+/* ---- measured step times (steptimes.c) ----------------------------------
+ * kn_cli_step_times: `runs` runs of ctx (inputs set), each step's median
+ * wall time in median_us[step] (kn_model_step_count entries).  _save
+ * keeps them beside an engine as ENGINE.steps.json, _load reads them back
+ * when every step is there by name (false otherwise). */
+kn_status kn_cli_step_times(kn_context *ctx, const kn_model *m, int32_t runs, double *median_us,
+                            kn_error *err) __attribute__((warn_unused_result));
+bool kn_cli_step_times_save(const char *engine, const kn_model *m, int32_t threads,
+                            const double *median_us);
+bool kn_cli_step_times_load(const char *engine, const kn_model *m, int32_t *threads,
+                            double *median_us);
+
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
 

@@ -140,7 +140,7 @@ int kn_cmd_inspect(int argc, char **argv) {
   kn_build_options bo;
   kn_build_options_init(&bo);
   enum { O_JSON = 1, O_NO_OPTIMIZE, O_SHAPE, O_THREADS };
-  int64_t threads = 1;
+  int64_t threads = 0;
   static const kn_cli_opt opts[] = {{"json", 0, false, O_JSON},
                                     {"threads", 0, true, O_THREADS},
                                     {"no-optimize", 0, false, O_NO_OPTIMIZE},
@@ -176,12 +176,22 @@ int kn_cmd_inspect(int argc, char **argv) {
   if (!engine) kn_model_op_histogram(m, collect_op, &h); /* before optimizing */
   kn_model_stats st;
   int rc = KN_EXIT_OK;
+  double *measured = NULL;
   if (kn_model_build(m, &bo, &err) || kn_model_stats_get(m, &st, &err)) {
     rc = kn_cli_error(&err);
     goto done;
   }
   int32_t nin = kn_model_input_count(m), nout = kn_model_output_count(m);
   int32_t nsteps = kn_model_step_count(m);
+  /* step times `kiln bench --per-step` kept beside the engine */
+  measured = engine ? calloc((size_t)nsteps + 1, sizeof *measured) : NULL;
+  int32_t measured_threads = 0;
+  if (measured && !kn_cli_step_times_load(path, m, &measured_threads, measured)) {
+    free(measured);
+    measured = NULL;
+  }
+  if (!threads) threads = measured ? measured_threads : 1;
+  bool measured_match = measured && measured_threads == threads;
   uint32_t fmt = engine ? kn_model_format_version(m) : kn_engine_format_version();
   if (json) {
     printf("{\"model\": ");
@@ -246,6 +256,7 @@ int kn_cmd_inspect(int argc, char **argv) {
                "\"DRAM\": %.0f}}",
                (long long)threads, io.predicted_us, io.bound, io.modelled ? "true" : "false",
                io.bytes[0], io.bytes[1], io.bytes[2], io.bytes[3]);
+      if (measured_match) printf(", \"measured_us\": %.3f", measured[i]);
       printf("}");
     }
     printf("\n]}\n");
@@ -279,10 +290,11 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
-  printf("steps (%d; predicted for %lld thread%s):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s "
-         "%9s %-8s  %-24s %s\n",
-         nsteps, (long long)threads, threads == 1 ? "" : "s", "#", "name", "op", "kernel",
-         "output", "MFLOP", "KiB r+w", "pred us", "bound", "tiling", "covers");
+  printf("steps (%d; predicted for %lld thread%s%s):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s "
+         "%9s %9s %-8s  %-24s %s\n",
+         nsteps, (long long)threads, threads == 1 ? "" : "s",
+         measured_match ? ", measured by kiln bench --per-step" : "", "#", "name", "op", "kernel",
+         "output", "MFLOP", "KiB r+w", "pred us", "meas us", "bound", "tiling", "covers");
   for (int32_t i = 0; i < nsteps; i++) {
     kn_step_info si;
     if (kn_model_step_info(m, i, &si)) continue;
@@ -290,16 +302,19 @@ int kn_cmd_inspect(int argc, char **argv) {
     if (si.n_outputs) shape_text(&si.outputs[0], shape, sizeof shape);
     kn_step_io io;
     if (kn_model_step_io(m, i, (int32_t)threads, &io)) memset(&io, 0, sizeof io);
-    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f %9.1f %-8s  %-24.24s "
+    char meas[32] = "-";
+    if (measured_match) snprintf(meas, sizeof meas, "%.1f", measured[i]);
+    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f %9.1f %9s %-8s  %-24.24s "
            "%.80s\n",
            i, si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
-           (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us,
+           (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us, meas,
            io.bound ? io.bound : "-", si.tiling[0] ? si.tiling : "-", si.covers);
   }
   printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
          (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,
          (double)st.naive_activation_bytes / 1048576.0);
 done:
+  free(measured);
   for (int k = 0; k < h.n; k++) free((char *)h.op[k]);
   kn_model_free(m);
   return rc;
