@@ -3,15 +3,14 @@
 
 usage: bench/iomodel_check.py [--threads T] [--runs N] [--worst K] ENGINE...
 
-For every step of every engine: the prediction of `kiln inspect ENGINE
---json --threads T` and the median time of `bench_steps ENGINE --threads T`
-(build/bench/bench_steps: cmake --build build --target bench_steps).  Prints
+For every step of every engine: the prediction and the measured median of
+`kiln bench ENGINE --per-step --json --threads T --runs N`.  Prints
 the Spearman rank correlation over all steps, the median ratio of predicted
 to measured, and the steps the model gets most wrong.  Steps under 2 us in
 both are left out of the worst list (timer and dispatch noise), never out
 of the correlation.
 """
-import argparse, json, os, re, statistics, subprocess, sys
+import argparse, json, math, os, statistics, subprocess
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ap = argparse.ArgumentParser()
@@ -19,7 +18,6 @@ ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--runs", type=int, default=20)
 ap.add_argument("--worst", type=int, default=10)
 ap.add_argument("--kiln", default=os.path.join(root, "build", "kiln"))
-ap.add_argument("--bench-steps", default=os.path.join(root, "build", "bench", "bench_steps"))
 ap.add_argument("engines", nargs="+")
 a = ap.parse_args()
 
@@ -45,23 +43,13 @@ def spearman(x, y):
 
 rows = []
 for eng in a.engines:
-    info = json.loads(subprocess.run([a.kiln, "inspect", eng, "--json", "--threads", str(a.threads)],
-                                     check=True, capture_output=True, text=True).stdout)
-    steps = info["step_list"]
-    out = subprocess.run([a.bench_steps, eng, "--threads", str(a.threads), "--runs", str(a.runs),
-                          "--top", "100000", "--order"], check=True, capture_output=True,
-                         text=True).stdout
-    meas = {}
-    for line in out.splitlines():
-        m = re.match(r"\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s", line)
-        if m:
-            meas[int(m.group(1))] = float(m.group(3))
+    out = json.loads(subprocess.run([a.kiln, "bench", eng, "--per-step", "--json", "--threads",
+                                     str(a.threads), "--runs", str(a.runs)],
+                                    check=True, capture_output=True, text=True).stdout)
     name = os.path.basename(eng)
-    for i, s in enumerate(steps):
-        if i not in meas or "io" not in s:
-            continue
-        rows.append((name, i, s["name"], s["op"], s["tactic"], s["io"]["bound"],
-                     s["io"]["predicted_us"], meas[i]))
+    for i, s in enumerate(out["step_list"]):
+        rows.append((name, i, s["name"], s["op"], s["tactic"], s["bound"], s["predicted_us"],
+                     s["median_us"]))
 
 pred = [r[6] for r in rows]
 meas = [r[7] for r in rows]
@@ -77,7 +65,6 @@ for name in sorted(set(r[0] for r in rows)):
     print(f"  {name:28s} {len(sub):4d} steps  Spearman {spearman([r[6] for r in sub], [r[7] for r in sub]):.3f}"
           f"  median ratio {statistics.median(rr):.2f}  sum predicted {sum(r[6] for r in sub):9.1f} us"
           f"  sum measured {sum(r[7] for r in sub):9.1f} us")
-import math
 wrong = sorted((r for r in rows if max(r[6], r[7]) >= 2.0),
                key=lambda r: -abs(math.log(max(r[6], 1e-3) / max(r[7], 1e-3))))
 print(f"most wrong (|log ratio|, steps of at least 2 us):")
