@@ -323,6 +323,10 @@ typedef struct kn_step_io {
 } kn_step_io;
 kn_status kn_model_step_io(const kn_model *model, int32_t index, int32_t threads,
                            kn_step_io *out);
+/* The step's diagram as compact JSON (docs/MACHINE.md): *json is malloc'd
+ * (free()), NULL when the step has no loop nest. */
+kn_status kn_model_step_diagram(const kn_model *model, int32_t index, int32_t threads,
+                                char **json);
 /* Engine format version of a model loaded from an engine (0 otherwise),
  * and the format version this kiln writes. */
 uint32_t kn_model_format_version(const kn_model *model);

@@ -508,7 +508,8 @@ else fail bench_per_step_kept "no $TMP/tiny.kiln.steps.json"; fi
 expect inspect_measured 0 "" inspect "$TMP/tiny.kiln"
 has inspect_measured_table "measured by kiln bench --per-step" "meas us"
 expect inspect_measured_json 0 "" inspect "$TMP/tiny.kiln" --json
-has inspect_measured_json_keys '"measured_us":' '"predicted_us":' '"bound":'
+has inspect_measured_json_keys '"measured_us":' '"predicted_us":' '"bound":' '"diagram":' \
+  '"fused":' '"unfused":' '"fusion_saves_bytes":' '"repetitions":'
 expect bench_per_step_json 0 "" bench "$TMP/tiny.kiln" --runs 3 --per-step --json
 has bench_per_step_json_keys '"step_list": [' '"median_us":' '"predicted_us":'
 expect bench_saved_inputs_run 0 "" run "$TMP/tiny.kiln" --input-dir "$TMP/bench_in"

@@ -112,6 +112,19 @@ kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn
   return KN_OK;
 }
 
+kn_status kn_model_step_diagram(const kn_model *model, int32_t i, int32_t threads, char **json) {
+  *json = NULL;
+  if (i < 0 || i >= model->ir->graph->n_nodes) return KN_ERR_INVALID_ARG;
+  kn_machine fb;
+  const kn_machine *mach = model->has_machine ? &model->machine : NULL;
+  if (!mach) {
+    kn_machine_fallback(&fb);
+    mach = &fb;
+  }
+  *json = kn_io_diagram_json(model->ir, i, mach, threads);
+  return KN_OK;
+}
+
 uint32_t kn_model_format_version(const kn_model *model) {
   return model->from_engine ? model->info.format_version : 0;
 }

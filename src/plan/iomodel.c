@@ -6,6 +6,7 @@
 #include "ops/op.h"
 #include "plan/tactic.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -229,4 +230,135 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   out->time_s[KN_IO_BOUNDARIES + 1] = over;
   if (over > worst) out->bound = KN_IO_BOUNDARIES + 1;
   out->predicted_s = worst + over;
+}
+
+/* ---- diagrams ------------------------------------------------------------- */
+
+static const char *near_name(const kn_machine *mach, int32_t b) {
+  return b == 0 ? "registers" : mach->levels[b - 1].name;
+}
+
+/* The boundaries' byte totals as {"L1": .., "L2": .., ...}, keyed by the
+ * farther level. */
+static cJSON *bytes_object(const kn_machine *mach, const double *bytes, int32_t nb) {
+  cJSON *o = cJSON_CreateObject();
+  for (int32_t b = 0; o && b < nb; b++) cJSON_AddNumberToObject(o, mach->levels[b].name, bytes[b]);
+  return o;
+}
+
+char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach,
+                         int32_t threads) {
+  const kn_graph *g = m->graph;
+  const kn_node *n = &g->nodes[i];
+  kn_loopnest l;
+  memset(&l, 0, sizeof l);
+  if (!n->op || !n->op->loops || !n->op->loops(g, n, &l) || !l.n_tensors) return NULL;
+  if (threads < 1) threads = 1;
+  double wtotal = weights_bytes(g);
+  int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  /* the ONNX ops the step covers, in order */
+  cJSON *ops = cJSON_AddArrayToObject(root, "ops");
+  const char *cv = n->covers ? n->covers : n->name;
+  int32_t n_ops = 0;
+  for (const char *p = cv; ops && *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char *name = kn_strndup(p, len);
+    if (name) cJSON_AddItemToArray(ops, cJSON_CreateString(name));
+    free(name);
+    n_ops++;
+    p += len + (comma != NULL);
+  }
+  cJSON *axes = cJSON_AddObjectToObject(root, "axes");
+  for (int32_t d = 0; axes && d < l.n_dims; d++)
+    cJSON_AddNumberToObject(axes, l.dim_name[d], (double)l.extent[d]);
+  cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
+  double real[KN_LOOP_MAX_TENSORS], full[KN_LOOP_MAX_TENSORS];
+  int32_t home[KN_LOOP_MAX_TENSORS], out_x = -1;
+  for (int32_t x = 0; x < l.n_tensors; x++) {
+    const kn_loop_tensor *t = &l.t[x];
+    full[x] = t->elem_bytes;
+    cJSON *o = cJSON_CreateObject(), *ax = o ? cJSON_AddArrayToObject(o, "axes") : NULL;
+    for (int32_t d = 0; d < l.n_dims; d++)
+      if (t->dims >> d & 1) {
+        full[x] *= (double)l.extent[d];
+        if (ax) cJSON_AddItemToArray(ax, cJSON_CreateString(l.dim_name[d]));
+      }
+    real[x] = t->real_bytes > 0 && t->real_bytes < full[x] ? t->real_bytes : full[x];
+    home[x] = home_level(mach, real[x], t->constant && !t->output, wtotal, threads);
+    if (t->output && out_x < 0) out_x = x;
+    if (!o) continue;
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddNumberToObject(o, "bytes", real[x]);
+    cJSON_AddStringToObject(o, "level", mach->levels[home[x]].name);
+    cJSON_AddStringToObject(o, "role", t->output ? "output" : t->constant ? "weights" : "input");
+    cJSON_AddItemToArray(tensors, o);
+  }
+  /* the fused step: each tensor's moves across each boundary, with the
+   * tiles that fit the nearer level */
+  cJSON *fused = cJSON_AddObjectToObject(root, "fused");
+  cJSON *moves = fused ? cJSON_AddArrayToObject(fused, "transfers") : NULL;
+  double fb[KN_IO_BOUNDARIES] = {0}, ub[KN_IO_BOUNDARIES] = {0};
+  for (int32_t b = 0; b < nb; b++) {
+    double cap;
+    if (b == 0) cap = (mach->features & KN_CPU_BIT(AVX512F)) ? 32 * 64 : 16 * 32;
+    else {
+      const kn_mem_level *nr = &mach->levels[b - 1];
+      cap = (double)nr->bytes;
+      if (nr->shared_by > 1) cap /= (threads < nr->shared_by ? threads : nr->shared_by);
+    }
+    int64_t tiles[KN_LOOP_MAX_DIMS];
+    double per[KN_LOOP_MAX_TENSORS];
+    kn_io_best_tiles(&l, cap, tiles, NULL);
+    kn_io_transfers(&l, tiles, per);
+    for (int32_t x = 0; x < l.n_tensors; x++) {
+      if (b > home[x]) continue;
+      double bytes = b == 0 ? per[x] * full[x] / real[x] : per[x];
+      fb[b] += bytes;
+      cJSON *o = moves ? cJSON_CreateObject() : NULL;
+      if (!o) continue;
+      cJSON_AddStringToObject(o, "tensor", l.t[x].name);
+      cJSON_AddStringToObject(o, l.t[x].output ? "to" : "from", mach->levels[b].name);
+      cJSON_AddStringToObject(o, l.t[x].output ? "from" : "to", near_name(mach, b));
+      cJSON_AddNumberToObject(o, "bytes", bytes);
+      cJSON_AddNumberToObject(o, "repetitions", bytes / (b == 0 ? full[x] : real[x]));
+      cJSON *tl = cJSON_AddObjectToObject(o, "tile");
+      for (int32_t d = 0; tl && d < l.n_dims; d++)
+        if (l.t[x].dims >> d & 1) cJSON_AddNumberToObject(tl, l.dim_name[d], (double)tiles[d]);
+      cJSON_AddItemToArray(moves, o);
+    }
+  }
+  if (fused) cJSON_AddItemToObject(fused, "bytes", bytes_object(mach, fb, nb));
+  /* unfused: every op the step absorbed after the first (bias,
+   * activation, residual add) reads the output back and writes it again
+   * at the level where it lives */
+  cJSON *unf = cJSON_AddObjectToObject(root, "unfused");
+  cJSON *umoves = unf ? cJSON_AddArrayToObject(unf, "transfers") : NULL;
+  for (int32_t b = 0; b < nb; b++) ub[b] = fb[b];
+  if (out_x >= 0 && n_ops > 1)
+    for (int32_t b = 0; b < nb && b <= home[out_x]; b++) {
+      double extra = 2.0 * real[out_x] * (double)(n_ops - 1);
+      ub[b] += extra;
+      cJSON *o = umoves ? cJSON_CreateObject() : NULL;
+      if (!o) continue;
+      cJSON_AddStringToObject(o, "tensor", l.t[out_x].name);
+      cJSON_AddStringToObject(o, "between", mach->levels[b].name);
+      cJSON_AddStringToObject(o, "and", near_name(mach, b));
+      cJSON_AddNumberToObject(o, "bytes", extra);
+      cJSON_AddNumberToObject(o, "repetitions", 2.0 * (double)(n_ops - 1));
+      cJSON_AddStringToObject(o, "why", "each later op reads the output and writes it back");
+      cJSON_AddItemToArray(umoves, o);
+    }
+  if (unf) cJSON_AddItemToObject(unf, "bytes", bytes_object(mach, ub, nb));
+  double saving[KN_IO_BOUNDARIES];
+  for (int32_t b = 0; b < nb; b++) saving[b] = ub[b] - fb[b];
+  cJSON_AddItemToObject(root, "fusion_saves_bytes", bytes_object(mach, saving, nb));
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (!text) return NULL;
+  char *out = strdup(text);
+  cJSON_free(text);
+  return out;
 }

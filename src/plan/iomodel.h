@@ -74,4 +74,13 @@ const char *kn_io_bound_name(int32_t bound);
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
                    kn_io_step *out);
 
+/* What a diagram of node i needs (docs/MACHINE.md), as compact JSON
+ * (malloc'd; NULL when the op has no loop nest or out of memory): the ONNX
+ * ops it covers, its axes with their sizes, its tensors with their axes,
+ * bytes, role and the level each lives at, and every level change of the
+ * fused step (tensor, from, to, bytes, repetitions, tile) and of the same
+ * ops unfused, with the bytes fusion saves at each boundary. */
+char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach,
+                         int32_t threads);
+
 #endif

@@ -257,6 +257,10 @@ int kn_cmd_inspect(int argc, char **argv) {
                (long long)threads, io.predicted_us, io.bound, io.modelled ? "true" : "false",
                io.bytes[0], io.bytes[1], io.bytes[2], io.bytes[3]);
       if (measured_match) printf(", \"measured_us\": %.3f", measured[i]);
+      char *dj = NULL;
+      if (kn_model_step_diagram(m, i, (int32_t)threads, &dj) == KN_OK && dj)
+        printf(", \"diagram\": %s", dj);
+      free(dj);
       printf("}");
     }
     printf("\n]}\n");
