@@ -323,6 +323,11 @@ typedef struct kn_step_io {
 } kn_step_io;
 kn_status kn_model_step_io(const kn_model *model, int32_t index, int32_t threads,
                            kn_step_io *out);
+/* The choices the builder made by timing, one line each ("STEP: TACTIC,
+ * timed 216.7 us; conv_igemm_nhwc 430.2 us"), kept in engines. */
+int32_t kn_model_decision_count(const kn_model *model);
+const char *kn_model_decision(const kn_model *model, int32_t index);
+
 /* The step's diagram as compact JSON (docs/MACHINE.md): *json is malloc'd
  * (free()), NULL when the step has no loop nest. */
 kn_status kn_model_step_diagram(const kn_model *model, int32_t index, int32_t threads,

@@ -349,6 +349,7 @@ static void put_config(wbuf *b, const kn_engine_config *cfg) {
   uint32_t count = 2;
   if (cfg) count += (uint32_t)(cfg->n_shapes + cfg->n_profiles + cfg->n_disabled_passes);
   if (cfg && cfg->machine_json) count++;
+  if (cfg) count += (uint32_t)cfg->n_decisions;
   put_u32(b, count);
   put_str(b, "precision");
   put_str(b, cfg && cfg->precision ? cfg->precision : "fp32");
@@ -370,6 +371,10 @@ static void put_config(wbuf *b, const kn_engine_config *cfg) {
   if (cfg && cfg->machine_json) {
     put_str(b, "machine");
     put_str(b, cfg->machine_json);
+  }
+  for (int32_t i = 0; cfg && i < cfg->n_decisions; i++) {
+    put_str(b, "decision");
+    put_str(b, cfg->decisions[i]);
   }
   put_pad(b, 8);
 }

@@ -72,7 +72,14 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
   m->info = info;
   m->onnx_nodes = -1;
   for (int32_t i = 0; i < info.n_config && !st; i++)
-    if (!strcmp(info.config_keys[i], "machine")) {
+    if (!strcmp(info.config_keys[i], "decision")) {
+      char **d = realloc(m->timing.decisions,
+                         ((size_t)m->timing.n_decisions + 1) * sizeof *d);
+      char *text = d ? strdup(info.config_values[i]) : NULL;
+      if (d) m->timing.decisions = d;
+      if (!text) st = kn_fail(err, KN_ERR_OOM, "out of memory");
+      else m->timing.decisions[m->timing.n_decisions++] = text;
+    } else if (!strcmp(info.config_keys[i], "machine")) {
       const char *j = info.config_values[i];
       char label[320];
       snprintf(label, sizeof label, "%s: build configuration 'machine'", m->ir->label);
@@ -271,7 +278,13 @@ void kn_model_free(kn_model *m) {
   free_strings(m->profiles, m->n_profiles);
   free(m->prof_min);
   free(m->prof_max);
+  kn_timing_report_free(&m->timing);
   free(m);
+}
+
+int32_t kn_model_decision_count(const kn_model *m) { return m->timing.n_decisions; }
+const char *kn_model_decision(const kn_model *m, int32_t i) {
+  return i >= 0 && i < m->timing.n_decisions ? m->timing.decisions[i] : NULL;
 }
 
 int32_t kn_model_input_count(const kn_model *m) { return m->n_inputs; }
@@ -480,6 +493,7 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   else if ((st = kn_machine_default(&m->machine, err))) return st;
   m->has_machine = true;
   kn_tactics_select(m->ir, build_isa(m), o->reference_kernels != 0);
+  kn_timing_report_free(&m->timing);
   memset(&m->timing, 0, sizeof m->timing);
   if (!o->reference_kernels) {
     const char *te = getenv("KILN_TACTICS");
@@ -536,6 +550,8 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
     return kn_fail(err, KN_ERR_OOM, "out of memory");
   }
   cfg.machine_json = mj;
+  cfg.decisions = (const char *const *)m->timing.decisions;
+  cfg.n_decisions = m->timing.n_decisions;
   kn_status st = kn_engine_write(m->ir, &m->plan, &cfg, path, err);
   free(mj);
   free(pk);

@@ -37,6 +37,7 @@ typedef struct entry {
   char *key;
   char tactic[32];
   double us;
+  char others[192]; /* the other candidates' times: "; conv_igemm_nhwc 553.7 us" */
 } entry;
 
 typedef struct cache {
@@ -57,7 +58,8 @@ static entry *cache_find(cache *c, const char *key) {
 }
 
 /* Adds or replaces; false when out of memory. */
-static bool cache_put(cache *c, const char *key, const char *tactic, double us) {
+static bool cache_put(cache *c, const char *key, const char *tactic, double us,
+                      const char *others) {
   entry *e = cache_find(c, key);
   if (!e) {
     if (c->n == c->cap) {
@@ -74,6 +76,7 @@ static bool cache_put(cache *c, const char *key, const char *tactic, double us) 
   }
   snprintf(e->tactic, sizeof e->tactic, "%s", tactic);
   e->us = us;
+  snprintf(e->others, sizeof e->others, "%s", others ? others : "");
   return true;
 }
 
@@ -92,13 +95,21 @@ static bool cache_read(cache *c, FILE *f) {
     char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
     if (!t1 || !t2) continue;
     *t1 = *t2 = 0;
+    char *t3 = strchr(t2 + 1, '\t'), *others = "";
+    if (t3) {
+      *t3 = 0;
+      others = t3 + 1;
+      others[strcspn(others, "\n")] = 0;
+      for (char *p = others; *p; p++) /* it ends up in messages: printable only */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    }
     char *end;
     double us = strtod(t2 + 1, &end);
     bool known = false;
     for (int32_t id = 0; id < 256; id++)
       if (kn_tactic_name(id) && !strcmp(kn_tactic_name(id), t1 + 1)) known = true;
     if (end == t2 + 1 || !(us >= 0) || !known || strlen(t1 + 1) >= 32) continue;
-    if (!cache_put(c, line, t1 + 1, us)) return false;
+    if (!cache_put(c, line, t1 + 1, us, others)) return false;
   }
   return true;
 }
@@ -131,7 +142,8 @@ static kn_status cache_save(const cache *mine, const char *path, kn_error *err) 
   cache all = {0};
   if ((st = cache_load(&all, path, err))) goto unlock;
   for (int32_t i = 0; i < mine->n; i++)
-    if (!cache_put(&all, mine->e[i].key, mine->e[i].tactic, mine->e[i].us)) {
+    if (!cache_put(&all, mine->e[i].key, mine->e[i].tactic, mine->e[i].us,
+                   mine->e[i].others)) {
       st = kn_fail(err, KN_ERR_OOM, "out of memory");
       goto unlock;
     }
@@ -140,9 +152,11 @@ static kn_status cache_save(const cache *mine, const char *path, kn_error *err) 
     st = kn_fail(err, KN_ERR_IO, "%s: cannot write the timing cache: %s", path, strerror(errno));
     goto unlock;
   }
-  fprintf(f, "# kiln timing cache 1: KEY<TAB>TACTIC<TAB>MICROSECONDS (docs/MACHINE.md)\n");
+  fprintf(f, "# kiln timing cache 1: KEY<TAB>TACTIC<TAB>MICROSECONDS<TAB>OTHERS "
+             "(docs/CLI.md)\n");
   for (int32_t i = 0; i < all.n; i++)
-    fprintf(f, "%s\t%s\t%.3f\n", all.e[i].key, all.e[i].tactic, all.e[i].us);
+    fprintf(f, "%s\t%s\t%.3f\t%s\n", all.e[i].key, all.e[i].tactic, all.e[i].us,
+            all.e[i].others);
   bool ok = !ferror(f);
   ok = fclose(f) == 0 && ok;
   if (!ok || rename(tmp, path) != 0) {
@@ -312,6 +326,22 @@ static bool time_node(const kn_ir_model *m, const kn_node *n, kn_rt *rt, const v
 
 /* ---- selection --------------------------------------------------------------- */
 
+void kn_timing_report_free(kn_timing_report *r) {
+  for (int32_t i = 0; i < r->n_decisions; i++) free(r->decisions[i]);
+  free(r->decisions);
+  r->decisions = NULL;
+  r->n_decisions = 0;
+}
+
+static bool add_decision(kn_timing_report *r, const char *text) {
+  char **d = realloc(r->decisions, ((size_t)r->n_decisions + 1) * sizeof *d);
+  if (!d) return false;
+  r->decisions = d;
+  if (!(d[r->n_decisions] = strdup(text))) return false;
+  r->n_decisions++;
+  return true;
+}
+
 kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_report *rep,
                           kn_error *err) {
   memset(rep, 0, sizeof *rep);
@@ -348,6 +378,12 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
         rep->cached += in_file;
         rep->changed += cand[k] != first;
         from_cache = true;
+        /* the same line however the choice was made: an engine built
+         * from a complete cache is the one built by timing */
+        char line[512];
+        snprintf(line, sizeof line, "%s: %s %.1f us%s", n->name, hit->tactic, hit->us,
+                 hit->others);
+        if (!add_decision(rep, line)) st = kn_fail(err, KN_ERR_OOM, "out of memory");
       }
     if (from_cache) continue;
     /* the best few by prediction (a stable order: the first choice wins ties) */
@@ -369,8 +405,9 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
       }
     if (!rt.pool && o->threads > 1 && (st = kn_pool_create(o->threads, &rt.pool, err))) break;
     int32_t best = first;
-    double best_s = INFINITY;
+    double best_s = INFINITY, took[MAX_CANDIDATES];
     for (int32_t k = 0; k < nc && k < o->candidates; k++) {
+      took[k] = -1;
       n->tactic = cand[k];
       void *packed = NULL;
       kn_error perr;
@@ -378,6 +415,7 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
       double s;
       bool timed = time_node(m, n, &rt, packed, &s);
       if (packed) kn_packed_free(packed);
+      if (timed) took[k] = s;
       if (timed && (s < best_s || (s == best_s && cand[k] == first))) {
         best_s = s;
         best = cand[k];
@@ -387,7 +425,23 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
     if (!isfinite(best_s)) continue; /* nothing could be timed: the first choice */
     rep->timed++;
     rep->changed += best != first;
-    if (keyed && !cache_put(&mine, key, kn_tactic_name(best), best_s * 1e6))
+    char others[192] = "";
+    size_t w = 0;
+    for (int32_t k = 0; k < nc && k < o->candidates && w < sizeof others; k++) {
+      if (cand[k] == best) continue;
+      int r = took[k] >= 0 ? snprintf(others + w, sizeof others - w, "; %s %.1f us",
+                                      kn_tactic_name(cand[k]), took[k] * 1e6)
+                           : snprintf(others + w, sizeof others - w, "; %s could not be timed",
+                                      kn_tactic_name(cand[k]));
+      if (r < 0) break;
+      w += (size_t)r;
+    }
+    /* as kept in the cache (%.3f there, %.1f here: the same rounding) */
+    double us = round(best_s * 1e9) / 1e3;
+    char line[512];
+    snprintf(line, sizeof line, "%s: %s %.1f us%s", n->name, kn_tactic_name(best), us, others);
+    if (!add_decision(rep, line)) st = kn_fail(err, KN_ERR_OOM, "out of memory");
+    if (keyed && !cache_put(&mine, key, kn_tactic_name(best), us, others))
       st = kn_fail(err, KN_ERR_OOM, "out of memory");
   }
   if (!st && o->cache_path && mine.n) st = cache_save(&mine, o->cache_path, err);

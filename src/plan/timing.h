@@ -7,7 +7,7 @@
  *
  * The timing cache is a text file (docs/MACHINE.md):
  *     # kiln timing cache 1
- *     KEY<TAB>TACTIC<TAB>MICROSECONDS
+ *     KEY<TAB>TACTIC<TAB>MICROSECONDS<TAB>OTHERS
  * one line per step shape timed, KEY naming the op, its input dtypes,
  * shapes and constness, a hash of its attributes, the ISA, the threads,
  * the CPU (model and features) and the kiln version.  Lines a reader does
@@ -38,7 +38,13 @@ typedef struct kn_timing_report {
   int32_t cached;            /* steps whose choice came from the cache */
   int32_t changed;           /* steps where the winner is not the first choice */
   double seconds;            /* spent timing */
+  /* one line per step with a choice made by timing or the cache: "STEP:
+   * TACTIC, timed 216.7 us; conv_igemm_nhwc 430.2 us" (malloc'd) */
+  char **decisions;
+  int32_t n_decisions;
 } kn_timing_report;
+
+void kn_timing_report_free(kn_timing_report *r);
 
 /* After kn_tactics_select: choose among the candidates of every
  * top-level step of m (n->tactic is set to the winner).  Fails only on

@@ -263,7 +263,12 @@ int kn_cmd_inspect(int argc, char **argv) {
       free(dj);
       printf("}");
     }
-    printf("\n]}\n");
+    printf("\n], \"decisions\": [");
+    for (int32_t i = 0; i < kn_model_decision_count(m); i++) {
+      printf(i ? ", " : "");
+      json_str(stdout, kn_model_decision(m, i));
+    }
+    printf("]}\n");
     goto done;
   }
   char b1[32], b2[32], b3[32];
@@ -313,6 +318,11 @@ int kn_cmd_inspect(int argc, char **argv) {
            i, si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
            (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us, meas,
            io.bound ? io.bound : "-", si.tiling[0] ? si.tiling : "-", si.covers);
+  }
+  if (kn_model_decision_count(m)) {
+    printf("tactic decisions (timed at build):\n");
+    for (int32_t i = 0; i < kn_model_decision_count(m); i++)
+      printf("  %s\n", kn_model_decision(m, i));
   }
   printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
          (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,
