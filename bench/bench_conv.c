@@ -96,11 +96,11 @@ static void run_fast(void *arg) {
   job *j = arg;
   kn_epilogue ep = {.bias = j->bias, .bias_per_row = true, .act = {.act = KN_ACT_RELU}};
   if (j->tactic == KN_TACTIC_conv_depthwise)
-    kn_f32_dwconv(j->isa, j->pool, &j->c, j->x, j->w, &ep, j->y, j->scratch);
+    kn_f32_dwconv(j->isa, j->pool, &j->c, j->x, j->w, &ep, j->y, j->scratch, NULL);
   else if (j->tactic == KN_TACTIC_conv_winograd)
     kn_f32_conv_winograd(j->isa, j->pool, &j->c, j->x, j->wp, &ep, j->y, j->scratch);
   else
-    kn_f32_conv_gemm(j->isa, j->pool, &j->c, j->x, j->wp, &ep, j->y, j->scratch);
+    kn_f32_conv_gemm(j->isa, j->pool, &j->c, j->x, j->wp, &ep, j->y, j->scratch, NULL);
 }
 
 static void run_ref(void *arg) {
@@ -199,13 +199,13 @@ int main(int argc, char **argv) {
           if (t == KN_TACTIC_conv_gemm) {
             wp = aligned_alloc(64, kn_f32_conv_gemm_pack_size(j.isa, &c) * 4 + 64);
             kn_f32_conv_gemm_pack(j.isa, &c, w, wp);
-            sbytes = kn_f32_conv_gemm_scratch(j.isa, &c, threads);
+            sbytes = kn_f32_conv_gemm_scratch(j.isa, &c, threads, NULL);
           } else if (t == KN_TACTIC_conv_winograd) {
             wp = aligned_alloc(64, kn_f32_conv_winograd_pack_size(j.isa, &c) * 4 + 64);
             kn_f32_conv_winograd_pack(j.isa, &c, (size_t)1 << 20, w, wp);
             sbytes = kn_f32_conv_winograd_scratch(j.isa, &c, threads);
           } else {
-            sbytes = kn_f32_dwconv_scratch(j.isa, &c, threads);
+            sbytes = kn_f32_dwconv_scratch(j.isa, &c, threads, NULL);
           }
           j.wp = wp;
           j.scratch = aligned_alloc(64, (sbytes + 63) / 64 * 64 + 64);

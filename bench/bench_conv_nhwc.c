@@ -73,9 +73,10 @@ typedef struct job {
 
 static void run(const job *j) {
   if (j->nhwc)
-    kn_f32_conv_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch);
+    kn_f32_conv_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch,
+                     NULL);
   else
-    kn_f32_conv_gemm(j->isa, j->pool, &j->c, j->x, j->wp, &j->ep, j->y, j->scratch);
+    kn_f32_conv_gemm(j->isa, j->pool, &j->c, j->x, j->wp, &j->ep, j->y, j->scratch, NULL);
 }
 
 static double clock_s(clockid_t id) {
@@ -184,8 +185,8 @@ int main(int argc, char **argv) {
         kn_f32_conv_gemm_pack(jn.isa, &c, w, wc);
         jn.wp = wn;
         jc.wp = wc;
-        size_t sn = kn_f32_conv_nhwc_scratch(jn.isa, &c, threads, false);
-        size_t sc = kn_f32_conv_gemm_scratch(jn.isa, &c, threads);
+        size_t sn = kn_f32_conv_nhwc_scratch(jn.isa, &c, threads, false, NULL);
+        size_t sc = kn_f32_conv_gemm_scratch(jn.isa, &c, threads, NULL);
         jn.scratch = aligned_alloc(64, (sn + 63) / 64 * 64 + 64);
         jc.scratch = aligned_alloc(64, (sc + 63) / 64 * 64 + 64);
         const job *pair[2] = {&jn, &jc};

@@ -59,11 +59,12 @@ typedef struct job {
 static void run(const job *j) {
   if (j->kind == WG_NHWC)
     kn_f32_conv_winograd_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y,
-                              j->scratch);
+                              j->scratch, NULL);
   else if (j->kind == WG_NCHW)
     kn_f32_conv_winograd(j->isa, j->pool, &j->c, j->x, j->wp, &j->ep, j->y, j->scratch);
   else
-    kn_f32_conv_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch);
+    kn_f32_conv_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch,
+                     NULL);
 }
 
 static double clock_s(clockid_t id) {
@@ -184,9 +185,11 @@ int main(int argc, char **argv) {
         j[WG_NHWC].wp = w0;
         j[WG_NCHW].wp = w1;
         j[IGEMM_NHWC].wp = w2;
-        j[WG_NHWC].scratch = alloc_scratch(kn_f32_conv_winograd_nhwc_scratch(is, &c, threads));
+        j[WG_NHWC].scratch =
+            alloc_scratch(kn_f32_conv_winograd_nhwc_scratch(is, &c, threads, NULL));
         j[WG_NCHW].scratch = alloc_scratch(kn_f32_conv_winograd_scratch(is, &c, threads));
-        j[IGEMM_NHWC].scratch = alloc_scratch(kn_f32_conv_nhwc_scratch(is, &c, threads, false));
+        j[IGEMM_NHWC].scratch =
+            alloc_scratch(kn_f32_conv_nhwc_scratch(is, &c, threads, false, NULL));
         double t[NKIND];
         time_all(j, reps, threads == 1, t);
         double md = 0;

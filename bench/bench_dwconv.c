@@ -68,7 +68,7 @@ typedef struct job {
 } job;
 
 static void run(const job *j) {
-  kn_f32_dwconv(j->isa, j->pool, &j->c, j->x, j->w, &j->ep, j->y, j->scratch);
+  kn_f32_dwconv(j->isa, j->pool, &j->c, j->x, j->w, &j->ep, j->y, j->scratch, NULL);
 }
 
 /* Seconds per call: median CPU time (1 thread) or minimum wall time. */
@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
         if (!kn_isa_available((kn_isa)isa, feat) || (only_isa >= 0 && isa != only_isa)) continue;
         job j = {.isa = (kn_isa)isa, .pool = threads == 2 ? pool2 : NULL, .c = c, .x = x,
                  .w = w, .y = y, .ep = ep};
-        size_t sb = kn_f32_dwconv_scratch(j.isa, &c, threads);
+        size_t sb = kn_f32_dwconv_scratch(j.isa, &c, threads, NULL);
         j.scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
         double t = time_it(&j, reps, threads == 1);
         free(j.scratch);

@@ -67,11 +67,12 @@ typedef struct job {
 
 static void run(const job *j) {
   switch (j->kind) {
-  case 0: kn_f32_dwconv(j->isa, NULL, &j->c, j->x, j->w, &j->ep, j->y, j->scratch); break;
+  case 0: kn_f32_dwconv(j->isa, NULL, &j->c, j->x, j->w, &j->ep, j->y, j->scratch, NULL); break;
   case 1:
-    kn_f32_dwconv_nhwc(j->isa, NULL, &j->c, j->x, NULL, j->w, &j->ep, j->y, j->scratch);
+    kn_f32_dwconv_nhwc(j->isa, NULL, &j->c, j->x, NULL, j->w, &j->ep, j->y, j->scratch,
+                       NULL);
     break;
-  case 2: kn_f32_pool2d(j->isa, NULL, &j->p, j->x, j->y, j->scratch); break;
+  case 2: kn_f32_pool2d(j->isa, NULL, &j->p, j->x, j->y, j->scratch, NULL); break;
   case 3: kn_f32_pool2d_nhwc(j->isa, NULL, &j->p, j->ch, j->x, j->y, j->scratch); break;
   case 4: kn_f32_global_pool(j->isa, NULL, false, j->ch, j->size, j->x, j->y); break;
   default:
@@ -162,11 +163,11 @@ int main(int argc, char **argv) {
       float *wp = aligned_alloc(64, kn_f32_dwconv_nhwc_pack_size((kn_isa)isa, &c) * 4 + 64);
       kn_f32_dwconv_nhwc_pack((kn_isa)isa, &c, w, wp);
       job j = {.kind = 0, .isa = (kn_isa)isa, .c = c, .x = x, .w = w, .y = y, .ep = ep};
-      j.scratch = scratch_of(kn_f32_dwconv_scratch(j.isa, &c, 1));
+      j.scratch = scratch_of(kn_f32_dwconv_scratch(j.isa, &c, 1, NULL));
       double t0 = time_it(&j, reps);
       free(j.scratch);
       j.kind = 1, j.w = wp;
-      j.scratch = scratch_of(kn_f32_dwconv_nhwc_scratch(j.isa, &c, 1));
+      j.scratch = scratch_of(kn_f32_dwconv_nhwc_scratch(j.isa, &c, 1, NULL));
       double t1 = time_it(&j, reps);
       free(j.scratch);
       free(wp);
@@ -213,7 +214,7 @@ int main(int argc, char **argv) {
       double t0, t1;
       if (k) {
         j.kind = 2;
-        j.scratch = scratch_of(kn_f32_pool2d_scratch(j.isa, &j.p, 1));
+        j.scratch = scratch_of(kn_f32_pool2d_scratch(j.isa, &j.p, 1, NULL));
         t0 = time_it(&j, reps);
         free(j.scratch);
         j.kind = 3, j.p.planes = 1;

@@ -772,11 +772,10 @@ static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   return 0;
 }
 
-static void pack_into(int32_t t, const kn_target *target, const kn_conv2d *c, const float *w,
+/* l2: the capacity conv_winograd's blocks are sized by (the target
+ * machine's at build, the context's at run). */
+static void pack_into(int32_t t, kn_isa isa, size_t l2, const kn_conv2d *c, const float *w,
                       float *dst) {
-  kn_isa isa = (kn_isa)target->isa;
-  size_t l1, l2, l3;
-  kn_target_caches(target, &l1, &l2, &l3);
   if (t == KN_TACTIC_conv_gemm) kn_f32_conv_gemm_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_winograd) kn_f32_conv_winograd_pack(isa, c, l2, w, dst);
   else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
@@ -802,7 +801,9 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, const kn_target *ta
     return kn_fail(err, KN_ERR_OOM, "node '%s' (%s): out of memory packing %zu weight bytes",
                    n->name, n->op_type, nf * sizeof(float));
   p->data_off = head;
-  pack_into(n->tactic, target, &c, w->data, (float *)((char *)p + head));
+  size_t l1, l2, l3;
+  kn_target_caches(target, &l1, &l2, &l3);
+  pack_into(n->tactic, (kn_isa)isa, l2, &c, w->data, (float *)((char *)p + head));
   memcpy(p->wdims, w->dims, sizeof p->wdims);
   p->group = geo.group;
   *packed = p;
@@ -866,10 +867,11 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
     t = KN_TACTIC_conv_depthwise;
   else if (ctx->node->tactic == KN_TACTIC_conv_winograd && kn_f32_conv_winograd_fits(&c))
     t = KN_TACTIC_conv_winograd;
-  size_t kbytes = t == KN_TACTIC_conv_depthwise  ? kn_f32_dwconv_scratch(isa, &c, threads)
-                  : t == KN_TACTIC_conv_gemm     ? kn_f32_conv_gemm_scratch(isa, &c, threads)
+  const kn_caches *ca = &rt->caches;
+  size_t kbytes = t == KN_TACTIC_conv_depthwise  ? kn_f32_dwconv_scratch(isa, &c, threads, ca)
+                  : t == KN_TACTIC_conv_gemm     ? kn_f32_conv_gemm_scratch(isa, &c, threads, ca)
                   : t == KN_TACTIC_conv_winograd ? kn_f32_conv_winograd_scratch(isa, &c, threads)
-                                                 : kn_f32_deconv_scratch(isa, &c, threads);
+                                                 : kn_f32_deconv_scratch(isa, &c, threads, ca);
   const conv_packed *pk = ctx->packed;
   const float *wp = NULL;
   size_t nf = pack_floats(t, isa, &c), pbytes = 0;
@@ -883,18 +885,18 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,
   char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   if (pbytes) {
-    pack_into(t, &(kn_target){(int32_t)isa, NULL}, &c, w->data, (float *)scratch);
+    pack_into(t, isa, kn_rt_caches(rt).l2, &c, w->data, (float *)scratch);
     wp = (const float *)scratch;
   }
   void *ks = scratch + pbytes;
   if (t == KN_TACTIC_conv_depthwise)
-    kn_f32_dwconv(isa, rt->pool, &c, x->data, w->data, ep, y->data, ks);
+    kn_f32_dwconv(isa, rt->pool, &c, x->data, w->data, ep, y->data, ks, ca);
   else if (t == KN_TACTIC_conv_gemm)
-    kn_f32_conv_gemm(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
+    kn_f32_conv_gemm(isa, rt->pool, &c, x->data, wp, ep, y->data, ks, ca);
   else if (t == KN_TACTIC_conv_winograd)
     kn_f32_conv_winograd(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
   else
-    kn_f32_deconv(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
+    kn_f32_deconv(isa, rt->pool, &c, x->data, wp, ep, y->data, ks, ca);
   *done = true;
   return KN_OK;
 }
@@ -920,9 +922,10 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   /* a slice of a wider output: not the depthwise kernel, and no residual */
   if (c.ldy != c.m && (dw || (ep && ep->res))) return KN_OK;
   if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
-  size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads)
-                  : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads)
-                         : kn_f32_conv_nhwc_scratch(isa, &c, threads, s != NULL);
+  const kn_caches *ca = &rt->caches;
+  size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads, ca)
+                  : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads, ca)
+                         : kn_f32_conv_nhwc_scratch(isa, &c, threads, s != NULL, ca);
   const conv_packed *pk = ctx->packed;
   const float *wp = NULL;
   size_t nf = pack_floats(t, isa, &c), pbytes = 0;
@@ -934,17 +937,17 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   if (pbytes) {
-    pack_into(t, &(kn_target){(int32_t)isa, NULL}, &c, w->data, (float *)scratch);
+    pack_into(t, isa, kn_rt_caches(rt).l2, &c, w->data, (float *)scratch);
     wp = (const float *)scratch;
   }
   void *ks = scratch + pbytes;
   float *yd = (float *)y->data + y_off;
   if (dw)
-    kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks);
+    kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks, ca);
   else if (wino)
-    kn_f32_conv_winograd_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks);
+    kn_f32_conv_winograd_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks, ca);
   else
-    kn_f32_conv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks);
+    kn_f32_conv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks, ca);
   *done = true;
   return KN_OK;
 }

@@ -265,7 +265,7 @@ static kn_status edw_fast(kn_op_ctx *ctx, bool *done) {
     ne = (kn_f32_conv_nhwc_pack_size(isa, &ge) * sizeof(float) + 63) & ~(size_t)63;
     nd = (kn_f32_dwconv_nhwc_pack_size(isa, &gd) * sizeof(float) + 63) & ~(size_t)63;
   }
-  size_t kbytes = kn_f32_expand_dw_nhwc_scratch(isa, &ge, &gd, threads);
+  size_t kbytes = kn_f32_expand_dw_nhwc_scratch(isa, &ge, &gd, threads, &rt->caches);
   char *scratch = kn_rt_scratch(rt, ne + nd + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   if (ne) {
@@ -275,7 +275,7 @@ static kn_status edw_fast(kn_op_ctx *ctx, bool *done) {
     wdp = (const float *)(scratch + ne);
   }
   kn_f32_expand_dw_nhwc(isa, rt->pool, &ge, wep, &ee, &gd, wdp, &ed, x->data, y->data,
-                        scratch + ne + nd);
+                        scratch + ne + nd, &rt->caches);
   *done = true;
   return KN_OK;
 }

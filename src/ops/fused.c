@@ -517,9 +517,13 @@ static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor 
                             kn_tensor *y) {
   kn_rt *rt = ctx->rt;
   int64_t rows = gd->rows, n = gd->n;
+  /* raw B: the blocking of the context's capacities (a packed B keeps the
+   * one it was packed with) */
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(rt->isa, &rt->caches);
   kn_sgemm_args g = {.m = rows, .n = n, .k = gd->k, .alpha = alpha, .a = a->data,
                      .lda = a->dims[a->rank - 1], .trans_a = ta, .b = b->data,
-                     .ldb = b->dims[1], .trans_b = tb, .c = y->data, .ldc = n};
+                     .ldb = b->dims[1], .trans_b = tb, .c = y->data, .ldc = n,
+                     .blocking = &bl};
   const kn_gemm_packed *pk = kn_gemm_packed_for(ctx, gd->k, n);
   if (pk) {
     g.b = NULL;

@@ -435,8 +435,11 @@ static kn_status matmul_fast(kn_op_ctx *ctx, const mm_geom *gm, const kn_tensor 
   int64_t m = gm->m, n = gm->n, k = gm->k;
   if (m * n == 0 || gm->batches == 0) return KN_OK;
   int32_t threads = kn_rt_threads(rt);
+  /* raw B: the blocking of the context's capacities (a packed B keeps the
+   * one it was packed with) */
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(rt->isa, &rt->caches);
   kn_sgemm_args g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .a = a->data, .lda = k,
-                     .b = b->data, .ldb = n, .c = y->data, .ldc = n};
+                     .b = b->data, .ldb = n, .c = y->data, .ldc = n, .blocking = &bl};
   void *extra, *scratch;
   kn_status st;
   if (gm->b_batches == 1) {
@@ -606,9 +609,10 @@ static kn_status gemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *
                            const kn_tensor *c, bool ta, bool tb, float alpha, float beta,
                            int64_t m, int64_t n, int64_t k, kn_tensor *y) {
   kn_rt *rt = ctx->rt;
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(rt->isa, &rt->caches);
   kn_sgemm_args g = {.m = m, .n = n, .k = k, .alpha = alpha, .a = a->data,
                      .lda = a->dims[1], .trans_a = ta, .b = b->data, .ldb = b->dims[1],
-                     .trans_b = tb, .c = y->data, .ldc = n};
+                     .trans_b = tb, .c = y->data, .ldc = n, .blocking = &bl};
   const kn_gemm_packed *pk = kn_gemm_packed_for(ctx, k, n);
   if (pk) {
     g.b = NULL;

@@ -381,9 +381,10 @@ static kn_status pool_fast(kn_op_ctx *ctx, const pool_geo *g, const pool_opts *o
                  .pl = g->pb[1], .pb = g->pe[0], .pr = g->pe[1],
                  .is_max = o->mode == POOL_MAX, .count_include_pad = o->count_include_pad};
   kn_rt *rt = ctx->rt;
-  void *scratch = kn_rt_scratch(rt, kn_f32_pool2d_scratch(rt->isa, &p, kn_rt_threads(rt)));
+  void *scratch =
+      kn_rt_scratch(rt, kn_f32_pool2d_scratch(rt->isa, &p, kn_rt_threads(rt), &rt->caches));
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for pooling scratch");
-  kn_f32_pool2d(rt->isa, rt->pool, &p, x->data, y->data, scratch);
+  kn_f32_pool2d(rt->isa, rt->pool, &p, x->data, y->data, scratch, &rt->caches);
   *done = true;
   return KN_OK;
 }

@@ -586,7 +586,8 @@ static kn_status rnn_fast(kn_op_ctx *ctx, int kind, bool *done) {
                           .input = I, .hidden = H, .gru_split = split};
   shape.d[0].w = shape.d[0].r = (const float *)&shape; /* packed operands */
   shape.d[0].r_h = split ? (const float *)&shape : NULL;
-  size_t run_bytes = kn_rnn_scratch_size(rt->isa, &a, wt ? wt : &shape, kn_rt_threads(rt));
+  size_t run_bytes =
+      kn_rnn_scratch_size(rt->isa, &a, wt ? wt : &shape, kn_rt_threads(rt), &rt->caches);
   char *mem = kn_rt_scratch(rt, pack_bytes + run_bytes);
   if (!mem) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for %s work buffers",
                               ctx->node->op_type);
@@ -595,7 +596,7 @@ static kn_status rnn_fast(kn_op_ctx *ctx, int kind, bool *done) {
                         bias, peep, (float *)mem, &local);
     wt = &local;
   }
-  kn_f32_rnn(rt->isa, rt->pool, &a, wt, mem + pack_bytes);
+  kn_f32_rnn(rt->isa, rt->pool, &a, wt, mem + pack_bytes, &rt->caches);
   *done = true;
   return KN_OK;
 }

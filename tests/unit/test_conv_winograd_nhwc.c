@@ -51,10 +51,10 @@ static void check_slice(kn_isa isa, kn_pool *pool, const kn_conv2d *g0, const fl
   int64_t np = g.n * g.oh * g.ow;
   float *buf = tk_slice_buffer(np, g.ldy, sentinel);
   int32_t threads = kn_pool_threads(pool);
-  size_t sb = kn_f32_conv_winograd_nhwc_scratch(isa, &g, threads);
+  size_t sb = kn_f32_conv_winograd_nhwc_scratch(isa, &g, threads, NULL);
   void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
   assert_non_null(scratch);
-  kn_f32_conv_winograd_nhwc(isa, pool, &g, x, s, wp, ep, buf + off, scratch);
+  kn_f32_conv_winograd_nhwc(isa, pool, &g, x, s, wp, ep, buf + off, scratch, NULL);
   free(scratch);
   tk_check_slice(buf, np, g.m, g.ldy, off, plain, sentinel, what, kn_isa_name(isa), threads);
   free(buf);
@@ -149,11 +149,11 @@ static void run_case_at(const nc_case *k, kn_pool *pool2, kn_pool *pool3, bool s
     for (int threads = 1; threads <= 2; threads++) {
       float *y = threads == 1 ? y1 : y2;
       for (int64_t i = 0; i < ny; i++) y[i] = NAN;
-      size_t sb = kn_f32_conv_winograd_nhwc_scratch((kn_isa)isa, &g, threads);
+      size_t sb = kn_f32_conv_winograd_nhwc_scratch((kn_isa)isa, &g, threads, NULL);
       void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64 + 64);
       assert_non_null(scratch);
       kn_f32_conv_winograd_nhwc((kn_isa)isa, threads == 2 ? pool2 : NULL, &g, xh, k->scale ? s : NULL,
-                       wp, &ep, y, scratch);
+                       wp, &ep, y, scratch, NULL);
       free(scratch);
       for (int64_t i = 0; i < ny; i++)
         if (!(fabs((double)y[i] - want[i]) <= tol * (1.0 + fabs(want[i]))))

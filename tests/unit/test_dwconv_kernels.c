@@ -84,10 +84,10 @@ static void run_case(const dw_case *dc, kn_pool *pool2) {
     for (int threads = 1; threads <= 2; threads++) {
       float *y = threads == 1 ? y1 : y2;
       for (int64_t i = 0; i < ny; i++) y[i] = NAN;
-      size_t sb = kn_f32_dwconv_scratch((kn_isa)isa, &g, threads);
+      size_t sb = kn_f32_dwconv_scratch((kn_isa)isa, &g, threads, NULL);
       void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
       assert_non_null(scratch);
-      kn_f32_dwconv((kn_isa)isa, threads == 2 ? pool2 : NULL, &g, x, w, &ep, y, scratch);
+      kn_f32_dwconv((kn_isa)isa, threads == 2 ? pool2 : NULL, &g, x, w, &ep, y, scratch, NULL);
       free(scratch);
       for (int64_t i = 0; i < ny; i++)
         if (!(fabs((double)y[i] - want[i]) <= tol * (1.0 + fabs(want[i]))))

@@ -134,8 +134,8 @@ static void dw_run(const dw_case *dc, kn_pool *pool2) {
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, feat)) continue;
     /* the NCHW kernel on x * s, same ISA */
-    void *sc = scratch_of(kn_f32_dwconv_scratch((kn_isa)isa, &g, 1));
-    kn_f32_dwconv((kn_isa)isa, NULL, &g, xs, w, &ep, yc, sc);
+    void *sc = scratch_of(kn_f32_dwconv_scratch((kn_isa)isa, &g, 1, NULL));
+    kn_f32_dwconv((kn_isa)isa, NULL, &g, xs, w, &ep, yc, sc, NULL);
     free(sc);
     float *wp = malloc(kn_f32_dwconv_nhwc_pack_size((kn_isa)isa, &g) * sizeof(float));
     assert_non_null(wp);
@@ -143,9 +143,9 @@ static void dw_run(const dw_case *dc, kn_pool *pool2) {
     for (int threads = 1; threads <= 2; threads++) {
       float *y = threads == 1 ? y1 : y2;
       for (int64_t i = 0; i < ny; i++) y[i] = NAN;
-      sc = scratch_of(kn_f32_dwconv_nhwc_scratch((kn_isa)isa, &g, threads));
+      sc = scratch_of(kn_f32_dwconv_nhwc_scratch((kn_isa)isa, &g, threads, NULL));
       kn_f32_dwconv_nhwc((kn_isa)isa, threads == 2 ? pool2 : NULL, &g, xn, dc->scale ? s : NULL,
-                         wp, &epn, y, sc);
+                         wp, &epn, y, sc, NULL);
       free(sc);
       to_nchw(y, yt, n, c, ohw);
       for (int64_t i = 0; i < ny; i++) {
@@ -334,8 +334,8 @@ static void pool_run(const pool_case *pc, kn_pool *pool2) {
   assert_true(y1 && y2 && yt && yc);
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, feat)) continue;
-    void *sc = scratch_of(kn_f32_pool2d_scratch((kn_isa)isa, &p, 1));
-    kn_f32_pool2d((kn_isa)isa, NULL, &p, x, yc, sc);
+    void *sc = scratch_of(kn_f32_pool2d_scratch((kn_isa)isa, &p, 1, NULL));
+    kn_f32_pool2d((kn_isa)isa, NULL, &p, x, yc, sc, NULL);
     free(sc);
     kn_pool2d pn = p;
     pn.planes = n;

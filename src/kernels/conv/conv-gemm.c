@@ -15,6 +15,9 @@
  * multiply-adds (oneDNN's and MLAS's NCHW convolutions make the same trade
  * with an im2col tile; here the tile is the GEMM's own packed panel).
  *
+ * The GEMM's cache blocking comes from the caller's capacities (kn_caches,
+ * kn_sgemm_blocking_of).
+ *
  * Threads: one GEMM at a time threaded over its output tiles, or, when
  * there are enough (image, group) pairs, one whole GEMM per task.  The
  * GEMM's results do not depend on its thread split, so neither do ours.
@@ -162,6 +165,7 @@ typedef struct cg_job {
   float *y;
   char *scratch;
   size_t per_task; /* scratch bytes per thread (parallel over GEMMs) */
+  kn_sgemm_blocking bl;
 } cg_job;
 
 /* p + o, keeping NULL (the scratch size is computed without tensors). */
@@ -179,6 +183,7 @@ static void cg_args(const cg_job *j, int64_t b, int64_t gi, im2col *im, kn_epilo
   a->n = ohw;
   a->k = kd;
   a->alpha = 1.0f;
+  a->blocking = &j->bl;
   /* (a stand-in when sizing scratch: the GEMM must see A as prepacked) */
   a->a_packed = j->wp ? j->wp + (size_t)gi * kn_sgemm_pack_a_size(j->isa, mg, kd)
                       : (const float *)g;
@@ -210,8 +215,9 @@ static bool per_gemm_tasks(const kn_conv2d *g, int32_t threads) {
   return threads > 1 && (n % threads == 0 || n >= 4 * threads);
 }
 
-size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
-  cg_job j = {.isa = isa, .g = g};
+size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                const kn_caches *caches) {
+  cg_job j = {.isa = isa, .g = g, .bl = kn_sgemm_blocking_of(isa, caches)};
   im2col im;
   kn_epilogue e;
   kn_sgemm_args a;
@@ -231,9 +237,11 @@ static void cg_task(void *arg, int64_t task, int32_t thread) {
 }
 
 void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
-                      const float *wpacked, const kn_epilogue *ep, float *y, void *scratch) {
+                      const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
+                      const kn_caches *caches) {
   if (g->n * g->m * g->oh * g->ow == 0) return;
-  cg_job j = {.isa = isa, .g = g, .x = x, .wp = wpacked, .ep = ep, .y = y, .scratch = scratch};
+  cg_job j = {.isa = isa, .g = g, .x = x, .wp = wpacked, .ep = ep, .y = y, .scratch = scratch,
+              .bl = kn_sgemm_blocking_of(isa, caches)};
   int32_t threads = kn_pool_threads(pool);
   if (per_gemm_tasks(g, threads)) {
     im2col im;

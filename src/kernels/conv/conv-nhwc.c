@@ -24,13 +24,16 @@
  * The input-channel scale s ([n, c], FusedConv's S) is applied to copies:
  * row taps scale while padding; otherwise each task copies the scaled A
  * rows of its pixels (taps x c/group floats per pixel, at most
- * COPY_BYTES per thread) into scratch and points the kernel at them.  The
+ * copy_bytes per thread) into scratch and points the kernel at them.  The
  * copy costs about 1/(panel width) of the task's FMAs per panel.
  *
  * Threads: tasks are (group, chunk of pixels, range of panels).  Inside a
  * task the panels are the outer loop and the chunk's pixel blocks stream
  * past each panel, so a panel (taps x c/group x 64 floats) stays in L2 and
- * the chunk's input (at most COPY_BYTES of A rows) stays there too.
+ * the chunk's input (at most copy_bytes of A rows) stays there too.
+ *
+ * The byte budgets of these blocks are shares of the L2 (kn_caches, the
+ * caller's; with Zen 4/5's 1 MiB: 256, 256 and 512 KiB): tile_budgets.
  */
 #include <math.h>
 
@@ -38,17 +41,25 @@
 #include "kernels/conv/igemm.h"
 #include "kernels/eltwise/eltwise.h"
 
-/* A rows of a task's pixel chunk: the scaled-copy buffer per thread, and
- * the input a chunk touches while the panels pass over it. */
-#define COPY_BYTES (256 * 1024)
-/* Weights of one panel per depth block at most: larger panels (3x3 on
- * 512 channels: 1.2 MB) would stream from L3 once per pixel block, so
- * their depth is split into blocks that stay in L2, the partial sums
- * accumulating in C (in L2 too). */
-#define DEPTH_BYTES (256 * 1024)
-/* Partial sums of a chunk with the depth split, at most: they are read
- * and written once per depth block. */
-#define PSUM_BYTES (512 * 1024)
+/* Byte budgets of the blocks, from the L2:
+ *   copy   A rows of a task's pixel chunk, a quarter of the L2: the
+ *          scaled-copy buffer per thread, and the input a chunk touches
+ *          while the panels pass over it;
+ *   depth  weights of one panel per depth block at most, a quarter of the
+ *          L2: larger panels (3x3 on 512 channels: 1.2 MB) would stream
+ *          from L3 once per pixel block, so their depth is split into
+ *          blocks that stay in L2, the partial sums accumulating in C (in
+ *          L2 too);
+ *   psum   partial sums of a chunk with the depth split, at most half the
+ *          L2: they are read and written once per depth block. */
+typedef struct tile_budgets {
+  int64_t copy, depth, psum;
+} tile_budgets;
+
+static tile_budgets tile_budgets_of(const kn_caches *caches) {
+  int64_t l2 = (int64_t)kn_caches_or_common(caches).l2;
+  return (tile_budgets){.copy = l2 / 4, .depth = l2 / 4, .psum = l2 / 2};
+}
 /* Pixel blocks per chunk at most (pointer tables stay small). */
 #define MAX_BLOCKS 64
 /* Input channels up to which a kernel row is one tap (see above). */
@@ -71,8 +82,8 @@ static const kn_igemm_ukernels *uk_of(kn_isa isa, const kn_conv2d *g) {
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 
-/* How one call splits its work; a function of the geometry, ISA and
- * thread count only (the scratch size follows from it). */
+/* How one call splits its work; a function of the geometry, ISA, thread
+ * count and capacities only (the scratch size follows from it). */
 typedef struct plan {
   const kn_igemm_ukernels *uk;
   int64_t cg, mg;      /* input and output channels per group */
@@ -108,8 +119,10 @@ static void panel_geom(const kn_igemm_ukernels *uk, const kn_conv2d *g, int64_t 
   *gstride = k * (mg / *nr * *nr + cdiv(mg % *nr, uk->vl) * uk->vl);
 }
 
-static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled, plan *p) {
+static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled,
+                      const kn_caches *caches, plan *p) {
   memset(p, 0, sizeof *p);
+  tile_budgets bud = tile_budgets_of(caches);
   const kn_igemm_ukernels *uk = uk_of(isa, g);
   p->uk = uk;
   p->cg = g->c / g->group;
@@ -122,13 +135,14 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scal
   int64_t col_bytes = p->nr * (int64_t)sizeof(float); /* one depth step of a panel */
   p->tb = p->taps;
   p->kcb = p->kc;
-  if (p->taps * p->kc * col_bytes > DEPTH_BYTES) {
-    if (p->kc * col_bytes <= DEPTH_BYTES) {
-      p->tb = DEPTH_BYTES / (p->kc * col_bytes);
+  if (p->taps * p->kc * col_bytes > bud.depth) {
+    if (p->kc * col_bytes <= bud.depth) {
+      p->tb = bud.depth / (p->kc * col_bytes);
       p->tb = cdiv(p->taps, cdiv(p->taps, p->tb)); /* equal blocks */
     } else {
       p->tb = 1;
-      p->kcb = DEPTH_BYTES / col_bytes;
+      p->kcb = bud.depth / col_bytes;
+      if (p->kcb < 1) p->kcb = 1; /* an L2 smaller than a few panel rows */
       p->kcb = cdiv(p->kc, cdiv(p->kc, p->kcb));
     }
   }
@@ -139,10 +153,10 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scal
    * chunk, and each of 5 chunks streamed all 9.4 MB of weights from L3;
    * now one chunk of 49), and by its partial sums in C. */
   int64_t mr = uk->mr, arow = p->tb * p->kcb * (int64_t)sizeof(float);
-  int64_t chunk = COPY_BYTES / (arow > 0 ? arow : 1) / mr * mr;
+  int64_t chunk = bud.copy / (arow > 0 ? arow : 1) / mr * mr;
   if (p->tb < p->taps || p->kcb < p->kc) {
     int64_t crow = p->mg * (int64_t)sizeof(float);
-    if (chunk > PSUM_BYTES / crow / mr * mr) chunk = PSUM_BYTES / crow / mr * mr;
+    if (chunk > bud.psum / crow / mr * mr) chunk = bud.psum / crow / mr * mr;
   }
   if (chunk > MAX_BLOCKS * mr) chunk = MAX_BLOCKS * mr;
   if (chunk < mr) chunk = mr;
@@ -216,9 +230,10 @@ void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float
     }
 }
 
-size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled) {
+size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled,
+                                const kn_caches *caches) {
   plan p;
-  make_plan(isa, g, threads, scaled, &p);
+  make_plan(isa, g, threads, scaled, caches, &p);
   return align64(p.zero_floats * sizeof(float)) + align64(p.xp_floats * sizeof(float)) +
          align64(p.wscale_floats * sizeof(float)) + (size_t)threads * p.thread_bytes;
 }
@@ -442,13 +457,13 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
 
 void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                       const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
-                      void *scratch) {
+                      void *scratch, const kn_caches *caches) {
   if (g->n * g->m * g->oh * g->ow == 0) return;
   KN_ASSERT(!(ep && ep->res) || kn_conv2d_ldy(g) == g->m); /* the residual shares y's stride */
   int32_t threads = kn_pool_threads(pool);
   job j = {.isa = isa, .g = g, .x = x, .s = s, .wp = wpacked, .ep = ep, .y = y,
            .ew = kn_ew_get(isa)};
-  make_plan(isa, g, threads, s != NULL, &j.p);
+  make_plan(isa, g, threads, s != NULL, caches, &j.p);
   char *sp = scratch;
   float *zero = (float *)sp;
   memset(zero, 0, j.p.zero_floats * sizeof(float));

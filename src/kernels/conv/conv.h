@@ -29,6 +29,13 @@
  * order whatever the split, so results are bit-identical for any thread
  * count.  Kernels allocate nothing: the caller passes scratch of the size
  * the matching *_scratch function returns for the pool's thread count.
+ *
+ * Tiles: kernels that size blocks by the caches take `caches`, the
+ * capacities of the machine the model was built for (an op passes
+ * &ctx->rt->caches; NULL: the common sizes, kn_caches_or_common).  A
+ * kernel's *_scratch function depends on them as its run does: pass both
+ * the same.  With the common sizes every tile is the one these kernels
+ * were tuned with on Zen 4/5.
  */
 #ifndef KN_CONV_H
 #define KN_CONV_H
@@ -60,17 +67,20 @@ static inline int64_t kn_conv2d_ldy(const kn_conv2d *g) { return g->ldy > 0 ? g-
 size_t kn_f32_conv_gemm_pack_size(kn_isa isa, const kn_conv2d *g);
 /* Packs w ([m, c/group, kh, kw]) for conv_gemm into dst. */
 void kn_f32_conv_gemm_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
-size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                const kn_caches *caches);
 void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
-                      const float *wpacked, const kn_epilogue *ep, float *y,
-                      void *scratch);
+                      const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
+                      const kn_caches *caches);
 
 /* ---- conv_depthwise (group == c == m) ----------------------------------- */
 
-size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                             const kn_caches *caches);
 /* w: [c, 1, kh, kw] as stored in the model (no packing needed). */
 void kn_f32_dwconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
-                   const float *w, const kn_epilogue *ep, float *y, void *scratch);
+                   const float *w, const kn_epilogue *ep, float *y, void *scratch,
+                   const kn_caches *caches);
 
 /* ---- conv_winograd (kh = kw = 3, strides and dilations 1) --------------- */
 
@@ -94,9 +104,11 @@ void kn_f32_conv_winograd(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const f
 /* w: ConvTranspose weights [c, m/group, kh, kw]. */
 size_t kn_f32_deconv_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_deconv_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
-size_t kn_f32_deconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+size_t kn_f32_deconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                             const kn_caches *caches);
 void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
-                   const float *wpacked, const kn_epilogue *ep, float *y, void *scratch);
+                   const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
+                   const kn_caches *caches);
 
 /* ---- channels-last (NHWC) convolutions -------------------------------------
  *
@@ -122,10 +134,11 @@ void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x
 size_t kn_f32_conv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
 /* scaled: the call will pass an input-channel scale s */
-size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled);
+size_t kn_f32_conv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scaled,
+                                const kn_caches *caches);
 void kn_f32_conv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                       const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
-                      void *scratch);
+                      void *scratch, const kn_caches *caches);
 
 /* conv_winograd_nhwc  3x3, stride 1, dilation 1, group 1, any padding:
  *                  F(4x4, 3x3) as in conv_winograd, transforms vectorised
@@ -136,22 +149,27 @@ bool kn_f32_conv_winograd_nhwc_fits(const kn_conv2d *g);
 size_t kn_f32_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 /* w [m, c, 3, 3] */
 void kn_f32_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
-size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                         const kn_caches *caches);
 void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                                const float *s, const float *wpacked, const kn_epilogue *ep,
-                               float *y, void *scratch);
+                               float *y, void *scratch, const kn_caches *caches);
 
 size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
-size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads);
+size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                  const kn_caches *caches);
 void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                         const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
-                        void *scratch);
+                        void *scratch, const kn_caches *caches);
 /* Output rows [oy0, oy1) of image b of kn_f32_dwconv_nhwc (no input
  * scale), on the calling thread. */
 void kn_f32_dwconv_nhwc_rows(kn_isa isa, const kn_conv2d *g, const float *x,
                              const float *wpacked, const kn_epilogue *ep, float *y, int64_t b,
-                             int64_t oy0, int64_t oy1);
+                             int64_t oy0, int64_t oy1, const kn_caches *caches);
+/* Output rows per pass of an activation the kernels do not finish in
+ * registers (its tile; a quarter of the L2 of output). */
+int64_t kn_f32_dwconv_nhwc_post_rows(const kn_conv2d *g, const kn_caches *caches);
 
 /* conv_expand_dw_nhwc  a pointwise expansion (ge: 1x1, stride 1, no pads,
  *                  group 1, c -> e channels, conv_igemm_nhwc's packing and
@@ -161,13 +179,14 @@ void kn_f32_dwconv_nhwc_rows(kn_isa isa, const kn_conv2d *g, const float *x,
  *                  residual): y = dw(act(expand(x))).  The expanded tensor
  *                  is never written whole: each task computes a band of
  *                  output rows from the expanded rows it needs, kept in a
- *                  per-thread buffer in L2 and slid down the image
- *                  (kernels/conv/expand-dw-nhwc.c). */
+ *                  per-thread buffer sized by the L2 and slid down the
+ *                  image (kernels/conv/expand-dw-nhwc.c). */
 bool kn_f32_expand_dw_nhwc_fits(const kn_conv2d *ge, const kn_conv2d *gd);
 size_t kn_f32_expand_dw_nhwc_scratch(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd,
-                                     int32_t threads);
+                                     int32_t threads, const kn_caches *caches);
 void kn_f32_expand_dw_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *ge, const float *we,
                            const kn_epilogue *ee, const kn_conv2d *gd, const float *wd,
-                           const kn_epilogue *ed, const float *x, float *y, void *scratch);
+                           const kn_epilogue *ed, const float *x, float *y, void *scratch,
+                           const kn_caches *caches);
 
 #endif

@@ -13,14 +13,14 @@
 #include "kernels/conv/conv.h"
 #include "kernels/gemm/gemm.h"
 
-/* A col block holds at most this many floats (256 KiB: L2-resident while
- * it is scattered), but at least 64 positions. */
-#define DECONV_COL_FLOATS ((int64_t)64 << 10)
-
 static int64_t rows_of(const kn_conv2d *g) { return g->m / g->group * g->kh * g->kw; }
 
-static int64_t block_of(const kn_conv2d *g) {
-  int64_t hw = g->h * g->w, nb = DECONV_COL_FLOATS / (rows_of(g) > 0 ? rows_of(g) : 1);
+/* Input positions per col block: the block in a quarter of the L2
+ * (kn_caches; 256 KiB of 1 MiB), L2-resident while it is scattered, but
+ * at least 64 positions. */
+static int64_t block_of(const kn_conv2d *g, const kn_caches *caches) {
+  int64_t col_floats = (int64_t)(kn_caches_or_common(caches).l2 / 4 / sizeof(float));
+  int64_t hw = g->h * g->w, nb = col_floats / (rows_of(g) > 0 ? rows_of(g) : 1);
   if (nb < 64) nb = 64;
   return nb < hw ? nb : hw;
 }
@@ -36,8 +36,9 @@ void kn_f32_deconv_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *d
     kn_sgemm_pack_a(isa, rows, cg, w + gi * cg * rows, rows, true, dst + (size_t)gi * per);
 }
 
+/* bl: the GEMM's blocking, from the same capacities */
 static void gemm_args(kn_isa isa, const kn_conv2d *g, const float *a_packed, const float *xb,
-                      int64_t cnt, float *col, kn_sgemm_args *a) {
+                      int64_t cnt, float *col, const kn_sgemm_blocking *bl, kn_sgemm_args *a) {
   memset(a, 0, sizeof *a);
   a->m = rows_of(g);
   a->n = cnt;
@@ -48,17 +49,20 @@ static void gemm_args(kn_isa isa, const kn_conv2d *g, const float *a_packed, con
   a->ldb = g->h * g->w;
   a->c = col;
   a->ldc = cnt;
+  a->blocking = bl;
   (void)isa;
 }
 
-static size_t col_bytes(const kn_conv2d *g) {
-  return ((size_t)(rows_of(g) * block_of(g)) * sizeof(float) + 63) & ~(size_t)63;
+static size_t col_bytes(const kn_conv2d *g, const kn_caches *caches) {
+  return ((size_t)(rows_of(g) * block_of(g, caches)) * sizeof(float) + 63) & ~(size_t)63;
 }
 
-size_t kn_f32_deconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+size_t kn_f32_deconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                             const kn_caches *caches) {
   kn_sgemm_args a;
-  gemm_args(isa, g, NULL, NULL, block_of(g), NULL, &a);
-  return col_bytes(g) + kn_sgemm_scratch_size(isa, &a, threads);
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(isa, caches);
+  gemm_args(isa, g, NULL, NULL, block_of(g, caches), NULL, &bl, &a);
+  return col_bytes(g, caches) + kn_sgemm_scratch_size(isa, &a, threads);
 }
 
 typedef struct dc_job {
@@ -118,13 +122,15 @@ static void epi_task(void *arg, int64_t mo, int32_t thread) {
 }
 
 void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
-                   const float *wpacked, const kn_epilogue *ep, float *y, void *scratch) {
+                   const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
+                   const kn_caches *caches) {
   int64_t mg = g->m / g->group, cg = g->c / g->group, hw = g->h * g->w, ohw = g->oh * g->ow;
   if (g->n * g->m * ohw == 0) return;
-  int64_t rows = rows_of(g), nb = block_of(g);
+  int64_t rows = rows_of(g), nb = block_of(g, caches);
   size_t per = kn_sgemm_pack_a_size(isa, rows, cg);
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(isa, caches);
   float *col = scratch;
-  void *gs = (char *)scratch + col_bytes(g);
+  void *gs = (char *)scratch + col_bytes(g, caches);
   for (int64_t b = 0; b < g->n; b++)
     for (int64_t gi = 0; gi < g->group; gi++) {
       dc_job j = {.isa = isa, .g = g, .yg = y + (b * g->m + gi * mg) * ohw, .col = col};
@@ -134,7 +140,7 @@ void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x
           int64_t cnt = hw - n0 < nb ? hw - n0 : nb;
           kn_sgemm_args a;
           gemm_args(isa, g, wpacked + (size_t)gi * per, x + (b * g->c + gi * cg) * hw + n0, cnt,
-                    col, &a);
+                    col, &bl, &a);
           kn_sgemm(isa, pool, &a, gs);
           j.n0 = n0;
           j.cnt = cnt;

@@ -10,9 +10,10 @@
  * The kernels finish Relu / Clip / no activation and the residual in
  * registers; any other activation (Sigmoid, Silu, HardSwish, Gelu, ...)
  * runs with kn_f32_epilogue over the rows just written (contiguous in
- * NHWC: rows x ow x c floats), in chunks of about DWN_POST_FLOATS so they
- * are still in L1/L2.  A residual added after such an activation goes
- * with it; one added before it stays in the kernel.
+ * NHWC: rows x ow x c floats), in chunks of about a quarter of the L2
+ * (post_floats) so they are still in L2.  A residual added after such an
+ * activation goes with it; one added before it stays in the kernel.
+ * The kernels' channel groups are sized by the L1d (kn_dwn_args).
  *
  * Tasks: (image, chunk of output rows); one thread runs each image as one
  * task.  Every output element is computed by one task in a fixed order,
@@ -21,12 +22,20 @@
 #include "kernels/conv/conv.h"
 #include "kernels/conv/f32-dwconv-nhwc.h"
 
-/* Outputs per post-pass chunk: 256 KiB, a quarter of Zen 5's L2, where
- * the rows the kernel just wrote still are.  32 KiB (L1) made each kernel
- * call one output row on 7x7 maps of 1152 channels, which then read
- * their input window of kh rows once per row: EfficientNet-B0's
- * depthwise steps 1.38 -> 1.33 ms at 256 KiB, 1 thread. */
-#define DWN_POST_FLOATS 65536
+/* Outputs per post-pass chunk: a quarter of the L2 (kn_caches; 256 KiB
+ * of Zen 5's 1 MiB), where the rows the kernel just wrote still are.
+ * 32 KiB (L1) made each kernel call one output row on 7x7 maps of 1152
+ * channels, which then read their input window of kh rows once per row:
+ * EfficientNet-B0's depthwise steps 1.38 -> 1.33 ms at 256 KiB, 1 thread.
+ * Never less than one output row. */
+static int64_t post_floats(const kn_caches *caches) {
+  return (int64_t)(kn_caches_or_common(caches).l2 / 4 / sizeof(float));
+}
+
+int64_t kn_f32_dwconv_nhwc_post_rows(const kn_conv2d *g, const kn_caches *caches) {
+  int64_t row = g->ow * g->c, floats = post_floats(caches);
+  return row >= floats || row <= 0 ? 1 : floats / row;
+}
 
 static int64_t dwn_cp(int64_t c) { return (c + KN_DWN_CALIGN - 1) / KN_DWN_CALIGN * KN_DWN_CALIGN; }
 
@@ -43,8 +52,9 @@ void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, flo
     for (int64_t ch = 0; ch < cp; ch++) dst[t * cp + ch] = ch < g->c ? w[ch * taps + t] : 0.0f;
 }
 
-size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
-  (void)isa, (void)g, (void)threads;
+size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                  const kn_caches *caches) {
+  (void)isa, (void)g, (void)threads, (void)caches;
   /* nothing: the kernels read the input in place (64 bytes so that the
    * caller's scratch request is never for zero bytes) */
   return 64;
@@ -98,9 +108,11 @@ static kn_dwn_rows_fn dwn_rows_fn(kn_isa isa) {
 
 /* The job of one call, less its split over threads. */
 static void dwn_setup(kn_isa isa, const kn_conv2d *g, const float *x, const float *s,
-                      const float *wpacked, const kn_epilogue *ep, float *y, dwn_job *j) {
+                      const float *wpacked, const kn_epilogue *ep, float *y,
+                      const kn_caches *caches, dwn_job *j) {
   KN_ASSERT(g->group == g->c && g->m == g->c);
-  *j = (dwn_job){.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .y = y},
+  *j = (dwn_job){.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .y = y,
+                       .group_bytes = kn_f32_dwconv_nhwc_group_bytes(caches)},
                  .rows = dwn_rows_fn(isa), .isa = isa};
   if (ep) {
     j->a.bias = ep->bias;
@@ -115,27 +127,26 @@ static void dwn_setup(kn_isa isa, const kn_conv2d *g, const float *x, const floa
       j->post = (kn_epilogue){.act = ep->act, .res = ep->res_first ? NULL : ep->res};
     }
   }
-  int64_t row = g->ow * g->c;
-  j->post_rows = row >= DWN_POST_FLOATS ? 1 : DWN_POST_FLOATS / row;
+  j->post_rows = kn_f32_dwconv_nhwc_post_rows(g, caches);
 }
 
 void kn_f32_dwconv_nhwc_rows(kn_isa isa, const kn_conv2d *g, const float *x,
                              const float *wpacked, const kn_epilogue *ep, float *y, int64_t b,
-                             int64_t oy0, int64_t oy1) {
+                             int64_t oy0, int64_t oy1, const kn_caches *caches) {
   if (g->c * g->ow == 0 || oy0 >= oy1) return;
   dwn_job j;
-  dwn_setup(isa, g, x, NULL, wpacked, ep, y, &j);
+  dwn_setup(isa, g, x, NULL, wpacked, ep, y, caches, &j);
   dwn_rows(&j, b, oy0, oy1);
 }
 
 void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                         const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
-                        void *scratch) {
+                        void *scratch, const kn_caches *caches) {
   (void)scratch;
   KN_ASSERT(g->group == g->c && g->m == g->c);
   if (g->n * g->c * g->oh * g->ow == 0) return;
   dwn_job j;
-  dwn_setup(isa, g, x, s, wpacked, ep, y, &j);
+  dwn_setup(isa, g, x, s, wpacked, ep, y, caches, &j);
   /* Split: one task per image on one thread; else at least 4 tasks per
    * thread (rows of an image are independent), chunks of whole rows. */
   int32_t threads = kn_pool_threads(pool);

@@ -6,8 +6,8 @@
  * The kernels read the input in place (masked loads at the borders) and
  * finish the epilogue in registers for the activations they do inline;
  * any other activation (Sigmoid, Silu, Tanh, Gelu) runs over the rows
- * just written, in chunks of at most DW_L1_FLOATS outputs so they are
- * still in L1.
+ * just written, in chunks of at most a third of the L1d of outputs
+ * (post_floats) so they are still in L1.
  *
  * Tasks: groups of whole planes when there are enough planes (small
  * planes, 7x7 or 14x14, come many to a task so the per-call cost is
@@ -18,8 +18,11 @@
 #include "kernels/conv/conv.h"
 #include "kernels/conv/f32-dwconv.h"
 
-/* Outputs per post-pass chunk: 16 KiB, a third of Zen 4/5's L1d. */
-#define DW_L1_FLOATS 4096
+/* Outputs per post-pass chunk: a third of the L1d (kn_caches; 16 KiB of
+ * 48 KiB). */
+static int64_t post_floats(const kn_caches *caches) {
+  return (int64_t)(kn_caches_or_common(caches).l1d / 3 / sizeof(float));
+}
 
 typedef struct dw_job {
   kn_dw_args a;
@@ -30,8 +33,9 @@ typedef struct dw_job {
   int64_t planes, group, chunks, chunk_rows, post_rows;
 } dw_job;
 
-size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
-  (void)isa, (void)g, (void)threads;
+size_t kn_f32_dwconv_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                             const kn_caches *caches) {
+  (void)isa, (void)g, (void)threads, (void)caches;
   /* nothing: the kernels read the input in place (64 bytes so that the
    * caller's scratch request is never for zero bytes) */
   return 64;
@@ -79,7 +83,8 @@ static kn_dw_rows_fn dw_rows_fn(kn_isa isa) {
 }
 
 void kn_f32_dwconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
-                   const float *w, const kn_epilogue *ep, float *y, void *scratch) {
+                   const float *w, const kn_epilogue *ep, float *y, void *scratch,
+                   const kn_caches *caches) {
   (void)scratch;
   KN_ASSERT(g->group == g->c && g->m == g->c);
   if (g->n * g->c * g->oh * g->ow == 0) return;
@@ -97,7 +102,7 @@ void kn_f32_dwconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x
       j.post = (kn_epilogue){.act = ep->act, .res = ep->res_first ? NULL : ep->res};
     }
   }
-  j.post_rows = DW_L1_FLOATS / g->ow / 4 * 4;
+  j.post_rows = post_floats(caches) / g->ow / 4 * 4;
   if (j.post_rows < 4) j.post_rows = 4;
   /* Split: 8 tasks per thread at most (the pool hands each thread one
    * contiguous block of tasks, so more only adds calls), fewer when there

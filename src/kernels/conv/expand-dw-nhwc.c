@@ -17,20 +17,25 @@
  * padding is exactly the image's.  Only the first group of a task
  * recomputes rows its neighbour also computed.
  *
- * The window is sized to WINDOW_BYTES, a third of Zen 4/5's 1 MiB L2,
- * leaving room for the expansion's weights and the rows of x.  Each
- * output element is computed as the two separate kernels compute it (the
- * same micro-kernels in the same order over the same depth), so the
- * result is bit-identical to running conv_igemm_nhwc then
- * conv_depthwise_nhwc, whatever the thread count.
+ * The window is sized to three eighths of the L2 (kn_caches: 384 KiB of
+ * a 1 MiB L2, about a third), leaving room for the expansion's weights
+ * and the rows of x; it holds at least the rows one output row reads,
+ * whatever the L2.  Each output element is computed as the two separate
+ * kernels compute it (the same micro-kernels in the same order over the
+ * same depth, with the same capacities), so the result is bit-identical
+ * to running conv_igemm_nhwc then conv_depthwise_nhwc, whatever the
+ * thread count.
  */
 #include "kernels/conv/conv.h"
-
-#define WINDOW_BYTES (384 * 1024)
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* Bytes of expanded rows the window is sized to (see the file comment). */
+static int64_t window_bytes(const kn_caches *caches) {
+  return (int64_t)(kn_caches_or_common(caches).l2 / 8 * 3);
+}
 
 bool kn_f32_expand_dw_nhwc_fits(const kn_conv2d *ge, const kn_conv2d *gd) {
   return ge->kh == 1 && ge->kw == 1 && ge->sh == 1 && ge->sw == 1 && ge->pt == 0 &&
@@ -51,12 +56,12 @@ typedef struct edw_plan {
 } edw_plan;
 
 static void make_plan(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd, int32_t threads,
-                      edw_plan *p) {
+                      const kn_caches *caches, edw_plan *p) {
   memset(p, 0, sizeof *p);
   int64_t row = max64(1, gd->w * gd->c) * (int64_t)sizeof(float);
   p->reach = (gd->kh - 1) * gd->dh + 1;
   /* R output rows read (R - 1) sh + reach expanded rows */
-  int64_t rows = max64(p->reach, WINDOW_BYTES / row);
+  int64_t rows = max64(p->reach, window_bytes(caches) / row);
   p->band = max64(1, (rows - p->reach) / gd->sh + 1);
   p->band = min64(p->band, max64(gd->oh, 1));
   p->win = min64((p->band - 1) * gd->sh + p->reach, max64(gd->h, 1));
@@ -79,7 +84,7 @@ static void make_plan(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd, int3
   for (int64_t r = 1; r <= p->win; r++) {
     kn_conv2d g1 = p->ge_win;
     g1.h = g1.oh = r;
-    size_t b = kn_f32_conv_nhwc_scratch(isa, &g1, 1, false);
+    size_t b = kn_f32_conv_nhwc_scratch(isa, &g1, 1, false, caches);
     gb = b > gb ? b : gb;
   }
   p->gemm_bytes = align64(gb);
@@ -87,10 +92,10 @@ static void make_plan(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd, int3
 }
 
 size_t kn_f32_expand_dw_nhwc_scratch(kn_isa isa, const kn_conv2d *ge, const kn_conv2d *gd,
-                                     int32_t threads) {
+                                     int32_t threads, const kn_caches *caches) {
   edw_plan p;
   int32_t t = threads > 0 ? threads : 1;
-  make_plan(isa, ge, gd, t, &p);
+  make_plan(isa, ge, gd, t, caches, &p);
   return (size_t)t * p.thread_bytes + 64;
 }
 
@@ -101,6 +106,7 @@ typedef struct edw_job {
   const kn_epilogue *ee, *ed;
   float *y;
   char *scratch;
+  const kn_caches *caches;
   edw_plan p;
 } edw_job;
 
@@ -133,27 +139,28 @@ static void edw_task(void *arg, int64_t task, int32_t thread) {
       kn_conv2d g1 = p->ge_win;
       g1.h = g1.oh = need_hi - hi;
       kn_f32_conv_nhwc(j->isa, NULL, &g1, xb + hi * xrow, NULL, j->we, j->ee,
-                       win + (hi - lo) * row, gs);
+                       win + (hi - lo) * row, gs, j->caches);
       hi = need_hi;
     }
     kn_conv2d g2 = *gd;
     g2.n = 1;
     g2.h = hi - lo;
     g2.pt = gd->pt + lo; /* window row = image row - lo */
-    kn_f32_dwconv_nhwc_rows(j->isa, &g2, win, j->wd, j->ed, yb, 0, o0, o1);
+    kn_f32_dwconv_nhwc_rows(j->isa, &g2, win, j->wd, j->ed, yb, 0, o0, o1, j->caches);
   }
 }
 
 void kn_f32_expand_dw_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *ge, const float *we,
                            const kn_epilogue *ee, const kn_conv2d *gd, const float *wd,
-                           const kn_epilogue *ed, const float *x, float *y, void *scratch) {
+                           const kn_epilogue *ed, const float *x, float *y, void *scratch,
+                           const kn_caches *caches) {
   KN_ASSERT(kn_f32_expand_dw_nhwc_fits(ge, gd));
   KN_ASSERT(!(ee && ee->res) && !(ed && ed->res));
   if (gd->n * gd->c * gd->oh * gd->ow == 0) return;
   int32_t threads = kn_pool_threads(pool);
   edw_job j = {.isa = isa, .ge = ge, .gd = gd, .we = we, .wd = wd, .x = x, .ee = ee, .ed = ed,
-               .y = y, .scratch = scratch};
-  make_plan(isa, ge, gd, threads, &j.p);
+               .y = y, .scratch = scratch, .caches = caches};
+  make_plan(isa, ge, gd, threads, caches, &j.p);
   double flops = 2.0 * (double)(ge->n * ge->h * ge->w) * (double)(ge->c * ge->m) +
                  2.0 * (double)(gd->n * gd->oh * gd->ow * gd->c * gd->kh * gd->kw);
   double bytes = 4.0 * (double)(ge->n * ge->h * ge->w * ge->c + gd->n * gd->oh * gd->ow * gd->m);

@@ -200,20 +200,21 @@ typedef void (*dwn_rows_fn)(const dwn_img *B, int64_t oy0, int64_t oy1);
  * line is evicted before the next output rows need it again (their window
  * of kh input rows holds kh * w * c floats), so each is read from L2 or
  * further about kh times.  When the window of a group of whole channel
- * vectors fits in DWN_GROUP_BYTES of L1, the groups go outermost and each
- * line is read once (isolated, 1 thread: 3x3 on 7x7x960 11.0 -> 7.4 us,
- * 5x5 on 14x14x672 78 -> 63).  Not where the pixel stride puts one
- * vector's lines into too few L1 sets (c a multiple of 1024 floats: every
- * pixel in one set). */
-#define DWN_GROUP_BYTES (24 * 1024)
-static int64_t dwn_group(const kn_conv2d *g, int64_t oy0, int64_t oy1) {
+ * vectors fits in `budget` bytes of L1 (kn_dwn_args.group_bytes, half the
+ * L1d), the groups go outermost and each line is read once (isolated, 1
+ * thread, 48 KiB L1d: 3x3 on 7x7x960 11.0 -> 7.4 us, 5x5 on 14x14x672
+ * 78 -> 63).  Not where the pixel stride puts one vector's lines into too
+ * few L1 sets (c a multiple of 1024 floats: every pixel in one set; 64
+ * sets of 64-byte lines, the L1d of Zen 4/5 and recent Intel cores, a
+ * geometry kn_caches does not describe). */
+static int64_t dwn_group(const kn_conv2d *g, int64_t oy0, int64_t oy1, int64_t budget) {
   int64_t c = g->c, rows = (oy1 - oy0 - 1) * g->sh + (g->kh - 1) * g->dh + 1;
   int64_t win = (g->kh - 1) * g->dh + g->sh;
   if (rows > win) rows = win;
   if (rows > g->h) rows = g->h;
   int64_t px = rows * g->w; /* input pixels of the window */
   int64_t vec_bytes = px * VN * (int64_t)sizeof(float);
-  if (vec_bytes <= 0 || vec_bytes > DWN_GROUP_BYTES) return c;
+  if (vec_bytes <= 0 || vec_bytes > budget) return c;
   /* L1 sets a vector's pixels fall into: 64 sets of 64-byte lines */
   int64_t lines = c * (int64_t)sizeof(float) / 64 % 64, gcd = 64;
   for (int64_t a = lines; a;) {
@@ -222,7 +223,7 @@ static int64_t dwn_group(const kn_conv2d *g, int64_t oy0, int64_t oy1) {
     a = t;
   }
   if (px > 64 / gcd * 8) return c;
-  int64_t cg = DWN_GROUP_BYTES / vec_bytes * VN;
+  int64_t cg = budget / vec_bytes * VN;
   return cg < c ? cg : c;
 }
 
@@ -272,7 +273,7 @@ void DWN_ENTRY(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1) {
   if (oxb > g->ow) oxb = g->ow;
   if (oxb < oxa) oxb = oxa;
   B.oxa = oxa, B.oxb = oxb;
-  B.cg = dwn_group(g, oy0, oy1);
+  B.cg = dwn_group(g, oy0, oy1, a->group_bytes);
   B.x = a->x + b * g->h * g->w * c;
   B.y = a->y + b * g->oh * g->ow * c;
   B.res = a->res ? a->res + b * g->oh * g->ow * c : NULL;

@@ -36,7 +36,14 @@ typedef struct kn_dwn_args {
   bool res_after;    /* res added after act (else before it) */
   kn_act_params act; /* kn_f32_dwconv_inline_act(act.act) holds */
   float *y;          /* [n, oh, ow, c] */
+  int64_t group_bytes; /* L1d budget of a channel group's input window */
 } kn_dwn_args;
+
+/* kn_dwn_args.group_bytes for these capacities: half the L1d (24 KiB of
+ * 48 KiB; f32-dwconv-nhwc-impl.h, dwn_group, says why). */
+static inline int64_t kn_f32_dwconv_nhwc_group_bytes(const kn_caches *caches) {
+  return (int64_t)(kn_caches_or_common(caches).l1d / 2);
+}
 
 typedef void (*kn_dwn_rows_fn)(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1);
 

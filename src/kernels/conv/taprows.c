@@ -62,7 +62,7 @@ void kn_f32_taprow_strip(kn_isa isa, const float *x, int64_t h, int64_t w, int64
 }
 
 int64_t kn_taprow_chunk_rows(int64_t planes, int64_t oh, int64_t sh, int64_t kh, int64_t dh,
-                             int64_t sw, int64_t pw, int32_t threads) {
+                             int64_t sw, int64_t pw, int32_t threads, const kn_caches *caches) {
   /* At least 4 tasks per thread so a slow thread does not hold the loop
    * up; each chunk repeats the (kh-1)*dh halo rows, so split rows only
    * when there are too few planes. */
@@ -70,8 +70,10 @@ int64_t kn_taprow_chunk_rows(int64_t planes, int64_t oh, int64_t sh, int64_t kh,
   int64_t chunks = planes >= want ? 1 : (want + planes - 1) / planes;
   if (chunks > oh) chunks = oh;
   int64_t rows = (oh + chunks - 1) / chunks;
-  /* Keep a strip under about 128 KiB, well inside L2. */
-  while (rows > 1 && ((rows - 1) * sh + (kh - 1) * dh + 1) * sw * pw > (32 << 10))
+  /* Keep a strip under an eighth of the L2 (kn_caches; 128 KiB of 1 MiB),
+   * well inside it. */
+  int64_t strip = (int64_t)(kn_caches_or_common(caches).l2 / 8 / sizeof(float));
+  while (rows > 1 && ((rows - 1) * sh + (kh - 1) * dh + 1) * sw * pw > strip)
     rows = (rows + 1) / 2;
   return rows < 1 ? 1 : rows;
 }

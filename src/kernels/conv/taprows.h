@@ -63,8 +63,9 @@ extern const kn_taprow_fns kn_f32_taprow__avx512;
 #endif
 
 /* Split of a window op over planes x row chunks: rows per chunk such that
- * there are enough tasks for `threads` and a strip stays small. */
+ * there are enough tasks for `threads` and a strip stays small against
+ * the L2 of `caches` (NULL: the common sizes). */
 int64_t kn_taprow_chunk_rows(int64_t planes, int64_t oh, int64_t sh, int64_t kh, int64_t dh,
-                             int64_t sw, int64_t pw, int32_t threads);
+                             int64_t sw, int64_t pw, int32_t threads, const kn_caches *caches);
 
 #endif

@@ -27,10 +27,12 @@
  * Relu/Clip and the residual in registers, written straight to y (other
  * activations run on each finished pixel's channels while in L1).
  *
- * T keeps V and M of a block in about 1.5 MB (L2 plus a little L3 on
- * Zen 4/5): the GEMMs read V from there, the output transform re-reads M;
- * U streams from L3 or memory once per block, so T is kept at least 2 row
- * panels deep so each weight loaded feeds that many rows.  On several
+ * T keeps V and M of a block in one and a half times the L2 (kn_caches:
+ * 1.5 MiB for Zen 4/5's 1 MiB, the L2 plus a little L3): the GEMMs read V
+ * from there, the output transform re-reads M; U streams from L3 or
+ * memory once per block, so T is kept at least 2 row panels deep so each
+ * weight loaded feeds that many rows.  The 36 GEMMs take their blocking
+ * from the same capacities (kn_sgemm_blocking_of).  On several
  * threads T is then chosen so that the threads get equal shares
  * (balanced_t).  kn_sgemm computes each element in one k order whatever
  * the rows and columns it is given, and block edges stay on multiples of
@@ -46,7 +48,6 @@
 
 #define NPOS 36
 #define HEADER 16 /* floats before U (keeps U 64-byte aligned) */
-#define BLOCK_FLOATS (1536 * 1024 / 4 / NPOS) /* per tile and channel of V + M */
 
 static const kn_wgn_ukernels *wgn_uk(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS
@@ -63,6 +64,12 @@ static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* Floats of V + M per position (see the file comment): 1.5 L2 over the
+ * 36 positions. */
+static int64_t block_floats(const kn_caches *caches) {
+  return (int64_t)(kn_caches_or_common(caches).l2 / 2 * 3 / sizeof(float) / NPOS);
+}
 
 bool kn_f32_conv_winograd_nhwc_fits(const kn_conv2d *g) {
   /* any pads and sizes: windows partly or wholly outside read zeros */
@@ -119,6 +126,7 @@ typedef struct wgn_layout {
   int64_t th, tw, tiles; /* tile rows and columns per image, tiles in the batch */
   int64_t t;             /* tiles per block */
   int64_t ldm;           /* row stride of M (room for all m) */
+  kn_sgemm_blocking bl;  /* the products' */
   int64_t nblocks, npanels, groups;
   int64_t xs_v, xs_m;    /* floats from one position's V, M to the next */
   size_t v_bytes, m_bytes, gemm_bytes, thread_bytes;
@@ -127,7 +135,8 @@ typedef struct wgn_layout {
 /* The GEMM arguments of one product of a block (pointers left out). */
 static kn_sgemm_args gemm_args(const kn_conv2d *g, const wgn_layout *L, int64_t rows,
                                int64_t cols) {
-  kn_sgemm_args a = {.m = rows, .n = cols, .k = g->c, .alpha = 1.0f, .ldc = L->ldm};
+  kn_sgemm_args a = {.m = rows, .n = cols, .k = g->c, .alpha = 1.0f, .ldc = L->ldm,
+                     .blocking = &L->bl};
   return a;
 }
 
@@ -150,10 +159,10 @@ static int64_t skewed(int64_t floats) {
  * the same micro-kernel whatever the thread count; a block of one row
  * panel only where the products take one k pass anyway (kn_sgemm deepens
  * k for a single panel), so results stay bit-identical across counts. */
-static int64_t balanced_t(kn_isa isa, const kn_conv2d *g, int32_t threads, int64_t tiles,
-                          int64_t t_max) {
+static int64_t balanced_t(kn_isa isa, const kn_conv2d *g, const kn_sgemm_blocking *bl,
+                          int32_t threads, int64_t tiles, int64_t t_max) {
   int64_t mr = kn_sgemm_mr(isa), best = t_max, best_load = INT64_MAX;
-  int64_t p_min = g->c <= kn_sgemm_blocking_for(isa, 0, 0, 0).kc ? 1 : 2;
+  int64_t p_min = g->c <= bl->kc ? 1 : 2;
   for (int64_t tp = p_min; tp * mr <= t_max; tp++) {
     int64_t t = tp * mr, nb = ceil_div(tiles, t), load = 0;
     for (int32_t k = 0; k < threads; k++) {
@@ -173,16 +182,18 @@ static int64_t balanced_t(kn_isa isa, const kn_conv2d *g, int32_t threads, int64
   return best;
 }
 
-static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wgn_layout *L) {
+static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, const kn_caches *caches,
+                   wgn_layout *L) {
   int64_t mr = kn_sgemm_mr(isa), nr = kn_sgemm_nr(isa);
+  L->bl = kn_sgemm_blocking_of(isa, caches);
   L->th = ceil_div(g->oh, 4);
   L->tw = ceil_div(g->ow, 4);
   L->tiles = g->n * L->th * L->tw;
   L->ldm = round_up(max64(g->m, 1), 16);
-  int64_t t = BLOCK_FLOATS / (max64(g->c, 1) + L->ldm) / mr * mr;
+  int64_t t = block_floats(caches) / (max64(g->c, 1) + L->ldm) / mr * mr;
   t = max64(t, 2 * mr);
   int64_t tiles = max64(L->tiles, 1);
-  if (threads > 1 && tiles >= threads * mr) t = balanced_t(isa, g, threads, tiles, t);
+  if (threads > 1 && tiles >= threads * mr) t = balanced_t(isa, g, &L->bl, threads, tiles, t);
   L->t = min64(t, round_up(tiles, mr));
   L->nblocks = ceil_div(L->tiles, L->t);
   L->npanels = ceil_div(g->m, nr);
@@ -203,9 +214,10 @@ static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, wgn_layout *
   L->thread_bytes = L->v_bytes + L->m_bytes + L->gemm_bytes;
 }
 
-size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads) {
+size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                         const kn_caches *caches) {
   wgn_layout L;
-  layout(isa, g, threads > 0 ? threads : 1, &L);
+  layout(isa, g, threads > 0 ? threads : 1, caches, &L);
   return (size_t)(threads > 0 ? threads : 1) * L.thread_bytes;
 }
 
@@ -294,7 +306,7 @@ static void no_channels(kn_isa isa, const kn_conv2d *g, const kn_epilogue *ep, f
 
 void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                                const float *s, const float *wpacked, const kn_epilogue *ep,
-                               float *y, void *scratch) {
+                               float *y, void *scratch, const kn_caches *caches) {
   KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
   if (g->n * g->m * g->oh * g->ow == 0) return;
   KN_ASSERT(!(ep && ep->res) || kn_conv2d_ldy(g) == g->m); /* the residual shares y's stride */
@@ -311,7 +323,7 @@ void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, co
   wgn_job j = {.isa = isa, .uk = wgn_uk(isa), .g = g, .x = x, .s = s, .u = wpacked + HEADER,
                .ep = ep, .y = y, .buf = scratch, .nr = kn_sgemm_nr(isa),
                .us = u_floats(isa, g)};
-  layout(isa, g, threads, &j.L);
+  layout(isa, g, threads, caches, &j.L);
   kn_act act = ep ? ep->act.act : KN_ACT_NONE;
   j.epi.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
   j.epi.lo = act == KN_ACT_RELU ? 0.0f : act == KN_ACT_CLIP ? ep->act.lo : 0.0f;

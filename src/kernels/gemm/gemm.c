@@ -63,11 +63,10 @@ static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b
 kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3) {
   const kn_sgemm_ukernels *uk = ukernels(isa);
   int64_t mr = uk->mr, nr = uk->nr;
-  /* Unknown sizes (callers without a context, e.g. conv_gemm): those of
-   * the machines kiln is tuned on (Zen 4/5: 48 KiB L1d, 1 MiB L2). */
-  if (!l1d) l1d = (size_t)48 << 10;
-  if (!l2) l2 = (size_t)1 << 20;
-  if (!l3) l3 = (size_t)8 << 20;
+  /* Unknown sizes (callers with no machine description): the common
+   * ones (kernels.h), those of the machines kiln is tuned on. */
+  kn_caches k = kn_caches_or_common(&(kn_caches){l1d, l2, l3});
+  l1d = k.l1d, l2 = k.l2, l3 = k.l3;
   kn_sgemm_blocking b;
   /* The B micro-panel (kc x NR) takes two thirds of L1, the rest is for
    * the A micro-panel streaming through (MR/NR of B's size) and C's tile.

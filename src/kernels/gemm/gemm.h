@@ -58,8 +58,14 @@ typedef struct kn_sgemm_blocking {
   int64_t kc, mc, nc;
 } kn_sgemm_blocking;
 
-/* Blocking for `isa` from cache sizes (0: 48 KiB / 1 MiB / 8 MiB, Zen 4/5). */
+/* Blocking for `isa` from cache sizes (0 in one: its common size,
+ * KN_COMMON_L1D / _L2 / _L3 of kernels.h). */
 kn_sgemm_blocking kn_sgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3);
+/* The same from a kn_caches (NULL: the common sizes). */
+static inline kn_sgemm_blocking kn_sgemm_blocking_of(kn_isa isa, const kn_caches *c) {
+  kn_caches k = kn_caches_or_common(c);
+  return kn_sgemm_blocking_for(isa, k.l1d, k.l2, k.l3);
+}
 
 typedef struct kn_sgemm_args {
   int64_t m, n, k;
@@ -80,7 +86,9 @@ typedef struct kn_sgemm_args {
   float *c;
   int64_t ldc;
   const kn_epilogue *ep; /* NULL: none */
-  /* NULL: kn_sgemm_blocking_for(isa, 0, 0, 0) */
+  /* NULL: kn_sgemm_blocking_for(isa, 0, 0, 0), the common sizes'; a
+   * caller that knows the machine's capacities (ctx->rt->caches, a
+   * kernel's kn_caches) passes kn_sgemm_blocking_of them */
   const kn_sgemm_blocking *blocking;
 } kn_sgemm_args;
 

@@ -22,10 +22,11 @@ typedef struct pool_job {
   char *scratch;
 } pool_job;
 
-static void pool_layout(const kn_pool2d *p, int32_t threads, int64_t *pw, int64_t *rows,
-                        size_t *strip_floats, size_t *per_thread) {
+static void pool_layout(const kn_pool2d *p, int32_t threads, const kn_caches *caches,
+                        int64_t *pw, int64_t *rows, size_t *strip_floats, size_t *per_thread) {
   *pw = kn_taprow_pw(p->ow, p->kw, p->dw, p->sw);
-  *rows = kn_taprow_chunk_rows(p->planes, p->oh, p->sh, p->kh, p->dh, p->sw, *pw, threads);
+  *rows = kn_taprow_chunk_rows(p->planes, p->oh, p->sh, p->kh, p->dh, p->sw, *pw, threads,
+                               caches);
   int64_t nr = (*rows - 1) * p->sh + (p->kh - 1) * p->dh + 1;
   *strip_floats = (size_t)kn_taprow_round(nr * p->sw * *pw);
   size_t bytes = (*strip_floats + (size_t)kn_taprow_round(p->ow)) * sizeof(float) +
@@ -33,11 +34,12 @@ static void pool_layout(const kn_pool2d *p, int32_t threads, int64_t *pw, int64_
   *per_thread = (bytes + 63) & ~(size_t)63;
 }
 
-size_t kn_f32_pool2d_scratch(kn_isa isa, const kn_pool2d *p, int32_t threads) {
+size_t kn_f32_pool2d_scratch(kn_isa isa, const kn_pool2d *p, int32_t threads,
+                             const kn_caches *caches) {
   (void)isa;
   int64_t pw, rows;
   size_t sf, per;
-  pool_layout(p, threads, &pw, &rows, &sf, &per);
+  pool_layout(p, threads, caches, &pw, &rows, &sf, &per);
   return per * (size_t)threads;
 }
 
@@ -95,10 +97,11 @@ static void pool_task(void *arg, int64_t task, int32_t thread) {
 }
 
 void kn_f32_pool2d(kn_isa isa, kn_pool *pool, const kn_pool2d *p, const float *x, float *y,
-                   void *scratch) {
+                   void *scratch, const kn_caches *caches) {
   if (p->planes * p->oh * p->ow == 0) return;
   pool_job j = {.isa = isa, .p = p, .x = x, .y = y, .fns = kn_f32_taprow_fns(isa), .scratch = scratch};
-  pool_layout(p, kn_pool_threads(pool), &j.pw, &j.rows, &j.strip_floats, &j.per_thread);
+  pool_layout(p, kn_pool_threads(pool), caches, &j.pw, &j.rows, &j.strip_floats,
+              &j.per_thread);
   j.chunks = (p->oh + j.rows - 1) / j.rows;
   kn_pool_for(pool, p->planes * j.chunks, pool_task, &j);
 }

@@ -14,7 +14,8 @@
  * Work is split over planes (and row chunks when there are few planes);
  * each output is computed in one fixed order, so any thread count gives
  * the same bits.  The caller passes scratch of kn_f32_pool2d_scratch
- * bytes for the pool's thread count.
+ * bytes for the pool's thread count and the same `caches` (the capacities
+ * the row chunks are sized by; NULL: the common sizes, kernels.h).
  */
 #ifndef KN_POOL_KERNELS_H
 #define KN_POOL_KERNELS_H
@@ -30,9 +31,10 @@ typedef struct kn_pool2d {
   bool count_include_pad;
 } kn_pool2d;
 
-size_t kn_f32_pool2d_scratch(kn_isa isa, const kn_pool2d *p, int32_t threads);
+size_t kn_f32_pool2d_scratch(kn_isa isa, const kn_pool2d *p, int32_t threads,
+                             const kn_caches *caches);
 void kn_f32_pool2d(kn_isa isa, kn_pool *pool, const kn_pool2d *p, const float *x, float *y,
-                   void *scratch);
+                   void *scratch, const kn_caches *caches);
 
 /* y[i] = max or mean of the `size` values of plane i of x, i < planes. */
 void kn_f32_global_pool(kn_isa isa, kn_pool *pool, bool is_max, int64_t planes, int64_t size,

@@ -81,8 +81,9 @@ void kn_rnn_weights_pack(kn_isa isa, int kind, int dirs, int64_t input, int64_t 
 }
 
 /* The three products of a step and the input projection, pointers left
- * out (kn_sgemm_scratch_size does not read them). */
-static void gemm_shapes(const kn_rnn_args *a, const kn_rnn_weights *w, kn_sgemm_args g[3]) {
+ * out (kn_sgemm_scratch_size does not read them); bl: their blocking. */
+static void gemm_shapes(const kn_rnn_args *a, const kn_rnn_weights *w,
+                        const kn_sgemm_blocking *bl, kn_sgemm_args g[3]) {
   int64_t H = w->hidden, GH = gates_of(w->kind) * H;
   memset(g, 0, 3 * sizeof *g);
   g[0] = (kn_sgemm_args){.m = a->seq * a->batch, .n = GH, .k = w->input, .alpha = 1.0f,
@@ -91,13 +92,15 @@ static void gemm_shapes(const kn_rnn_args *a, const kn_rnn_weights *w, kn_sgemm_
                          .lda = H, .b_packed = w->d[0].r, .ldc = GH};
   g[2] = (kn_sgemm_args){.m = a->batch, .n = H, .k = H, .alpha = 1.0f, .lda = H,
                          .b_packed = w->d[0].r_h ? w->d[0].r_h : w->d[0].r, .ldc = GH};
+  for (int i = 0; i < 3; i++) g[i].blocking = bl;
 }
 
 size_t kn_rnn_scratch_size(kn_isa isa, const kn_rnn_args *a, const kn_rnn_weights *w,
-                           int32_t threads) {
+                           int32_t threads, const kn_caches *caches) {
   int64_t H = w->hidden, GH = gates_of(w->kind) * H, S = a->seq, B = a->batch;
   kn_sgemm_args g[3];
-  gemm_shapes(a, w, g);
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(isa, caches);
+  gemm_shapes(a, w, &bl, g);
   size_t gs = 0;
   for (int i = 0; i < 3; i++) {
     size_t s = kn_sgemm_scratch_size(isa, &g[i], threads);
@@ -108,7 +111,7 @@ size_t kn_rnn_scratch_size(kn_isa isa, const kn_rnn_args *a, const kn_rnn_weight
 }
 
 void kn_f32_rnn(kn_isa isa, kn_pool *pool, const kn_rnn_args *a, const kn_rnn_weights *w,
-                void *scratch) {
+                void *scratch, const kn_caches *caches) {
   const int kind = w->kind;
   const int64_t S = a->seq, B = a->batch, H = w->hidden, G = gates_of(kind), GH = G * H;
   const int D = w->dirs;
@@ -122,7 +125,8 @@ void kn_f32_rnn(kn_isa isa, kn_pool *pool, const kn_rnn_args *a, const kn_rnn_we
   void *gscr = t1 + al16((size_t)(B * H));
   const kn_act_params sig = {.act = KN_ACT_SIGMOID}, tnh = {.act = KN_ACT_TANH};
   kn_sgemm_args gp[3];
-  gemm_shapes(a, w, gp);
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(isa, caches);
+  gemm_shapes(a, w, &bl, gp);
   for (int d = 0; d < D; d++) {
     bool rev = a->reverse || d == 1;
     const float *bias = w->d[d].bias, *rbh = w->d[d].rbh, *peep = w->d[d].peep;

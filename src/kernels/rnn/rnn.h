@@ -69,10 +69,12 @@ typedef struct kn_rnn_args {
   float *yh, *yc;    /* [dirs, batch, H] or NULL */
 } kn_rnn_args;
 
-/* Scratch bytes kn_f32_rnn needs on `threads` threads. */
+/* Scratch bytes kn_f32_rnn needs on `threads` threads.  caches: the
+ * capacities the products' GEMM blocking comes from (kn_sgemm_blocking_of;
+ * NULL: the common sizes); pass the run the same. */
 size_t kn_rnn_scratch_size(kn_isa isa, const kn_rnn_args *a, const kn_rnn_weights *w,
-                           int32_t threads);
+                           int32_t threads, const kn_caches *caches);
 void kn_f32_rnn(kn_isa isa, kn_pool *pool, const kn_rnn_args *a, const kn_rnn_weights *w,
-                void *scratch);
+                void *scratch, const kn_caches *caches);
 
 #endif
