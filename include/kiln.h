@@ -320,6 +320,10 @@ typedef struct kn_step_io {
   const char *bound;    /* what limits it: "compute", "L1", "L2", "L3", "DRAM",
                            "overhead" */
   int32_t modelled;     /* 1: from the op's loop nest; 0: its tensors streamed once */
+  double intensity;     /* arithmetic intensity: FLOPs per byte across the farthest
+                           boundary it crosses (DRAM's, unless its data stays in a cache) */
+  const char *layout;   /* "NHWC" (channels-last steps), "NCHW" (other 4-D
+                           convolutions and pools), "" (no image layout) */
 } kn_step_io;
 kn_status kn_model_step_io(const kn_model *model, int32_t index, int32_t threads,
                            kn_step_io *out);

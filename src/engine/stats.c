@@ -109,6 +109,14 @@ kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn
   out->predicted_us = s.predicted_s * 1e6;
   out->bound = kn_io_bound_name(s.bound);
   out->modelled = s.modelled;
+  for (int b = 3; b >= 0; b--)
+    if (s.bytes[b] > 0) {
+      out->intensity = s.flops / s.bytes[b];
+      break;
+    }
+  const kn_node *n = &g->nodes[i];
+  bool image = strstr(n->op_type, "Conv") || strstr(n->op_type, "Pool");
+  out->layout = !strncmp(n->op_type, "Nhwc", 4) ? "NHWC" : image ? "NCHW" : "";
   return KN_OK;
 }
 

@@ -251,11 +251,12 @@ int kn_cmd_inspect(int argc, char **argv) {
              (unsigned long long)si.bytes_read, (unsigned long long)si.bytes_written);
       kn_step_io io;
       if (kn_model_step_io(m, i, (int32_t)threads, &io) == KN_OK)
-        printf(", \"io\": {\"threads\": %lld, \"predicted_us\": %.3f, \"bound\": \"%s\", "
-               "\"modelled\": %s, \"bytes\": {\"L1\": %.0f, \"L2\": %.0f, \"L3\": %.0f, "
-               "\"DRAM\": %.0f}}",
-               (long long)threads, io.predicted_us, io.bound, io.modelled ? "true" : "false",
-               io.bytes[0], io.bytes[1], io.bytes[2], io.bytes[3]);
+        printf(", \"layout\": \"%s\", \"io\": {\"threads\": %lld, \"predicted_us\": %.3f, "
+               "\"bound\": \"%s\", \"modelled\": %s, \"intensity\": %.3f, \"bytes\": "
+               "{\"L1\": %.0f, \"L2\": %.0f, \"L3\": %.0f, \"DRAM\": %.0f}}",
+               io.layout, (long long)threads, io.predicted_us, io.bound,
+               io.modelled ? "true" : "false", io.intensity, io.bytes[0], io.bytes[1],
+               io.bytes[2], io.bytes[3]);
       if (measured_match) printf(", \"measured_us\": %.3f", measured[i]);
       char *dj = NULL;
       if (kn_model_step_diagram(m, i, (int32_t)threads, &dj) == KN_OK && dj)
@@ -300,10 +301,11 @@ int kn_cmd_inspect(int argc, char **argv) {
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
   printf("steps (%d; predicted for %lld thread%s%s):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s "
-         "%9s %9s %-8s  %-24s %s\n",
+         "%9s %9s %-8s %7s %-4s  %-24s %s\n",
          nsteps, (long long)threads, threads == 1 ? "" : "s",
          measured_match ? ", measured by kiln bench --per-step" : "", "#", "name", "op", "kernel",
-         "output", "MFLOP", "KiB r+w", "pred us", "meas us", "bound", "tiling", "covers");
+         "output", "MFLOP", "KiB r+w", "pred us", "meas us", "bound", "FLOP/B", "lay",
+         "tiling", "covers");
   for (int32_t i = 0; i < nsteps; i++) {
     kn_step_info si;
     if (kn_model_step_info(m, i, &si)) continue;
@@ -313,11 +315,12 @@ int kn_cmd_inspect(int argc, char **argv) {
     if (kn_model_step_io(m, i, (int32_t)threads, &io)) memset(&io, 0, sizeof io);
     char meas[32] = "-";
     if (measured_match) snprintf(meas, sizeof meas, "%.1f", measured[i]);
-    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f %9.1f %9s %-8s  %-24.24s "
-           "%.80s\n",
+    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f %9.1f %9s %-8s %7.1f "
+           "%-4s  %-24.24s %.80s\n",
            i, si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
            (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us, meas,
-           io.bound ? io.bound : "-", si.tiling[0] ? si.tiling : "-", si.covers);
+           io.bound ? io.bound : "-", io.intensity, io.layout && io.layout[0] ? io.layout : "-",
+           si.tiling[0] ? si.tiling : "-", si.covers);
   }
   if (kn_model_decision_count(m)) {
     printf("tactic decisions (timed at build):\n");
