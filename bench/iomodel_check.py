@@ -65,6 +65,12 @@ for name in sorted(set(r[0] for r in rows)):
     print(f"  {name:28s} {len(sub):4d} steps  Spearman {spearman([r[6] for r in sub], [r[7] for r in sub]):.3f}"
           f"  median ratio {statistics.median(rr):.2f}  sum predicted {sum(r[6] for r in sub):9.1f} us"
           f"  sum measured {sum(r[7] for r in sub):9.1f} us")
+print("by what the model says bounds the step:")
+for bound in sorted(set(r[5] for r in rows)):
+    sub = [r for r in rows if r[5] == bound]
+    rr = [r[6] / r[7] for r in sub if r[7] > 0]
+    print(f"  {bound:10s} {len(sub):4d} steps  median ratio {statistics.median(rr):.2f}"
+          f"  measured {sum(r[7] for r in sub):9.1f} us")
 wrong = sorted((r for r in rows if max(r[6], r[7]) >= 2.0),
                key=lambda r: -abs(math.log(max(r[6], 1e-3) / max(r[7], 1e-3))))
 print(f"most wrong (|log ratio|, steps of at least 2 us):")

@@ -154,7 +154,7 @@ kn_status kn_pool_create(int32_t threads, kn_pool **out, kn_error *err) {
   kn_pool *p = kn_calloc(1, sizeof *p);
   if (!p) return kn_fail(err, KN_ERR_OOM, "out of memory creating a thread pool");
   p->threads = threads;
-  p->min_ns = 8000.0;
+  p->min_ns = KN_POOL_MIN_NS;
   const char *mw = getenv("KILN_POOL_MIN_US"); /* the tests split every loop */
   if (mw && *mw) {
     char *end;

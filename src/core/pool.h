@@ -54,6 +54,12 @@ void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg);
  * KILN_POOL_MIN_US, read when a pool is created, sets the 8 (the unit
  * tests set 0 so that every loop of their small shapes runs threaded). */
 kn_pool *kn_pool_worth(kn_pool *p, double flops, double bytes);
+/* kn_pool_worth's rule without a pool, at the default threshold: whether a
+ * loop of this work is split over the threads (for the IO model). */
+#define KN_POOL_MIN_NS 8000.0
+static inline bool kn_pool_would_split(double flops, double bytes) {
+  return flops / 100.0 + bytes / 20.0 >= KN_POOL_MIN_NS;
+}
 
 /* Threads to use when nothing says otherwise: KILN_NUM_THREADS when it is a
  * positive integer, else the number of CPUs this process may run on. */

@@ -3,6 +3,7 @@
 
 #include "core/cpu.h"
 #include "core/machine.h"
+#include "core/pool.h"
 #include "ops/op.h"
 #include "plan/tactic.h"
 
@@ -106,9 +107,13 @@ const char *kn_io_bound_name(int32_t bound) {
 
 /* Fixed cost of a step besides its transfers and arithmetic: the
  * executor's dispatch, and with threads the pool's hand-over and barrier
- * (measured on the machines here: about 1 us and 3 us). */
-#define OVERHEAD_1T_S 1.0e-6
-#define OVERHEAD_MT_S 3.0e-6
+ * for the fast kernels that use it: on the machines here the steps the
+ * model calls overhead-bound took 1.8 us on one thread and 4-11 us on two
+ * (kiln bench --per-step, 7 models); a step that only aliases its input
+ * (Reshape and the like, skipped by the executor) about 0.1 us. */
+#define OVERHEAD_1T_S 1.5e-6
+#define OVERHEAD_MT_S 4.0e-6
+#define OVERHEAD_ALIAS_S 0.1e-6
 
 static uint64_t value_bytes(const kn_value *v) {
   const kn_type *t = &v->type;
@@ -148,9 +153,12 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   const kn_node *n = &g->nodes[i];
   memset(out, 0, sizeof *out);
   if (threads < 1) threads = 1;
-  int32_t ti = threads > 1 ? 1 : 0;
   uint64_t rd, wr;
   kn_ops_node_cost(m, i, &out->flops, &rd, &wr);
+  /* a step too small to hand over runs on one thread (kn_pool_worth) */
+  if (threads > 1 && !(n->tactic && kn_pool_would_split(out->flops, (double)(rd + wr))))
+    threads = 1;
+  int32_t ti = threads > 1 ? 1 : 0;
   double wtotal = weights_bytes(g);
   int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
   /* bytes crossing each boundary, split into reads and writes */
@@ -227,6 +235,7 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
     }
   }
   double over = threads > 1 ? OVERHEAD_MT_S : OVERHEAD_1T_S;
+  if (n->op && n->op->inplace == KN_INPLACE_ALIAS) over = OVERHEAD_ALIAS_S;
   out->time_s[KN_IO_BOUNDARIES + 1] = over;
   if (over > worst) out->bound = KN_IO_BOUNDARIES + 1;
   out->predicted_s = worst + over;

@@ -385,8 +385,10 @@ kn_status kn_machine_default(kn_machine *out, kn_error *err) {
   if (path[0]) {
     kn_machine m;
     kn_error ignored;
-    /* a cache for another CPU, or one a crash cut short, is probed again */
-    if (kn_machine_load(path, &m, &ignored) == KN_OK && kn_machine_is_this_cpu(&m)) {
+    /* a cache for another CPU, one a crash cut short, or one holding
+     * anything but a probe (a fallback written there) is probed again */
+    if (kn_machine_load(path, &m, &ignored) == KN_OK && kn_machine_is_this_cpu(&m) &&
+        !strcmp(m.source, "probe")) {
       *out = m;
       return KN_OK;
     }

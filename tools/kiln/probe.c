@@ -1,5 +1,6 @@
 /* kiln probe: measure this machine and save its description (kn_machine). */
 #include "cli.h"
+#include "core/machine.h"
 
 #include <errno.h>
 #include <string.h>
@@ -20,7 +21,8 @@ void kn_cmd_probe_usage(FILE *f) {
           "                     process may use)\n"
           "  --json             print the JSON instead of the table\n"
           "  --fallback         the shipped description builds use with probing off\n"
-          "                     (KILN_PROBE=0), instead of measuring\n"
+          "                     (KILN_PROBE=0), instead of measuring; printed, and\n"
+          "                     written only with --output\n"
           "  --show FILE        print a saved description; measures and writes nothing\n\n"
           "kiln build --machine FILE builds for a described machine.\n");
 }
@@ -126,6 +128,18 @@ int kn_cmd_probe(int argc, char **argv) {
     return KN_EXIT_OK;
   }
   char cache[4096];
+  if (fallback && !output) { /* never into the cache builds read: it holds probes */
+    kn_machine_fallback(&m);
+    if (json) {
+      char *text = kn_machine_to_json(&m);
+      if (!text) return kn_cli_fail("out of memory");
+      fputs(text, stdout);
+      free(text);
+    } else {
+      print_table(&m);
+    }
+    return KN_EXIT_OK;
+  }
   if (!output) {
     output = kn_machine_cache_path(cache, sizeof cache);
     if (!output[0])
