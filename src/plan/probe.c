@@ -117,7 +117,7 @@ static void *work(void *arg) {
       double ops = run_compute(t, iters, &fs, &is);
       w->rate[0][k] = ops / (now_s() - t0);
     }
-    keep += (uint64_t)fs + (uint64_t)is;
+    keep += (fs != 0) + (uint64_t)(uint32_t)is;
     return NULL;
   }
   char *buf = aligned_alloc(64, t->bytes);

@@ -158,3 +158,18 @@ kn_status kn_cli_set_threads(kn_context *ctx, int64_t threads, kn_error *err) {
   if (threads <= 0) return KN_OK;
   return kn_context_set_threads(ctx, (int32_t)threads, err);
 }
+
+void kn_cli_note_probe(const kn_model *m, const kn_build_options *bo) {
+  if (kn_model_format_version(m) != 0 || bo->machine || bo->reference_kernels) return;
+  const char *env = getenv("KILN_MACHINE"), *probe = getenv("KILN_PROBE");
+  if ((env && *env) || (probe && !strcmp(probe, "0"))) return;
+  char path[4096];
+  kn_machine_cache_path(path, sizeof path);
+  kn_machine mach;
+  kn_error err;
+  if (path[0] && kn_machine_load(path, &mach, &err) == KN_OK && kn_machine_is_this_cpu(&mach) &&
+      !strcmp(mach.source, "probe"))
+    return;
+  fprintf(stderr, "kiln: measuring this machine once for the IO model (a few seconds; kept in %s,"
+                  " see kiln probe)\n", path[0] ? path : "no cache: no home directory");
+}

@@ -535,6 +535,7 @@ int kn_cmd_bench(int argc, char **argv) {
     bo.n_profiles = o.n_profiles;
     bo.disabled_passes = o.disabled;
     bo.n_disabled_passes = o.n_disabled;
+    kn_cli_note_probe(s.model, &bo);
     if (kn_model_build(s.model, &bo, &err)) rc = kn_cli_error(&err);
   }
   double t_built = now_s();

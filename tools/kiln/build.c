@@ -141,6 +141,7 @@ int kn_cmd_build(int argc, char **argv) {
   if (kn_model_load(model_path, &m, &err)) return kn_cli_error(&err);
   double t1 = now_ms();
   int rc = KN_EXIT_OK;
+  kn_cli_note_probe(m, &bo);
   if (kn_model_build(m, &bo, &err) || kn_model_save(m, out_path, &err)) {
     rc = kn_cli_error(&err);
   } else {

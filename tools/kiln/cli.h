@@ -91,6 +91,11 @@ int kn_cmd_bench(int argc, char **argv);
 void kn_cmd_bench_usage(FILE *f);
 int kn_cmd_probe(int argc, char **argv);
 void kn_cmd_probe_usage(FILE *f);
+/* Before a build of an ONNX model that will probe this machine (no
+ * --machine, no $KILN_MACHINE, no cached probe): one line on stderr
+ * saying so, since it takes a few seconds. */
+void kn_cli_note_probe(const kn_model *m, const kn_build_options *bo);
+
 /* ---- measured step times (steptimes.c) ----------------------------------
  * kn_cli_step_times: `runs` runs of ctx (inputs set), each step's median
  * wall time in median_us[step] (kn_model_step_count entries).  _save

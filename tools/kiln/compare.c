@@ -243,6 +243,7 @@ int kn_cmd_compare(int argc, char **argv) {
   bo.disabled_passes = disabled;
   bo.n_disabled_passes = n_disabled;
   bo.no_optimize = 1;
+  kn_cli_note_probe(ref, &bo);
   if (kn_model_build(ref, &bo, &err)) { /* fixes shapes only */
     rc = kn_cli_error(&err);
     goto done;

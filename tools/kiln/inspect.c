@@ -177,6 +177,7 @@ int kn_cmd_inspect(int argc, char **argv) {
   kn_model_stats st;
   int rc = KN_EXIT_OK;
   double *measured = NULL;
+  kn_cli_note_probe(m, &bo);
   if (kn_model_build(m, &bo, &err) || kn_model_stats_get(m, &st, &err)) {
     rc = kn_cli_error(&err);
     goto done;

@@ -111,6 +111,7 @@ int kn_cmd_run(int argc, char **argv) {
   kn_build_options bo;
   kn_build_options_init(&bo);
   bo.no_optimize = no_optimize;
+  kn_cli_note_probe(model, &bo);
   if (kn_model_build(model, &bo, &err)) {
     rc = kn_cli_error(&err);
     goto done;

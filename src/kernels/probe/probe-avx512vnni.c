@@ -12,6 +12,10 @@ double kn_probe_dot_i8__avx512vnni(int64_t iters, int32_t *sink) {
     for (int j = 0; j < KN_PROBE_CHAINS; j++) a[j] = _mm512_dpbusd_epi32(a[j], u, s8);
   __m512i s = a[0];
   for (int j = 1; j < KN_PROBE_CHAINS; j++) s = _mm512_add_epi32(s, a[j]);
-  *sink += _mm512_reduce_add_epi32(s);
+  /* the lanes wrap (as vpdpbusd does); sum them unsigned, not as int */
+  uint32_t lanes[16], sum = 0;
+  _mm512_storeu_si512(lanes, s);
+  for (int j = 0; j < 16; j++) sum += lanes[j];
+  *sink ^= (int32_t)(sum & 0x7fffffff);
   return (double)iters * KN_PROBE_CHAINS * 16 * 8;
 }
