@@ -140,6 +140,16 @@ static int32_t home_level(const kn_machine *mach, double bytes, bool constant,
   return dram;
 }
 
+/* What the tiles for boundary b may hold: the nearer level, one thread's
+ * share of it when shared (registers for boundary 0: 32 zmm or 16 ymm). */
+static double near_capacity(const kn_machine *mach, int32_t b, int32_t threads) {
+  if (b == 0) return (mach->features & KN_CPU_BIT(AVX512F)) ? 32 * 64 : 16 * 32;
+  const kn_mem_level *near = &mach->levels[b - 1];
+  double cap = (double)near->bytes;
+  if (near->shared_by > 1) cap /= (threads < near->shared_by ? threads : near->shared_by);
+  return cap;
+}
+
 static double weights_bytes(const kn_graph *g) {
   double w = 0;
   for (int32_t v = 0; v < g->n_values; v++)
@@ -169,17 +179,9 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
     out->modelled = true;
     out->flops = l.flops;
     for (int32_t b = 0; b < nb; b++) {
-      /* tiles fit the nearer level: registers for boundary 0 */
-      double cap;
-      if (b == 0) cap = (mach->features & KN_CPU_BIT(AVX512F)) ? 32 * 64 : 16 * 32;
-      else {
-        const kn_mem_level *near = &mach->levels[b - 1];
-        cap = (double)near->bytes;
-        if (near->shared_by > 1) cap /= (threads < near->shared_by ? threads : near->shared_by);
-      }
       int64_t tiles[KN_LOOP_MAX_DIMS];
       double per[KN_LOOP_MAX_TENSORS];
-      kn_io_best_tiles(&l, cap, tiles, NULL);
+      kn_io_best_tiles(&l, near_capacity(mach, b, threads), tiles, NULL);
       kn_io_transfers(&l, tiles, per);
       for (int32_t x = 0; x < l.n_tensors; x++) {
         const kn_loop_tensor *t = &l.t[x];
@@ -311,16 +313,9 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
   cJSON *moves = fused ? cJSON_AddArrayToObject(fused, "transfers") : NULL;
   double fb[KN_IO_BOUNDARIES] = {0}, ub[KN_IO_BOUNDARIES] = {0};
   for (int32_t b = 0; b < nb; b++) {
-    double cap;
-    if (b == 0) cap = (mach->features & KN_CPU_BIT(AVX512F)) ? 32 * 64 : 16 * 32;
-    else {
-      const kn_mem_level *nr = &mach->levels[b - 1];
-      cap = (double)nr->bytes;
-      if (nr->shared_by > 1) cap /= (threads < nr->shared_by ? threads : nr->shared_by);
-    }
     int64_t tiles[KN_LOOP_MAX_DIMS];
     double per[KN_LOOP_MAX_TENSORS];
-    kn_io_best_tiles(&l, cap, tiles, NULL);
+    kn_io_best_tiles(&l, near_capacity(mach, b, threads), tiles, NULL);
     kn_io_transfers(&l, tiles, per);
     for (int32_t x = 0; x < l.n_tensors; x++) {
       if (b > home[x]) continue;
