@@ -327,8 +327,11 @@ typedef struct kn_step_io {
 } kn_step_io;
 kn_status kn_model_step_io(const kn_model *model, int32_t index, int32_t threads,
                            kn_step_io *out);
-/* The choices the builder made by timing, one line each ("STEP: TACTIC,
- * timed 216.7 us; conv_igemm_nhwc 430.2 us"), kept in engines. */
+/* The choices the builder made, one line each, kept in engines: tactics
+ * chosen by timing ("STEP: TACTIC 216.7 us; conv_igemm_nhwc 430.2 us")
+ * and fusions with the IO model's predicted saving ("STEP: fuses 3 ONNX
+ * ops, saving 784.0 KiB at each of 3 boundaries (registers to L2) and
+ * 9.8 us predicted"). */
 int32_t kn_model_decision_count(const kn_model *model);
 const char *kn_model_decision(const kn_model *model, int32_t index);
 

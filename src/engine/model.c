@@ -3,6 +3,7 @@
 #include "core/machine.h"
 #include "kernels/kernels.h"
 #include "plan/tactic.h"
+#include "plan/iomodel.h"
 #include "plan/timing.h"
 #include "engine.h"
 #include "onnx/onnx.h"
@@ -509,6 +510,25 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   }
   st = pack_all(m, err);
   if (st) return st;
+  /* the fusions, each recorded with what the IO model says it saves */
+  if (!o->no_optimize)
+    for (int32_t i = 0; i < m->ir->graph->n_nodes; i++) {
+      double bytes, secs;
+      int32_t n_ops, far;
+      if (!kn_io_fusion_saving(m->ir, i, &m->machine, kn_default_threads(), &bytes, &secs,
+                               &n_ops, &far))
+        continue;
+      char line[512];
+      snprintf(line, sizeof line, "%s: fuses %d ONNX ops, saving %.1f KiB at each of %d "
+               "boundaries (registers to %s) and %.1f us predicted",
+               m->ir->graph->nodes[i].name, n_ops, bytes / 1024.0, far + 1,
+               m->machine.levels[far].name, secs * 1e6);
+      char **d = realloc(m->timing.decisions, ((size_t)m->timing.n_decisions + 1) * sizeof *d);
+      char *text = d ? strdup(line) : NULL;
+      if (d) m->timing.decisions = d;
+      if (!text) return kn_fail(err, KN_ERR_OOM, "out of memory");
+      m->timing.decisions[m->timing.n_decisions++] = text;
+    }
   free_strings(m->shapes, m->n_shapes);
   free_strings(m->profiles, m->n_profiles);
   m->profiles = dup_strings(o->profiles, o->n_profiles);

@@ -366,3 +366,34 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
   cJSON_free(text);
   return out;
 }
+
+bool kn_io_fusion_saving(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
+                         double *bytes, double *seconds, int32_t *n_ops, int32_t *farthest) {
+  const kn_graph *g = m->graph;
+  const kn_node *n = &g->nodes[i];
+  *bytes = *seconds = 0;
+  *n_ops = 1;
+  *farthest = -1;
+  for (const char *p = n->covers; p && *p; p++) *n_ops += *p == ',';
+  if (!n->covers || *n_ops < 2 || n->n_outputs < 1 || n->outputs[0] < 0) return false;
+  double out = (double)value_bytes(&g->values[n->outputs[0]]);
+  if (out <= 0) return false;
+  if (threads < 1) threads = 1;
+  int32_t ti = threads > 1 ? 1 : 0;
+  int32_t home = home_level(mach, out, false, weights_bytes(g), threads);
+  int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
+  /* each op after the first, unfused, reads the output and writes it
+   * back across every boundary up to where it lives: at its slowest */
+  double worst = 0;
+  for (int32_t b = 0; b < nb && b <= home; b++) {
+    const kn_mem_level *far = &mach->levels[b];
+    double rbw = far->read_gbs[ti] * 1e9, wbw = far->write_gbs[ti] * 1e9;
+    double t = (rbw > 0 ? out / rbw : 0) + (wbw > 0 ? out / wbw : 0);
+    if (t > worst) worst = t;
+    *farthest = b;
+  }
+  double k = (double)(*n_ops - 1);
+  *bytes = 2.0 * out * k;
+  *seconds = k * (worst + (threads > 1 ? OVERHEAD_MT_S : OVERHEAD_1T_S));
+  return true;
+}

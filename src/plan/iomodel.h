@@ -80,6 +80,15 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
  * bytes, role and the level each lives at, and every level change of the
  * fused step (tensor, from, to, bytes, repetitions, tile) and of the same
  * ops unfused, with the bytes fusion saves at each boundary. */
+/* What fusing node i's ONNX ops into one step saves, by the model: run
+ * apart, each op after the first would read the step's output and write it
+ * back across every boundary out to the level where it lives.  *bytes per
+ * boundary crossed, *seconds at those levels' bandwidths plus a step's
+ * overhead each, *n_ops the ops covered, *farthest the farthest boundary
+ * crossed.  False when the step covers one op. */
+bool kn_io_fusion_saving(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
+                         double *bytes, double *seconds, int32_t *n_ops, int32_t *farthest);
+
 char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach,
                          int32_t threads);
 

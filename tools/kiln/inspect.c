@@ -324,7 +324,7 @@ int kn_cmd_inspect(int argc, char **argv) {
            si.tiling[0] ? si.tiling : "-", si.covers);
   }
   if (kn_model_decision_count(m)) {
-    printf("tactic decisions (timed at build):\n");
+    printf("build decisions (tactics timed, fusions with the IO model's predicted saving):\n");
     for (int32_t i = 0; i < kn_model_decision_count(m); i++)
       printf("  %s\n", kn_model_decision(m, i));
   }
