@@ -40,8 +40,8 @@
  *    no cap), then "machine" (at most once): the machine description the
  *    engine was built for, as compact JSON (docs/MACHINE.md); its
  *    capacities chose the steps' tiles; then "decision" (one per choice
- *    the builder made by timing: "STEP: TACTIC, timed 216.7 us;
- *    conv_igemm_nhwc 430.2 us").  A reader skips keys it does not know.
+ *    the builder made: a tactic timed, "STEP: TACTIC 216.7 us;
+ *    conv_igemm_nhwc 430.2 us", or a fusion with its predicted saving).  A reader skips keys it does not know.
  *
  * 3. Section table (at the table offset): one 32-byte entry per section
  *      0  u32  type: 1 GRAPH, 2 TENSORS, 3 PLAN, 4 WEIGHTS, 5 PACKED
