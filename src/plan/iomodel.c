@@ -197,6 +197,9 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
         (t->output ? out_b : in_b)[b] += bytes;
       }
     }
+  } else if (n->op && n->op->inplace == KN_INPLACE_ALIAS) {
+    /* Reshape and the like: planned over their input, the executor skips
+     * them; nothing moves */
   } else {
     /* streamed: each tensor crosses every boundary nearer than its home once */
     for (int32_t k = 0; k < n->n_inputs; k++) {
