@@ -295,17 +295,27 @@ static const cJSON *jfield(const cJSON *o, const char *name) {
   return cJSON_GetObjectItemCaseSensitive(o, name);
 }
 
+/* Member `name` of o, with field = "path.name" ("name" at the top level)
+ * for messages; NULL after the "missing" failure (*st set). */
+static const cJSON *jmember(jreader *r, const cJSON *o, const char *name, const char *path,
+                            char field[96], kn_status *st) {
+  snprintf(field, 96, "%s%s%s", path, *path ? "." : "", name);
+  const cJSON *v = jfield(o, name);
+  *st = v ? KN_OK : kn_fail(r->err, KN_ERR_PARSE, "%s: %s is missing", r->label, field);
+  return v;
+}
+
 static kn_status jnum(jreader *r, const cJSON *o, const char *name, const char *path,
                       double lo, double hi, double *out) {
-  const cJSON *v = jfield(o, name);
-  char what[96];
-  if (!v) return kn_fail(r->err, KN_ERR_PARSE, "%s: %s.%s is missing", r->label, path, name);
-  snprintf(what, sizeof what, "a number in [%g, %g]", lo, hi);
-  char field[96];
-  snprintf(field, sizeof field, "%s%s%s", path, *path ? "." : "", name);
+  char field[96], what[96];
+  kn_status st;
+  const cJSON *v = jmember(r, o, name, path, field, &st);
+  if (!v) return st;
   if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
-      v->valuedouble > hi)
+      v->valuedouble > hi) {
+    snprintf(what, sizeof what, "a number in [%g, %g]", lo, hi);
     return jbad(r, field, what);
+  }
   *out = v->valuedouble;
   return KN_OK;
 }
@@ -326,10 +336,10 @@ static kn_status jint(jreader *r, const cJSON *o, const char *name, const char *
 
 static kn_status jstr(jreader *r, const cJSON *o, const char *name, const char *path,
                       char *dst, size_t len) {
-  const cJSON *v = jfield(o, name);
   char field[96];
-  snprintf(field, sizeof field, "%s%s%s", path, *path ? "." : "", name);
-  if (!v) return kn_fail(r->err, KN_ERR_PARSE, "%s: %s is missing", r->label, field);
+  kn_status st;
+  const cJSON *v = jmember(r, o, name, path, field, &st);
+  if (!v) return st;
   if (!cJSON_IsString(v) || !v->valuestring) return jbad(r, field, "a string");
   if (strlen(v->valuestring) >= len) {
     char what[48];
@@ -343,12 +353,12 @@ static kn_status jstr(jreader *r, const cJSON *o, const char *name, const char *
 /* A rate pair {"one": x, "all": y}, GB/s or GFLOP/s. */
 static kn_status jpair(jreader *r, const cJSON *o, const char *name, const char *path,
                        double lo, double out[2]) {
-  const cJSON *v = jfield(o, name);
   char field[96];
-  snprintf(field, sizeof field, "%s%s%s", path, *path ? "." : "", name);
-  if (!v) return kn_fail(r->err, KN_ERR_PARSE, "%s: %s is missing", r->label, field);
+  kn_status st;
+  const cJSON *v = jmember(r, o, name, path, field, &st);
+  if (!v) return st;
   if (!cJSON_IsObject(v)) return jbad(r, field, "an object {\"one\": N, \"all\": N}");
-  kn_status st = jnum(r, v, "one", field, lo, 1e9, &out[0]);
+  st = jnum(r, v, "one", field, lo, 1e9, &out[0]);
   if (!st) st = jnum(r, v, "all", field, lo, 1e9, &out[1]);
   return st;
 }

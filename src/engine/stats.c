@@ -92,16 +92,20 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   return KN_OK;
 }
 
+/* The machine a model's steps are predicted for: the one it was built
+ * for, else the fallback (in *fb). */
+static const kn_machine *io_machine(const kn_model *model, kn_machine *fb) {
+  if (model->has_machine) return &model->machine;
+  kn_machine_fallback(fb);
+  return fb;
+}
+
 kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn_step_io *out) {
   const kn_graph *g = model->ir->graph;
   memset(out, 0, sizeof *out);
   if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
   kn_machine fb;
-  const kn_machine *mach = model->has_machine ? &model->machine : NULL;
-  if (!mach) {
-    kn_machine_fallback(&fb);
-    mach = &fb;
-  }
+  const kn_machine *mach = io_machine(model, &fb);
   kn_io_step s;
   kn_io_predict(model->ir, i, mach, threads, &s);
   out->flops = s.flops;
@@ -124,11 +128,7 @@ kn_status kn_model_step_diagram(const kn_model *model, int32_t i, int32_t thread
   *json = NULL;
   if (i < 0 || i >= model->ir->graph->n_nodes) return KN_ERR_INVALID_ARG;
   kn_machine fb;
-  const kn_machine *mach = model->has_machine ? &model->machine : NULL;
-  if (!mach) {
-    kn_machine_fallback(&fb);
-    mach = &fb;
-  }
+  const kn_machine *mach = io_machine(model, &fb);
   *json = kn_io_diagram_json(model->ir, i, mach, threads);
   return KN_OK;
 }

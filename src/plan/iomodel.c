@@ -157,6 +157,43 @@ static double weights_bytes(const kn_graph *g) {
   return w;
 }
 
+/* A loop nest's moves on a machine: per boundary and tensor, the bytes that
+ * cross it with the tiles that fit the nearer level (none farther out than
+ * where the tensor lives), each tensor's index-space and real bytes, and
+ * the level it lives at. */
+typedef struct nest_moves {
+  int32_t nb;
+  double full[KN_LOOP_MAX_TENSORS], real[KN_LOOP_MAX_TENSORS];
+  int32_t home[KN_LOOP_MAX_TENSORS];
+  double bytes[KN_IO_BOUNDARIES][KN_LOOP_MAX_TENSORS];
+  int64_t tiles[KN_IO_BOUNDARIES][KN_LOOP_MAX_DIMS];
+} nest_moves;
+
+static void count_moves(const kn_loopnest *l, const kn_machine *mach, int32_t threads,
+                        double wtotal, nest_moves *mv) {
+  memset(mv, 0, sizeof *mv);
+  mv->nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
+  for (int32_t x = 0; x < l->n_tensors; x++) {
+    const kn_loop_tensor *t = &l->t[x];
+    double full = t->elem_bytes; /* the index space's bytes */
+    for (int32_t d = 0; d < l->n_dims; d++)
+      if (t->dims >> d & 1) full *= (double)l->extent[d];
+    mv->full[x] = full;
+    mv->real[x] = t->real_bytes > 0 && t->real_bytes < full ? t->real_bytes : full;
+    mv->home[x] = home_level(mach, mv->real[x], t->constant && !t->output, wtotal, threads);
+  }
+  for (int32_t b = 0; b < mv->nb; b++) {
+    double per[KN_LOOP_MAX_TENSORS];
+    kn_io_best_tiles(l, near_capacity(mach, b, threads), mv->tiles[b], NULL);
+    kn_io_transfers(l, mv->tiles[b], per);
+    for (int32_t x = 0; x < l->n_tensors; x++)
+      if (b <= mv->home[x]) /* never farther out than where it lives */
+        /* an im2col matrix's reuse across taps happens in L1 and beyond:
+         * the registers see every tap (undo kn_io_transfers' scaling) */
+        mv->bytes[b][x] = b == 0 ? per[x] * mv->full[x] / mv->real[x] : per[x];
+  }
+}
+
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
                    kn_io_step *out) {
   const kn_graph *g = m->graph;
@@ -178,25 +215,10 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   if (n->op && n->op->loops && n->op->loops(g, n, &l) && l.n_tensors > 0) {
     out->modelled = true;
     out->flops = l.flops;
-    for (int32_t b = 0; b < nb; b++) {
-      int64_t tiles[KN_LOOP_MAX_DIMS];
-      double per[KN_LOOP_MAX_TENSORS];
-      kn_io_best_tiles(&l, near_capacity(mach, b, threads), tiles, NULL);
-      kn_io_transfers(&l, tiles, per);
-      for (int32_t x = 0; x < l.n_tensors; x++) {
-        const kn_loop_tensor *t = &l.t[x];
-        double full = t->elem_bytes; /* the index space's bytes */
-        for (int32_t d = 0; d < l.n_dims; d++)
-          if (t->dims >> d & 1) full *= (double)l.extent[d];
-        double real = t->real_bytes > 0 && t->real_bytes < full ? t->real_bytes : full;
-        int32_t home = home_level(mach, real, t->constant && !t->output, wtotal, threads);
-        if (b > home) continue; /* never farther out than where it lives */
-        /* an im2col matrix's reuse across taps happens in L1 and beyond:
-         * the registers see every tap (undo kn_io_transfers' scaling) */
-        double bytes = b == 0 ? per[x] * full / real : per[x];
-        (t->output ? out_b : in_b)[b] += bytes;
-      }
-    }
+    nest_moves mv;
+    count_moves(&l, mach, threads, wtotal, &mv);
+    for (int32_t b = 0; b < nb; b++)
+      for (int32_t x = 0; x < l.n_tensors; x++) (l.t[x].output ? out_b : in_b)[b] += mv.bytes[b][x];
   } else if (n->op && n->op->inplace == KN_INPLACE_ALIAS) {
     /* Reshape and the like: planned over their input, the executor skips
      * them; nothing moves */
@@ -289,24 +311,19 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
   for (int32_t d = 0; axes && d < l.n_dims; d++)
     cJSON_AddNumberToObject(axes, l.dim_name[d], (double)l.extent[d]);
   cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
-  double real[KN_LOOP_MAX_TENSORS], full[KN_LOOP_MAX_TENSORS];
-  int32_t home[KN_LOOP_MAX_TENSORS], out_x = -1;
+  nest_moves mv;
+  count_moves(&l, mach, threads, wtotal, &mv);
+  int32_t out_x = -1;
   for (int32_t x = 0; x < l.n_tensors; x++) {
     const kn_loop_tensor *t = &l.t[x];
-    full[x] = t->elem_bytes;
-    cJSON *o = cJSON_CreateObject(), *ax = o ? cJSON_AddArrayToObject(o, "axes") : NULL;
-    for (int32_t d = 0; d < l.n_dims; d++)
-      if (t->dims >> d & 1) {
-        full[x] *= (double)l.extent[d];
-        if (ax) cJSON_AddItemToArray(ax, cJSON_CreateString(l.dim_name[d]));
-      }
-    real[x] = t->real_bytes > 0 && t->real_bytes < full[x] ? t->real_bytes : full[x];
-    home[x] = home_level(mach, real[x], t->constant && !t->output, wtotal, threads);
     if (t->output && out_x < 0) out_x = x;
+    cJSON *o = cJSON_CreateObject(), *ax = o ? cJSON_AddArrayToObject(o, "axes") : NULL;
     if (!o) continue;
+    for (int32_t d = 0; ax && d < l.n_dims; d++)
+      if (t->dims >> d & 1) cJSON_AddItemToArray(ax, cJSON_CreateString(l.dim_name[d]));
     cJSON_AddStringToObject(o, "name", t->name);
-    cJSON_AddNumberToObject(o, "bytes", real[x]);
-    cJSON_AddStringToObject(o, "level", mach->levels[home[x]].name);
+    cJSON_AddNumberToObject(o, "bytes", mv.real[x]);
+    cJSON_AddStringToObject(o, "level", mach->levels[mv.home[x]].name);
     cJSON_AddStringToObject(o, "role", t->output ? "output" : t->constant ? "weights" : "input");
     cJSON_AddItemToArray(tensors, o);
   }
@@ -315,14 +332,10 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
   cJSON *fused = cJSON_AddObjectToObject(root, "fused");
   cJSON *moves = fused ? cJSON_AddArrayToObject(fused, "transfers") : NULL;
   double fb[KN_IO_BOUNDARIES] = {0}, ub[KN_IO_BOUNDARIES] = {0};
-  for (int32_t b = 0; b < nb; b++) {
-    int64_t tiles[KN_LOOP_MAX_DIMS];
-    double per[KN_LOOP_MAX_TENSORS];
-    kn_io_best_tiles(&l, near_capacity(mach, b, threads), tiles, NULL);
-    kn_io_transfers(&l, tiles, per);
+  for (int32_t b = 0; b < nb; b++)
     for (int32_t x = 0; x < l.n_tensors; x++) {
-      if (b > home[x]) continue;
-      double bytes = b == 0 ? per[x] * full[x] / real[x] : per[x];
+      if (b > mv.home[x]) continue;
+      double bytes = mv.bytes[b][x];
       fb[b] += bytes;
       cJSON *o = moves ? cJSON_CreateObject() : NULL;
       if (!o) continue;
@@ -330,13 +343,12 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
       cJSON_AddStringToObject(o, l.t[x].output ? "to" : "from", mach->levels[b].name);
       cJSON_AddStringToObject(o, l.t[x].output ? "from" : "to", near_name(mach, b));
       cJSON_AddNumberToObject(o, "bytes", bytes);
-      cJSON_AddNumberToObject(o, "repetitions", bytes / (b == 0 ? full[x] : real[x]));
+      cJSON_AddNumberToObject(o, "repetitions", bytes / (b == 0 ? mv.full[x] : mv.real[x]));
       cJSON *tl = cJSON_AddObjectToObject(o, "tile");
       for (int32_t d = 0; tl && d < l.n_dims; d++)
-        if (l.t[x].dims >> d & 1) cJSON_AddNumberToObject(tl, l.dim_name[d], (double)tiles[d]);
+        if (l.t[x].dims >> d & 1) cJSON_AddNumberToObject(tl, l.dim_name[d], (double)mv.tiles[b][d]);
       cJSON_AddItemToArray(moves, o);
     }
-  }
   if (fused) cJSON_AddItemToObject(fused, "bytes", bytes_object(mach, fb, nb));
   /* unfused: every op the step absorbed after the first (bias,
    * activation, residual add) reads the output back and writes it again
@@ -345,8 +357,8 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
   cJSON *umoves = unf ? cJSON_AddArrayToObject(unf, "transfers") : NULL;
   for (int32_t b = 0; b < nb; b++) ub[b] = fb[b];
   if (out_x >= 0 && n_ops > 1)
-    for (int32_t b = 0; b < nb && b <= home[out_x]; b++) {
-      double extra = 2.0 * real[out_x] * (double)(n_ops - 1);
+    for (int32_t b = 0; b < nb && b <= mv.home[out_x]; b++) {
+      double extra = 2.0 * mv.real[out_x] * (double)(n_ops - 1);
       ub[b] += extra;
       cJSON *o = umoves ? cJSON_CreateObject() : NULL;
       if (!o) continue;
