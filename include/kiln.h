@@ -301,6 +301,9 @@ typedef struct kn_step_info {
                            ("kc 256 mc 144 nc 3072"); "" when it has none */
   int32_t n_outputs;
   kn_value_info outputs[4]; /* the first (up to) four outputs */
+  int32_t n_inputs;         /* tensor inputs (absent optional ones skipped) */
+  const char *inputs[8];    /* the first (up to) eight inputs' value names: the
+                               graph's edges, to a producing step's output */
   double flops;
   uint64_t bytes_read, bytes_written; /* tensor inputs and outputs */
 } kn_step_info;

@@ -37,6 +37,17 @@ void *kn_realloc(void *p, size_t n);
 char *kn_strdup(const char *s);
 char *kn_strndup(const char *s, size_t n);
 
+/* A growable list of owned strings (the builder's decisions). */
+typedef struct kn_lines {
+  char **s;
+  int32_t n;
+} kn_lines;
+/* Appends a copy of text; false when out of memory (the list unchanged). */
+bool kn_lines_add(kn_lines *l, const char *text);
+/* Appends a copy unless an equal line is there already. */
+bool kn_lines_add_once(kn_lines *l, const char *text);
+void kn_lines_free(kn_lines *l);
+
 /* A large long-lived buffer (weights, arenas; bigmem.c): zeroed, page- and,
  * from 2 MiB up, huge-page-aligned, prefaulted, in huge pages where the
  * kernel allows.  NULL when out of memory.  Freed only by kn_big_free with

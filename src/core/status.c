@@ -101,3 +101,25 @@ bool kn_grow_array(void **ptr, int32_t *cap, int64_t need, size_t elem) {
   *cap = (int32_t)ncap;
   return true;
 }
+
+bool kn_lines_add(kn_lines *l, const char *text) {
+  char **d = kn_realloc(l->s, ((size_t)l->n + 1) * sizeof *d);
+  if (!d) return false;
+  l->s = d;
+  if (!(d[l->n] = kn_strdup(text))) return false;
+  l->n++;
+  return true;
+}
+
+bool kn_lines_add_once(kn_lines *l, const char *text) {
+  for (int32_t i = 0; i < l->n; i++)
+    if (!strcmp(l->s[i], text)) return true;
+  return kn_lines_add(l, text);
+}
+
+void kn_lines_free(kn_lines *l) {
+  for (int32_t i = 0; i < l->n; i++) free(l->s[i]);
+  free(l->s);
+  l->s = NULL;
+  l->n = 0;
+}

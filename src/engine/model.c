@@ -74,12 +74,8 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
   m->onnx_nodes = -1;
   for (int32_t i = 0; i < info.n_config && !st; i++)
     if (!strcmp(info.config_keys[i], "decision")) {
-      char **d = realloc(m->timing.decisions,
-                         ((size_t)m->timing.n_decisions + 1) * sizeof *d);
-      char *text = d ? strdup(info.config_values[i]) : NULL;
-      if (d) m->timing.decisions = d;
-      if (!text) st = kn_fail(err, KN_ERR_OOM, "out of memory");
-      else m->timing.decisions[m->timing.n_decisions++] = text;
+      if (!kn_lines_add(&m->timing.decisions, info.config_values[i]))
+        st = kn_fail(err, KN_ERR_OOM, "out of memory");
     } else if (!strcmp(info.config_keys[i], "machine")) {
       const char *j = info.config_values[i];
       char label[320];
@@ -283,9 +279,9 @@ void kn_model_free(kn_model *m) {
   free(m);
 }
 
-int32_t kn_model_decision_count(const kn_model *m) { return m->timing.n_decisions; }
+int32_t kn_model_decision_count(const kn_model *m) { return m->timing.decisions.n; }
 const char *kn_model_decision(const kn_model *m, int32_t i) {
-  return i >= 0 && i < m->timing.n_decisions ? m->timing.decisions[i] : NULL;
+  return i >= 0 && i < m->timing.decisions.n ? m->timing.decisions.s[i] : NULL;
 }
 
 int32_t kn_model_input_count(const kn_model *m) { return m->n_inputs; }
@@ -477,25 +473,28 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
                    m->ir->label);
   kn_status st = o->n_shapes || o->n_profiles ? kn_ops_prepare(m->ir, err) : KN_OK;
   if (st) return st;
+  /* The machine to build for: the IO model weighs fusions for it, its
+   * features choose the kernels' ISA, its capacities their blocking.
+   * Reference builds pack nothing: no probe. */
+  if (o->machine) m->machine = *o->machine;
+  else if (o->reference_kernels) kn_machine_fallback(&m->machine);
+  else if ((st = kn_machine_default(&m->machine, err))) return st;
+  m->has_machine = true;
+  kn_timing_report_free(&m->timing);
+  memset(&m->timing, 0, sizeof m->timing);
   if (!o->no_optimize) {
     kn_optimize_options oo = {.disabled = o->disabled_passes,
                               .n_disabled = o->n_disabled_passes,
-                              .fold_max_bytes = (int64_t)o->fold_max_bytes};
+                              .fold_max_bytes = (int64_t)o->fold_max_bytes,
+                              .machine = &m->machine,
+                              .decisions = &m->timing.decisions};
     st = kn_optimize(m->ir, &oo, err);
     if (st) return st;
   }
   kn_mem_plan_free(&m->plan);
   st = plan_for_max(m, o->workspace, err);
   if (st) return st;
-  /* The machine to build for: its features choose the kernels' ISA, its
-   * capacities their blocking.  Reference builds pack nothing: no probe. */
-  if (o->machine) m->machine = *o->machine;
-  else if (o->reference_kernels) kn_machine_fallback(&m->machine);
-  else if ((st = kn_machine_default(&m->machine, err))) return st;
-  m->has_machine = true;
   kn_tactics_select(m->ir, build_isa(m), o->reference_kernels != 0);
-  kn_timing_report_free(&m->timing);
-  memset(&m->timing, 0, sizeof m->timing);
   if (!o->reference_kernels) {
     const char *te = getenv("KILN_TACTICS");
     bool heuristic = o->tactics == KN_TACTICS_HEURISTIC ||
@@ -523,11 +522,8 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
                "boundaries (registers to %s) and %.1f us predicted",
                m->ir->graph->nodes[i].name, n_ops, bytes / 1024.0, far + 1,
                m->machine.levels[far].name, secs * 1e6);
-      char **d = realloc(m->timing.decisions, ((size_t)m->timing.n_decisions + 1) * sizeof *d);
-      char *text = d ? strdup(line) : NULL;
-      if (d) m->timing.decisions = d;
-      if (!text) return kn_fail(err, KN_ERR_OOM, "out of memory");
-      m->timing.decisions[m->timing.n_decisions++] = text;
+      if (!kn_lines_add(&m->timing.decisions, line))
+        return kn_fail(err, KN_ERR_OOM, "out of memory");
     }
   free_strings(m->shapes, m->n_shapes);
   free_strings(m->profiles, m->n_profiles);
@@ -570,8 +566,8 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
     return kn_fail(err, KN_ERR_OOM, "out of memory");
   }
   cfg.machine_json = mj;
-  cfg.decisions = (const char *const *)m->timing.decisions;
-  cfg.n_decisions = m->timing.n_decisions;
+  cfg.decisions = (const char *const *)m->timing.decisions.s;
+  cfg.n_decisions = m->timing.decisions.n;
   kn_status st = kn_engine_write(m->ir, &m->plan, &cfg, path, err);
   free(mj);
   free(pk);

@@ -86,6 +86,8 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
     vi->rank = v->type.kind == KN_KIND_TENSOR ? v->type.rank : -1;
     for (int32_t d = 0; d < vi->rank && d < KN_MAX_RANK; d++) vi->dims[d] = v->type.dims[d];
   }
+  for (int32_t k = 0; k < n->n_inputs && out->n_inputs < 8; k++)
+    if (n->inputs[k] >= 0) out->inputs[out->n_inputs++] = g->values[n->inputs[k]].name;
   kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
   const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
   if (packed && n->op && n->op->tiling) n->op->tiling(packed, out->tiling, sizeof out->tiling);

@@ -36,7 +36,13 @@
  *             (as Gemm); P = alpha * op(A) op(B).  A is 2-D, or with transA
  *             = 0 of any rank >= 2 (a MatMul by a 2-D B: the leading dims of
  *             A are rows); the output is A's leading dims x N.  beta * C is
- *             added, C broadcasting to the output.
+ *             added, C broadcasting to the output.  With norm =
+ *             "LayerNormalization" the step ends with a LayerNormalization
+ *             over the last axis (epsilon norm_epsilon) of the result after
+ *             the epilogue, with scale and bias inputs 4 and 5 (N values
+ *             each): src/passes/fuse_norm.c puts it there when the IO model
+ *             says the rows stay in cache.  The fast path normalises each
+ *             block of rows as soon as its last column is final.
  * Z broadcasts to the output (unidirectionally: the output shape is the
  * product's).  Only float32.
  */
@@ -45,6 +51,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "kernels/eltwise/eltwise.h"
 #include "conv_fast.h"
 #include "conv_ref.h"
 #include "gemm_tactic.h"
@@ -477,6 +484,39 @@ static kn_status fgemm_dims(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor 
   return KN_OK;
 }
 
+/* The row normalisation after the epilogue: none, or LayerNormalization
+ * over the last axis with scale and bias inputs 4 and 5 of n values. */
+static bool has_norm(kn_op_ctx *ctx) { return *kn_attr_str(ctx, "norm", "") != 0; }
+
+static kn_status check_norm(kn_op_ctx *ctx, int64_t n) {
+  const char *norm = kn_attr_str(ctx, "norm", "");
+  if (!*norm) {
+    if (kn_in(ctx, 4) || kn_in(ctx, 5))
+      return kn_op_fail(ctx, KN_ERR_SHAPE, "inputs 4 and 5 (norm scale, bias) need a norm");
+    return KN_OK;
+  }
+  if (strcmp(norm, "LayerNormalization"))
+    return kn_op_fail(ctx, KN_ERR_UNSUPPORTED,
+                      "norm '%s' is not LayerNormalization (or empty)", norm);
+  float eps = kn_attr_float(ctx, "norm_epsilon", 1e-5f);
+  if (!(eps >= 0) || !isfinite(eps))
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "norm_epsilon %g must be finite and >= 0", eps);
+  for (int32_t i = 4; i <= 5; i++) {
+    const kn_tensor *t;
+    kn_status st = kn_in_req(ctx, i, &t);
+    if (st) return st;
+    if (t->dtype != KN_DTYPE_F32)
+      return kn_op_fail(ctx, KN_ERR_DTYPE, "input %d (norm %s) is %s, expected float32", (int)i,
+                        i == 4 ? "scale" : "bias", kn_dtype_name(t->dtype));
+    if (n >= 0 && kn_shape_known(t) && kn_tensor_numel(t) != n)
+      return kn_op_fail(ctx, KN_ERR_SHAPE,
+                        "input %d (norm %s) has %lld elements, expected %lld (the columns)",
+                        (int)i, i == 4 ? "scale" : "bias", (long long)kn_tensor_numel(t),
+                        (long long)n);
+  }
+  return KN_OK;
+}
+
 static kn_status fgemm_infer(kn_op_ctx *ctx) {
   const kn_tensor *a, *b, *c = kn_in(ctx, 2), *z = kn_in(ctx, 3);
   kn_status st;
@@ -487,7 +527,7 @@ static kn_status fgemm_infer(kn_op_ctx *ctx) {
   gemm_dims gd;
   if ((st = fgemm_dims(ctx, a, b, &gd)) ||
       (st = check_residual(ctx, 2, c, gd.rank, gd.dims)) ||
-      (st = check_residual(ctx, 3, z, gd.rank, gd.dims)))
+      (st = check_residual(ctx, 3, z, gd.rank, gd.dims)) || (st = check_norm(ctx, gd.n)))
     return st;
   kn_out_set(ctx, 0, KN_DTYPE_F32, gd.rank, gd.rank >= 0 ? gd.dims : NULL);
   return KN_OK;
@@ -511,6 +551,23 @@ _Static_assert((int)ACT_GELU_TANH == (int)KN_ACT_GELU_TANH && (int)ACT_CLIP == (
  * per row (C of the output's shape with a last dim of 1) and Z is absent
  * or of the output's exact shape; otherwise the product is computed first
  * and the epilogue applied after it as in the reference. */
+typedef struct row_norm {
+  const kn_ew_ukernels *k;
+  float eps;
+  const float *sc, *bi;
+} row_norm;
+
+static void norm_rows_done(void *arg, float *c, int64_t ldc, int64_t r0, int64_t rows,
+                           int64_t n) {
+  (void)r0;
+  const row_norm *r = arg;
+  assert(ldc == n);
+  r->k->norm_rows(c, c, rows, n, r->eps, 1, 1, 0, r->sc, r->bi, NULL, NULL);
+}
+
+static kn_status fgemm_general_epilogue(kn_op_ctx *ctx, const kn_tensor *c, float beta,
+                                        epilogue *e, int64_t rows, int64_t n, kn_tensor *y);
+
 static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
                             const kn_tensor *c, bool ta, bool tb,
                             float alpha, float beta, epilogue *e, const gemm_dims *gd,
@@ -545,6 +602,15 @@ static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor 
   ep.ldr = n;
   ep.res_first = e->res_first;
   if (fused) g.ep = &ep;
+  row_norm rn = {kn_ew_get(rt->isa), kn_attr_float(ctx, "norm_epsilon", 1e-5f), NULL, NULL};
+  if (has_norm(ctx)) {
+    rn.sc = kn_in(ctx, 4)->data;
+    rn.bi = kn_in(ctx, 5)->data;
+    if (fused) { /* each block of rows as soon as it is final */
+      g.rows_done = norm_rows_done;
+      g.rows_arg = &rn;
+    }
+  }
   size_t extra = fused && per_col ? (size_t)n : fused && per_row ? (size_t)rows : 0;
   void *buf, *scratch;
   kn_status st;
@@ -559,7 +625,17 @@ static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor 
   }
   kn_sgemm(rt->isa, rt->pool, &g, scratch);
   if (fused) return KN_OK;
-  /* The general epilogue, as the reference applies it. */
+  st = fgemm_general_epilogue(ctx, c, beta, e, rows, n, y);
+  if (!st && rn.sc)
+    kn_ew_norm(rt, y->data, y->data, rows, n, rn.eps, 1, 1, 0, rn.sc, rn.bi, NULL, NULL);
+  return st;
+}
+
+/* The epilogue after the product, as the reference applies it. */
+static kn_status fgemm_general_epilogue(kn_op_ctx *ctx, const kn_tensor *c, float beta,
+                                        epilogue *e, int64_t rows, int64_t n, kn_tensor *y) {
+  const float *cd = c && beta != 0.0f && kn_tensor_numel(c) > 0 ? c->data : NULL;
+  int64_t cn = cd ? kn_tensor_numel(c) : 0;
   float *cs = NULL;
   if (cd) {
     kn_broadcast_strides(c->rank, c->dims, e->rank, e->dims, e->bs);
@@ -632,6 +708,10 @@ static kn_status fgemm_run(kn_op_ctx *ctx) {
       }
       epi_run(&e, yd, r * n, n, brow, bstep);
     }
+    if (has_norm(ctx))
+      kn_ref_layernorm_rows(yd + r0 * n, yd + r0 * n, cnt, n,
+                            kn_attr_float(ctx, "norm_epsilon", 1e-5f), kn_in(ctx, 4)->data,
+                            kn_in(ctx, 5)->data);
   }
   free(cs);
   return KN_OK;
@@ -664,7 +744,9 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
   int64_t k = a->dims[ta ? 0 : a->rank - 1];
   double cnt = 1;
   for (int32_t i = 0; i < y->rank; i++) cnt *= y->dims[i] < 0 ? 1 : (double)y->dims[i];
-  return 2.0 * cnt * (k < 0 ? 1 : (double)k) + epi_flops(ctx);
+  /* a LayerNormalization: sum, squares, scale and shift, about 8 a value */
+  double norm = *kn_attr_str(ctx, "norm", "") ? 8.0 * cnt : 0;
+  return 2.0 * cnt * (k < 0 ? 1 : (double)k) + epi_flops(ctx) + norm;
 }
 
 const kn_op_def kn_ops_fused[] = {
@@ -672,7 +754,7 @@ const kn_op_def kn_ops_fused[] = {
      .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
      .tiling = kn_conv_tiling, .loops = kn_conv_loops,
      .candidates = kn_conv_candidates},
-    {"FusedGemm", KN_DOMAIN, 2, 4, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
+    {"FusedGemm", KN_DOMAIN, 2, 6, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
      .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack,
      .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},
     KN_OP_END,

@@ -76,6 +76,11 @@ bool kn_gemm_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
   if (!matmul && n->n_inputs > 3 && known_f32(g, n->inputs[3], 1))
     kn_loop_tensor_add(l, "Z", B | M | N, 4, false, false);
   l->flops = 2.0 * (double)batch * (double)m * (double)nn * (double)k;
+  const kn_attr *norm = kn_node_attr(n, "norm");
+  if (!matmul && norm && norm->type == KN_ATTR_STRING && *norm->s) {
+    /* a LayerNormalization of whole rows after the epilogue (fused.c) */
+    kn_loops_add_row_norm(l);
+  }
   return true;
 }
 

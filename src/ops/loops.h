@@ -32,11 +32,19 @@ typedef struct kn_loopnest {
   int32_t n_tensors;
   kn_loop_tensor t[KN_LOOP_MAX_TENSORS];
   double flops;
+  /* bit d: dimension d is tiled whole beyond the L1 (a row epilogue, such
+   * as a LayerNormalization fused after a GEMM, needs whole rows) */
+  uint32_t whole;
 } kn_loopnest;
 
 /* Append a dimension / tensor; return its index. */
 int32_t kn_loop_dim(kn_loopnest *l, const char *name, int64_t extent);
 int32_t kn_loop_tensor_add(kn_loopnest *l, const char *name, uint32_t dims,
                            uint32_t elem_bytes, bool output, bool constant);
+
+/* A LayerNormalization of whole rows after a GEMM-like nest (a dimension
+ * named "n" is its columns): "n" tiled whole beyond the L1, the norm's
+ * scale and bias along it, and its flops. */
+void kn_loops_add_row_norm(kn_loopnest *l);
 
 #endif

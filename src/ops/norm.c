@@ -161,6 +161,11 @@ AFFINE_KERNEL(affine_f64, double)
 ROWNORM_KERNEL(rownorm_f32, float)
 ROWNORM_KERNEL(rownorm_f64, double)
 
+void kn_ref_layernorm_rows(const float *x, float *y, int64_t rows, int64_t len, double eps,
+                           const float *scale, const float *bias) {
+  rownorm_f32(x, y, rows, len, eps, 1, 1, 0, scale, bias, NULL, NULL);
+}
+
 /* Runs the row kernel on x -> y with parameter tensors sc / bi (either may
  * be NULL: 1 / 0) holding np values each. */
 static kn_status rownorm_run(kn_op_ctx *ctx, const kn_tensor *x, kn_tensor *y,

@@ -321,6 +321,12 @@ float *kn_tensor_f32(const kn_tensor *t);
 kn_status kn_check_dtype(kn_op_ctx *ctx, int32_t input, const kn_tensor *t,
                          const kn_dtype *allowed) KN_WUR;
 
+/* LayerNormalization of `rows` contiguous rows of len floats (x == y
+ * allowed) with `len` scale and bias values, as the reference op computes
+ * it (norm.c: mean and variance in double); FusedGemm's norm uses it. */
+void kn_ref_layernorm_rows(const float *x, float *y, int64_t rows, int64_t len, double eps,
+                           const float *scale, const float *bias);
+
 #define KN_OP_END {NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL}
 
 #endif

@@ -29,7 +29,9 @@ kn_status kn_optimize(kn_ir_model *m, const kn_optimize_options *o, kn_error *er
                      o->disabled[i]);
   kn_pass_ctx ctx = {.m = m, .err = err,
                      .fold_max_bytes = o && o->fold_max_bytes ? o->fold_max_bytes
-                                                              : ((int64_t)16 << 20)};
+                                                              : ((int64_t)16 << 20),
+                     .machine = o ? o->machine : NULL,
+                     .decisions = o ? o->decisions : NULL};
   for (int round = 0; round < KN_MAX_ROUNDS; round++) {
     bool any = false;
     for (int32_t p = 0; p < kn_n_passes; p++) {

@@ -12,11 +12,16 @@
 #define KN_PASS_H
 
 #include "ops/op.h"
+#include "core/machine.h"
 
 typedef struct kn_pass_ctx {
   kn_ir_model *m;
   kn_error *err;
   int64_t fold_max_bytes; /* constant folding: largest tensor it may create */
+  /* the machine the IO model weighs fusions for (NULL: the fallback
+   * description), and where passes record what it decided (NULL: not kept) */
+  const kn_machine *machine;
+  kn_lines *decisions;
 } kn_pass_ctx;
 
 typedef kn_status (*kn_pass_fn)(kn_pass_ctx *ctx, kn_graph *g, bool *changed);
@@ -41,6 +46,8 @@ typedef struct kn_optimize_options {
   const char *const *disabled; /* pass names not to run */
   int32_t n_disabled;
   int64_t fold_max_bytes;      /* 0: default (16 MiB) */
+  const kn_machine *machine;   /* for the IO model's decisions; NULL: the fallback */
+  kn_lines *decisions;         /* receives them, one line each; NULL: dropped */
 } kn_optimize_options;
 
 /* Run every enabled pass over the model until none changes anything. */

@@ -70,13 +70,19 @@ static int32_t candidates(int64_t extent, int64_t *c) {
   return n;
 }
 
-void kn_io_best_tiles(const kn_loopnest *l, double capacity, int64_t *tiles, double *bytes) {
+bool kn_io_best_tiles(const kn_loopnest *l, double capacity, uint32_t whole, int64_t *tiles,
+                      double *bytes) {
   int64_t cand[KN_LOOP_MAX_DIMS][42];
   int32_t nc[KN_LOOP_MAX_DIMS], idx[KN_LOOP_MAX_DIMS] = {0};
   int64_t cur[KN_LOOP_MAX_DIMS];
   for (int32_t d = 0; d < l->n_dims; d++) {
-    nc[d] = candidates(l->extent[d], cand[d]);
-    tiles[d] = 1;
+    if (whole >> d & 1) {
+      cand[d][0] = l->extent[d];
+      nc[d] = 1;
+    } else {
+      nc[d] = candidates(l->extent[d], cand[d]);
+    }
+    tiles[d] = cand[d][0];
   }
   double best = INFINITY, best_fp = 0;
   for (;;) {
@@ -94,8 +100,10 @@ void kn_io_best_tiles(const kn_loopnest *l, double capacity, int64_t *tiles, dou
     while (d >= 0 && ++idx[d] == nc[d]) idx[d--] = 0;
     if (d < 0) break;
   }
-  if (!isfinite(best)) best = kn_io_transfers(l, tiles, NULL);
+  bool fits = isfinite(best);
+  if (!fits) best = kn_io_transfers(l, tiles, NULL);
   if (bytes) *bytes = best;
+  return fits;
 }
 
 /* ---- per step ------------------------------------------------------------ */
@@ -167,6 +175,7 @@ typedef struct nest_moves {
   int32_t home[KN_LOOP_MAX_TENSORS];
   double bytes[KN_IO_BOUNDARIES][KN_LOOP_MAX_TENSORS];
   int64_t tiles[KN_IO_BOUNDARIES][KN_LOOP_MAX_DIMS];
+  uint32_t unfit; /* bit b: no tiles fit the nearer level of boundary b */
 } nest_moves;
 
 static void count_moves(const kn_loopnest *l, const kn_machine *mach, int32_t threads,
@@ -184,7 +193,11 @@ static void count_moves(const kn_loopnest *l, const kn_machine *mach, int32_t th
   }
   for (int32_t b = 0; b < mv->nb; b++) {
     double per[KN_LOOP_MAX_TENSORS];
-    kn_io_best_tiles(l, near_capacity(mach, b, threads), mv->tiles[b], NULL);
+    /* whole dimensions (a row epilogue's rows) are whole from the L2 out:
+     * the registers and L1 see micro-tiles of them */
+    uint32_t whole = b >= KN_IO_WHOLE_FROM ? l->whole : 0;
+    if (!kn_io_best_tiles(l, near_capacity(mach, b, threads), whole, mv->tiles[b], NULL))
+      mv->unfit |= 1u << b;
     kn_io_transfers(l, mv->tiles[b], per);
     for (int32_t x = 0; x < l->n_tensors; x++)
       if (b <= mv->home[x]) /* never farther out than where it lives */
@@ -192,6 +205,67 @@ static void count_moves(const kn_loopnest *l, const kn_machine *mach, int32_t th
          * the registers see every tap (undo kn_io_transfers' scaling) */
         mv->bytes[b][x] = b == 0 ? per[x] * mv->full[x] / mv->real[x] : per[x];
   }
+}
+
+/* Time from flops and the bytes read and written across each boundary:
+ * arithmetic at the peak, each boundary at the farther level's bandwidth
+ * (reads and writes at their own rates), plus the overhead. */
+static void finish(const kn_machine *mach, int32_t threads, double compute_scale,
+                   const double *in_b, const double *out_b, double over, kn_io_step *out) {
+  int32_t ti = threads > 1 ? 1 : 0;
+  int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
+  double peak = mach->fp32_gflops[ti] * 1e9;
+  double compute = peak > 0 ? out->flops / peak * compute_scale : 0;
+  out->time_s[0] = compute;
+  double worst = compute;
+  out->bound = 0;
+  for (int32_t b = 0; b < nb; b++) {
+    const kn_mem_level *far = &mach->levels[b];
+    out->bytes[b] = in_b[b] + out_b[b];
+    double rbw = far->read_gbs[ti] * 1e9, wbw = far->write_gbs[ti] * 1e9;
+    double t = (rbw > 0 ? in_b[b] / rbw : 0) + (wbw > 0 ? out_b[b] / wbw : 0);
+    out->time_s[1 + b] = t;
+    if (t > worst) {
+      worst = t;
+      out->bound = 1 + b;
+    }
+  }
+  out->time_s[KN_IO_BOUNDARIES + 1] = over;
+  if (over > worst) out->bound = KN_IO_BOUNDARIES + 1;
+  out->predicted_s = worst + over;
+}
+
+/* A loop nest's bytes per boundary, split into reads and writes. */
+static void nest_bytes(const kn_loopnest *l, const kn_machine *mach, int32_t threads,
+                       double wtotal, double *in_b, double *out_b, uint32_t *unfit) {
+  nest_moves mv;
+  count_moves(l, mach, threads, wtotal, &mv);
+  for (int32_t b = 0; b < mv.nb; b++)
+    for (int32_t x = 0; x < l->n_tensors; x++) (l->t[x].output ? out_b : in_b)[b] += mv.bytes[b][x];
+  *unfit = mv.unfit;
+}
+
+static double overhead_s(int32_t threads) {
+  return threads > 1 ? OVERHEAD_MT_S : OVERHEAD_1T_S;
+}
+
+void kn_io_predict_nest(const kn_ir_model *m, const kn_loopnest *l, const kn_machine *mach,
+                        int32_t threads, kn_io_step *out) {
+  memset(out, 0, sizeof *out);
+  if (threads < 1) threads = 1;
+  double in_b[KN_IO_BOUNDARIES] = {0}, out_b[KN_IO_BOUNDARIES] = {0};
+  out->modelled = true;
+  out->flops = l->flops;
+  double io = 0;
+  for (int32_t x = 0; x < l->n_tensors; x++) {
+    double e = l->t[x].elem_bytes;
+    for (int32_t d = 0; d < l->n_dims; d++)
+      if (l->t[x].dims >> d & 1) e *= (double)l->extent[d];
+    io += e;
+  }
+  if (threads > 1 && !kn_pool_would_split(l->flops, io)) threads = 1;
+  nest_bytes(l, mach, threads, weights_bytes(m->graph), in_b, out_b, &out->unfit);
+  finish(mach, threads, 1.0, in_b, out_b, overhead_s(threads), out);
 }
 
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
@@ -205,7 +279,6 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   /* a step too small to hand over runs on one thread (kn_pool_worth) */
   if (threads > 1 && !(n->tactic && kn_pool_would_split(out->flops, (double)(rd + wr))))
     threads = 1;
-  int32_t ti = threads > 1 ? 1 : 0;
   double wtotal = weights_bytes(g);
   int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
   /* bytes crossing each boundary, split into reads and writes */
@@ -215,10 +288,7 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   if (n->op && n->op->loops && n->op->loops(g, n, &l) && l.n_tensors > 0) {
     out->modelled = true;
     out->flops = l.flops;
-    nest_moves mv;
-    count_moves(&l, mach, threads, wtotal, &mv);
-    for (int32_t b = 0; b < nb; b++)
-      for (int32_t x = 0; x < l.n_tensors; x++) (l.t[x].output ? out_b : in_b)[b] += mv.bytes[b][x];
+    nest_bytes(&l, mach, threads, wtotal, in_b, out_b, &out->unfit);
   } else if (n->op && n->op->inplace == KN_INPLACE_ALIAS) {
     /* Reshape and the like: planned over their input, the executor skips
      * them; nothing moves */
@@ -241,31 +311,12 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
       for (int32_t b = 0; b < nb && b <= home; b++) out_b[b] += bytes;
     }
   }
-  /* time: arithmetic at the peak, each boundary at the farther level's
-   * bandwidth (reads and writes at their own rates) */
-  double peak = mach->fp32_gflops[ti] * 1e9;
-  double compute = peak > 0 ? out->flops / peak : 0;
-  if (n->tactic == KN_TACTIC_conv_winograd || n->tactic == KN_TACTIC_conv_winograd_nhwc)
-    compute *= 0.4; /* F(4,3): a quarter of the products, plus the transforms */
-  out->time_s[0] = compute;
-  double worst = compute;
-  out->bound = 0;
-  for (int32_t b = 0; b < nb; b++) {
-    const kn_mem_level *far = &mach->levels[b];
-    out->bytes[b] = in_b[b] + out_b[b];
-    double rbw = far->read_gbs[ti] * 1e9, wbw = far->write_gbs[ti] * 1e9;
-    double t = (rbw > 0 ? in_b[b] / rbw : 0) + (wbw > 0 ? out_b[b] / wbw : 0);
-    out->time_s[1 + b] = t;
-    if (t > worst) {
-      worst = t;
-      out->bound = 1 + b;
-    }
-  }
-  double over = threads > 1 ? OVERHEAD_MT_S : OVERHEAD_1T_S;
-  if (n->op && n->op->inplace == KN_INPLACE_ALIAS) over = OVERHEAD_ALIAS_S;
-  out->time_s[KN_IO_BOUNDARIES + 1] = over;
-  if (over > worst) out->bound = KN_IO_BOUNDARIES + 1;
-  out->predicted_s = worst + over;
+  /* F(4,3) Winograd: a quarter of the products, plus the transforms */
+  double scale = n->tactic == KN_TACTIC_conv_winograd || n->tactic == KN_TACTIC_conv_winograd_nhwc
+                     ? 0.4
+                     : 1.0;
+  double over = n->op && n->op->inplace == KN_INPLACE_ALIAS ? OVERHEAD_ALIAS_S : overhead_s(threads);
+  finish(mach, threads, scale, in_b, out_b, over, out);
 }
 
 /* ---- diagrams ------------------------------------------------------------- */
@@ -409,6 +460,6 @@ bool kn_io_fusion_saving(const kn_ir_model *m, int32_t i, const kn_machine *mach
   }
   double k = (double)(*n_ops - 1);
   *bytes = 2.0 * out * k;
-  *seconds = k * (worst + (threads > 1 ? OVERHEAD_MT_S : OVERHEAD_1T_S));
+  *seconds = k * (worst + overhead_s(threads));
   return true;
 }

@@ -40,10 +40,11 @@ double kn_io_footprint(const kn_loopnest *l, const int64_t *tiles);
 double kn_io_transfers(const kn_loopnest *l, const int64_t *tiles, double *per_tensor);
 
 /* The tiles that fit `capacity` bytes and move the fewest bytes (ties: the
- * larger tiles), searched over powers of two and the extents; *bytes gets
- * their transfers.  When nothing fits (capacity below one element of each
- * tensor) every tile is 1. */
-void kn_io_best_tiles(const kn_loopnest *l, double capacity, int64_t *tiles, double *bytes);
+ * larger tiles), searched over powers of two and the extents, with the
+ * dimensions in `whole` (bit d) kept whole; *bytes gets their transfers.
+ * False when nothing fits (then every other tile is 1). */
+bool kn_io_best_tiles(const kn_loopnest *l, double capacity, uint32_t whole, int64_t *tiles,
+                      double *bytes);
 
 /* ---- per step ------------------------------------------------------------ */
 
@@ -60,7 +61,13 @@ typedef struct kn_io_step {
   int32_t bound;       /* 0 compute, 1 + boundary index (1 = L1 ... 4 = DRAM),
                           5 overhead */
   bool modelled;       /* from the op's loop nest; false: streamed bytes */
+  uint32_t unfit;      /* bit b: the live tiles do not fit the nearer level of
+                          boundary b (a row epilogue's whole rows too long) */
 } kn_io_step;
+
+/* The first boundary whose tiles keep a loop nest's `whole` dimensions
+ * whole: L2<->L3 (the row epilogue works on blocks of rows in the L2). */
+#define KN_IO_WHOLE_FROM 2
 
 /* Names for kn_io_step.bound: "compute", "L1", "L2", "L3", "DRAM",
  * "overhead". */
@@ -73,6 +80,11 @@ const char *kn_io_bound_name(int32_t bound);
  * holds it. */
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
                    kn_io_step *out);
+
+/* The same for a step described by its loop nest alone (a fusion the
+ * passes are weighing, not yet in the graph), with m's weights. */
+void kn_io_predict_nest(const kn_ir_model *m, const kn_loopnest *l, const kn_machine *mach,
+                        int32_t threads, kn_io_step *out);
 
 /* What a diagram of node i needs (docs/MACHINE.md), as compact JSON
  * (malloc'd; NULL when the op has no loop nest or out of memory): the ONNX

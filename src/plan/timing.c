@@ -326,25 +326,17 @@ static bool time_node(const kn_ir_model *m, const kn_node *n, kn_rt *rt, const v
 
 /* ---- selection --------------------------------------------------------------- */
 
-void kn_timing_report_free(kn_timing_report *r) {
-  for (int32_t i = 0; i < r->n_decisions; i++) free(r->decisions[i]);
-  free(r->decisions);
-  r->decisions = NULL;
-  r->n_decisions = 0;
-}
+void kn_timing_report_free(kn_timing_report *r) { kn_lines_free(&r->decisions); }
 
 static bool add_decision(kn_timing_report *r, const char *text) {
-  char **d = realloc(r->decisions, ((size_t)r->n_decisions + 1) * sizeof *d);
-  if (!d) return false;
-  r->decisions = d;
-  if (!(d[r->n_decisions] = strdup(text))) return false;
-  r->n_decisions++;
-  return true;
+  return kn_lines_add(&r->decisions, text);
 }
 
 kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_report *rep,
                           kn_error *err) {
+  kn_lines kept = rep->decisions; /* lines from before (the passes'): appended to */
   memset(rep, 0, sizeof *rep);
+  rep->decisions = kept;
   kn_graph *g = m->graph;
   double t0 = now_s();
   cache c = {0}, mine = {0};

@@ -39,9 +39,9 @@ typedef struct kn_timing_report {
   int32_t changed;           /* steps where the winner is not the first choice */
   double seconds;            /* spent timing */
   /* one line per step with a choice made by timing or the cache: "STEP:
-   * TACTIC, timed 216.7 us; conv_igemm_nhwc 430.2 us" (malloc'd) */
-  char **decisions;
-  int32_t n_decisions;
+   * TACTIC, timed 216.7 us; conv_igemm_nhwc 430.2 us", appended to the
+   * lines it held (the passes' decisions) */
+  kn_lines decisions;
 } kn_timing_report;
 
 void kn_timing_report_free(kn_timing_report *r);

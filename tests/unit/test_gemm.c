@@ -31,7 +31,24 @@ typedef struct gcase {
   kn_act act;
   bool tiny;   /* tiny cache blocks */
   int64_t pad; /* extra leading-dimension elements */
+  bool rows;   /* a row epilogue (rows_done): row r becomes 2 * C[r] + r */
 } gcase;
+
+/* rows_done for the test: counts each row's calls, and transforms it, so
+ * that a call before the row's values are final shows in the result. */
+typedef struct rows_arg {
+  int32_t *calls;
+  int64_t n;
+} rows_arg;
+
+static void rows_done(void *arg, float *c, int64_t ldc, int64_t r0, int64_t rows, int64_t n) {
+  rows_arg *ra = arg;
+  assert_int_equal(n, ra->n);
+  for (int64_t r = 0; r < rows; r++) {
+    __atomic_fetch_add(&ra->calls[r0 + r], 1, __ATOMIC_RELAXED);
+    for (int64_t j = 0; j < n; j++) c[r * ldc + j] = 2.0f * c[r * ldc + j] + (float)(r0 + r);
+  }
+}
 
 typedef struct panel_arg {
   const float *b;
@@ -109,6 +126,8 @@ static void run_case(kn_isa isa, const gcase *gc, kn_pool *pool2, kn_pool *pool3
       if (ep.res && !ep.res_first) v += res[i * ldc + j];
       ref[i * ldc + j] = v;
     }
+  for (int64_t i = 0; gc->rows && i < m; i++)
+    for (int64_t j = 0; j < n; j++) ref[i * ldc + j] = 2.0f * ref[i * ldc + j] + (float)i;
 
   float *ap = NULL, *bp = NULL;
   if (gc->amode == 1) {
@@ -131,23 +150,37 @@ static void run_case(kn_isa isa, const gcase *gc, kn_pool *pool2, kn_pool *pool3
                      .b_panel_arg = &pa,
                      .ldc = ldc, .ep = any_ep ? &ep : NULL,
                      .blocking = gc->tiny ? &tiny : NULL};
+  int32_t *calls = calloc((size_t)m + 1, sizeof *calls);
+  assert_non_null(calls);
+  rows_arg ra = {calls, n};
+  if (gc->rows) {
+    g.rows_done = rows_done;
+    g.rows_arg = &ra;
+  }
   kn_pool *pools[3] = {NULL, pool2, pool3};
   for (int t = 0; t < 3; t++) {
     if (t == 2 && !pool3) continue;
     for (int64_t i = 0; i < m * ldc; i++) c[t][i] = sentinel;
+    memset(calls, 0, (size_t)m * sizeof *calls);
     g.c = c[t];
     size_t sz = kn_sgemm_scratch_size(isa, &g, kn_pool_threads(pools[t]));
     void *scratch = aligned_alloc(64, (sz + 63) / 64 * 64);
     assert_non_null(scratch);
     kn_sgemm(isa, pools[t], &g, scratch);
     free(scratch);
+    for (int64_t i = 0; gc->rows && i < m; i++)
+      if (calls[i] != 1)
+        fail_msg("%s m%lld n%lld k%lld, %d threads: row %lld finished %d times", kn_isa_name(isa),
+                 (long long)m, (long long)n, (long long)k, t + 1, (long long)i, (int)calls[i]);
   }
+  free(calls);
   char what[200];
   snprintf(what, sizeof what,
-           "%s m%lld n%lld k%lld ta%d tb%d a%d b%d alpha %g bias %d res %d act %s tiny %d pad %lld",
+           "%s m%lld n%lld k%lld ta%d tb%d a%d b%d alpha %g bias %d res %d act %s tiny %d pad %lld "
+           "rows %d",
            kn_isa_name(isa), (long long)m, (long long)n, (long long)k, gc->ta, gc->tb, gc->amode,
            gc->bmode, gc->alpha, gc->bias, gc->res, kn_act_name(gc->act), gc->tiny,
-           (long long)gc->pad);
+           (long long)gc->pad, gc->rows);
   double tol = 1e-5 + 4e-7 * (double)k * (fabs(gc->alpha) + 1.0);
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < ldc; j++) {
@@ -198,7 +231,8 @@ static void test_sgemm(void **state) {
       for (int v = 0; v < 4; v++) {
         gcase gc = {.m = fixed[f][0], .n = fixed[f][1], .k = fixed[f][2], .ta = v & 1,
                     .tb = (v >> 1) & 1, .bmode = v % 3, .amode = v == 3, .alpha = 1.0f,
-                    .act = KN_ACT_NONE, .tiny = v == 2, .pad = v == 1 ? 3 : 0};
+                    .act = KN_ACT_NONE, .tiny = v == 2, .pad = v == 1 ? 3 : 0,
+                    .rows = v >= 2};
         run_case((kn_isa)isa, &gc, pool2, f % 3 == 0 ? pool3 : NULL);
       }
     /* one row against a raw B (the GEMV path, gemv-impl.h): widths around
@@ -212,7 +246,7 @@ static void test_sgemm(void **state) {
         gcase gc = {.m = 1, .n = gv[f][0], .k = gv[f][1], .ta = v & 1, .amode = v == 4,
                     .bmode = 0, .alpha = v == 5 ? 0.5f : 1.0f, .bias = v % 3,
                     .res = (int)((v + f) % 3), .act = (kn_act)((v * 3 + f) % KN_ACT_COUNT),
-                    .pad = v == 2 ? 3 : 0};
+                    .pad = v == 2 ? 3 : 0, .rows = v == 3};
         run_case((kn_isa)isa, &gc, pool2, pool3);
       }
     /* sampled shapes, with every variant rotating through */
@@ -236,6 +270,7 @@ static void test_sgemm(void **state) {
       gc.act = (kn_act)((r >> 12) % KN_ACT_COUNT);
       gc.tiny = (r >> 16) % 3 == 0;
       gc.pad = (r >> 18) % 4 == 0 ? 5 : 0;
+      gc.rows = (r >> 20) % 3 == 0;
       run_case((kn_isa)isa, &gc, pool2, done % 4 == 0 ? pool3 : NULL);
       done++;
     }

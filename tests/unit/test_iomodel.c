@@ -51,7 +51,7 @@ static void test_matmul_closed_form(void **state) {
   for (double m = 4096; m <= 1 << 20; m *= 4) {
     int64_t tiles[3];
     double bytes;
-    kn_io_best_tiles(&l, m, tiles, &bytes);
+    kn_io_best_tiles(&l, m, 0, tiles, &bytes);
     assert_true(kn_io_footprint(&l, tiles) <= m);
     double el = m / 4, bound = 2.0 * a * b * c / sqrt(el) + (double)(a * c);
     double got = bytes / 4;
@@ -87,7 +87,7 @@ static void test_attention_closed_form(void **state) {
   for (double m = 64 << 10; m <= 4 << 20; m *= 4) {
     int64_t tiles[4];
     double bytes;
-    kn_io_best_tiles(&l, m, tiles, &bytes);
+    kn_io_best_tiles(&l, m, 0, tiles, &bytes);
     double el = m / 4;
     int64_t tq = 1;
     while (tq * 2 <= q && (double)(2 * tq * 2 * d + 2 * d) <= el) tq *= 2;
@@ -180,8 +180,8 @@ static void test_half_capacity(void **state) {
   for (double m = 1 << 16; m <= 1 << 22; m *= 2) {
     int64_t t1[3], t2[3];
     double b1, b2;
-    kn_io_best_tiles(&l, m, t1, &b1);
-    kn_io_best_tiles(&l, m / 2, t2, &b2);
+    kn_io_best_tiles(&l, m, 0, t1, &b1);
+    kn_io_best_tiles(&l, m / 2, 0, t2, &b2);
     assert_true(kn_io_footprint(&l, t2) <= m / 2);
     assert_true(kn_io_footprint(&l, t2) < kn_io_footprint(&l, t1));
     double ac = 4.0 * a * c;
@@ -204,8 +204,8 @@ static void test_half_l2_step(void **state) {
   kn_loopnest l = matmul_nest(512, 2048, 1024, ACB);
   int64_t t1[3], t2[3];
   double b1, b2;
-  kn_io_best_tiles(&l, (double)m.levels[1].bytes, t1, &b1);
-  kn_io_best_tiles(&l, (double)m.levels[1].bytes / 2, t2, &b2);
+  kn_io_best_tiles(&l, (double)m.levels[1].bytes, 0, t1, &b1);
+  kn_io_best_tiles(&l, (double)m.levels[1].bytes / 2, 0, t2, &b2);
   assert_true(b2 > b1 * 1.2);
 }
 

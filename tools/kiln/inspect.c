@@ -243,7 +243,12 @@ int kn_cmd_inspect(int argc, char **argv) {
       json_str(stdout, si.tactic);
       printf(", \"tiling\": ");
       json_str(stdout, si.tiling);
-      printf(", \"outputs\": [");
+      printf(", \"inputs\": [");
+      for (int32_t k = 0; k < si.n_inputs; k++) {
+        printf(k ? ", " : "");
+        json_str(stdout, si.inputs[k]);
+      }
+      printf("], \"outputs\": [");
       for (int32_t o = 0; o < si.n_outputs; o++) {
         printf(o ? ", " : "");
         json_value(stdout, &si.outputs[o]);

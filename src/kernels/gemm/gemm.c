@@ -209,6 +209,7 @@ typedef struct plan {
   int64_t mr, nr, kc, mc, nc;
   int ma, mb;
   int64_t mpanels, npanels;
+  int64_t row_units; /* what threads split rows into (task_rows) */
   int64_t tm, tn;
   size_t a_floats, b_floats; /* per-thread buffers */
   size_t thread_bytes;
@@ -228,6 +229,21 @@ typedef struct plan {
 } plan;
 
 static size_t align16(size_t floats) { return (floats + 15) / 16 * 16; }
+
+/* Whether rows [0, rows) end in a shared pair of tiles (row_tiles_of). */
+static bool ends_in_pair(int64_t mr, int64_t rows) {
+  return rows % mr > 0 && rows % mr <= mr / 2 && rows >= mr;
+}
+
+/* Rows [*i0, *i1) of task row t of tm.  Tasks start on panel boundaries,
+ * and the last full panel stays with a short remainder that shares its
+ * rows (row_tiles_of): the tiles, and so the bits of every element (the
+ * 1- and 2-row micro-kernels sum k in another order), are the same for any
+ * number of threads. */
+static void task_rows(const plan *p, int64_t t, int64_t tm, int64_t *i0, int64_t *i1) {
+  *i0 = t * p->row_units / tm * p->mr;
+  *i1 = t + 1 == tm ? p->m : min64(p->m, (t + 1) * p->row_units / tm * p->mr);
+}
 
 /* Narrower rows keep the panel kernels: their B is a few lines per row. */
 #define GEMV_MIN_N 64
@@ -276,28 +292,31 @@ static void make_plan(kn_isa isa, const kn_sgemm_args *g, int32_t threads, plan 
   else if (!g->b_panel && !g->trans_b && m <= 2 * mr) p->mb = B_DIRECT;
   else p->mb = B_PACK;
 
-  p->a_floats = p->ma == A_PACK ? align16((size_t)(p->mc * p->kc)) : 0;
+  p->a_floats = p->ma == A_PACK ? align16((size_t)((p->mc + mr) * p->kc)) : 0;
   p->b_floats = p->mb == B_PACK     ? align16((size_t)(p->kc * p->nc))
                 : p->mb == B_DIRECT ? align16((size_t)(p->kc * nr))
                                     : 0;
   p->thread_bytes = (p->a_floats + p->b_floats) * sizeof(float);
 
   p->mpanels = ceil_div(m, mr);
+  p->row_units = p->mpanels - (ends_in_pair(mr, m) ? 1 : 0);
   p->npanels = ceil_div(n, nr);
   p->tm = p->tn = 1;
   if (threads > 1 && (double)m * n * max64(k, 1) >= 262144.0) { /* else: waking workers costs more */
     double best = -1;
     for (int64_t tn = threads; tn >= 1; tn--) {
-      if (threads % tn) continue;
+      if (threads % tn || (g->rows_done && tn != 1)) continue; /* whole rows per task */
       int64_t tm = threads / tn;
       /* the largest share, in real rows and columns: the micro-kernels
        * have one function per row count, so a short last panel costs its
        * rows only (M = 128 is 10 panels of 14: 70 + 58 rows split over
        * M, against 2 x 128 rows of equal column halves over N) */
       double rows = 0, cols = 0;
-      for (int64_t t = 0; t < tm; t++)
-        rows = fmax(rows, (double)(min64(m, (t + 1) * p->mpanels / tm * mr) -
-                                   t * p->mpanels / tm * mr));
+      for (int64_t t = 0; t < tm; t++) {
+        int64_t r0, r1;
+        task_rows(p, t, tm, &r0, &r1);
+        rows = fmax(rows, (double)(r1 - r0));
+      }
       for (int64_t t = 0; t < tn; t++)
         cols = fmax(cols, (double)(min64(n, (t + 1) * p->npanels / tn * nr) -
                                    t * p->npanels / tn * nr));
@@ -357,9 +376,10 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
   const plan *p = arg;
   const kn_sgemm_args *g = p->g;
   const kn_sgemm_ukernels *uk = p->uk;
-  const int64_t m = p->m, n = p->n, k = p->k, mr = p->mr, nr = p->nr;
+  const int64_t n = p->n, k = p->k, mr = p->mr, nr = p->nr;
   int64_t ti = task / p->tn, tj = task % p->tn;
-  int64_t i0 = ti * p->mpanels / p->tm * mr, i1 = min64(m, (ti + 1) * p->mpanels / p->tm * mr);
+  int64_t i0, i1;
+  task_rows(p, ti, p->tm, &i0, &i1);
   int64_t j0 = tj * p->npanels / p->tn * nr, j1 = min64(n, (tj + 1) * p->npanels / p->tn * nr);
   if (i0 >= i1 || j0 >= j1) return;
   float *abuf = (float *)(p->scratch + (size_t)thread * p->thread_bytes);
@@ -369,6 +389,8 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
   s.alpha = g->alpha;
   s.scale = g->alpha != 1.0f;
 
+  /* a row epilogue per MC block when one NC block spans every column */
+  bool rows_per_block = g->rows_done && j0 == 0 && j1 == n && p->nc >= n;
   for (int64_t jc = j0; jc < j1; jc += p->nc) {
     int64_t ncur = min64(p->nc, j1 - jc);
     int64_t npan = ceil_div(ncur, nr);
@@ -386,8 +408,12 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
         int64_t col = jc + (npan - 1) * nr; /* the ragged last panel */
         pack_b_panel(nr, g->b, g->ldb, false, pc, kcur, col, n - col, bbuf);
       }
-      for (int64_t ic = i0; ic < i1; ic += p->mc) {
-        int64_t mcur = min64(p->mc, i1 - ic);
+      for (int64_t ic = i0, mcur; ic < i1; ic += mcur) {
+        mcur = min64(p->mc, i1 - ic);
+        /* a short remainder joins this block when it would share its last
+         * panel (task_rows; the A buffer has room for mc + mr rows) */
+        if (i1 - ic - mcur > 0 && i1 - ic - mcur < mr && ends_in_pair(mr, i1 - ic))
+          mcur = i1 - ic;
         row_tiles rt = row_tiles_of(mr, mcur);
         if (p->ma == A_PACK)
           pack_a_block(mr, g->a, g->lda, g->trans_a, ic, mcur, pc, kcur, &rt, abuf);
@@ -429,10 +455,14 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
             if (last && p->has_rest) kn_f32_epilogue(p->isa, &p->rest, c, g->ldc, ir, h, col, w);
           }
         }
+        if (last && rows_per_block)
+          g->rows_done(g->rows_arg, g->c + ic * g->ldc, g->ldc, ic, mcur, n);
       }
       if (last) break;
     }
   }
+  if (g->rows_done && !rows_per_block)
+    g->rows_done(g->rows_arg, g->c + i0 * g->ldc, g->ldc, i0, i1 - i0, n);
 }
 
 static void gemv_task(void *arg, int64_t task, int32_t thread) {
@@ -457,6 +487,10 @@ void kn_sgemm(kn_isa isa, kn_pool *pool, const kn_sgemm_args *g, void *scratch) 
   plan p;
   make_plan(isa, g, kn_pool_threads(pool), &p);
   p.scratch = scratch;
-  if (p.gemv) kn_pool_for(pool, p.gemv_tasks, gemv_task, &p);
-  else kn_pool_for(pool, p.tm * p.tn, run_task, &p);
+  if (p.gemv) {
+    kn_pool_for(pool, p.gemv_tasks, gemv_task, &p);
+    if (g->rows_done) g->rows_done(g->rows_arg, g->c, g->ldc, 0, 1, g->n); /* one row */
+  } else {
+    kn_pool_for(pool, p.tm * p.tn, run_task, &p);
+  }
 }

@@ -67,6 +67,11 @@ static inline kn_sgemm_blocking kn_sgemm_blocking_of(kn_isa isa, const kn_caches
   return kn_sgemm_blocking_for(isa, k.l1d, k.l2, k.l3);
 }
 
+/* Whole rows [r0, r0 + rows) of C (c points at row r0, row stride ldc,
+ * n columns) are final: every column computed and the epilogue applied. */
+typedef void (*kn_sgemm_rows_fn)(void *arg, float *c, int64_t ldc, int64_t r0, int64_t rows,
+                                 int64_t n);
+
 typedef struct kn_sgemm_args {
   int64_t m, n, k;
   float alpha;
@@ -86,6 +91,13 @@ typedef struct kn_sgemm_args {
   float *c;
   int64_t ldc;
   const kn_epilogue *ep; /* NULL: none */
+  /* A row epilogue (a LayerNormalization fused after the product): called
+   * on the thread that computed the rows, while they are still in cache:
+   * per MC block of rows when one NC block spans all the columns, else
+   * for a task's rows at its end.  The threads then split C by rows only.
+   * NULL: none. */
+  kn_sgemm_rows_fn rows_done;
+  void *rows_arg;
   /* NULL: kn_sgemm_blocking_for(isa, 0, 0, 0), the common sizes'; a
    * caller that knows the machine's capacities (ctx->rt->caches, a
    * kernel's kn_caches) passes kn_sgemm_blocking_of them */
