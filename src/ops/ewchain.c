@@ -485,7 +485,9 @@ static double ew_flops(const kn_op_ctx *ctx) {
   for (int32_t i = 0; i < y->rank; i++) cnt *= y->dims[i] < 0 ? 1 : (double)y->dims[i];
   const int64_t *ops;
   int32_t n = kn_attr_ints(ctx, "ops", &ops);
-  return cnt * (n > 0 ? n : 1);
+  double per = 0;
+  for (int32_t k = 0; k < n; k++) per += kn_ew_cost(ops[k]);
+  return cnt * (n > 0 ? per : 1);
 }
 
 const kn_op_def kn_ops_ewchain[] = {

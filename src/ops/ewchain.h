@@ -45,4 +45,23 @@ static inline int kn_ew_binary(int64_t op) {
   return op >= KN_EW_ADD && op <= KN_EW_POW;
 }
 
+/* What one instruction costs per element, in vector float operations of
+ * the interpreter's approximations (src/kernels/eltwise): 1 for the
+ * arithmetic and clamps, more for division and square roots (slow
+ * pipes), and for exp, log, tanh, erf and what is built on them (the
+ * polynomial and range reduction).  The chain's FLOP count, and so the IO
+ * model's compute time for it and the ewchain pass's recomputation
+ * decisions, are in these units. */
+static inline double kn_ew_cost(int64_t op) {
+  switch (op) {
+  case KN_EW_DIV: case KN_EW_SQRT: case KN_EW_RECIPROCAL: return 4;
+  case KN_EW_HARDSWISH: case KN_EW_HARDSIGMOID: return 3;
+  case KN_EW_EXP: case KN_EW_LOG: case KN_EW_TANH: case KN_EW_ERF: return 15;
+  case KN_EW_SIGMOID: return 18;
+  case KN_EW_GELU: case KN_EW_GELU_TANH: return 22;
+  case KN_EW_POW: case KN_EW_POWC: case KN_EW_SOFTPLUS: return 32;
+  default: return 1;
+  }
+}
+
 #endif

@@ -10,20 +10,27 @@
  * writes
  *   - is not a graph output and is read only by nodes of the group (a value
  *     read twice inside the group, a diamond, is fine), and
- *   - has the static shape of the root's output: only the group's external
- *     inputs broadcast up to it.  An intermediate smaller than the output
- *     would be recomputed at every broadcast position, so it ends the group
- *     (it stays correct either way: the chain reads every input with its
- *     broadcast strides against the output, which is what the unfused ops
- *     compute).
+ *   - has the static shape of the root's output, or is smaller and the IO
+ *     model says recomputing it is cheaper than storing it.  An
+ *     intermediate smaller than the output (a broadcast: x + f(y) with y of
+ *     [N, 1]) is recomputed at every broadcast position once it joins: the
+ *     extra arithmetic, (output elements - its elements) x its cost
+ *     (kn_ew_cost), at the machine's peak, against its own step's
+ *     predicted time (mostly the per-step overhead, for a small tensor).
+ *     Each such decision is recorded.  It stays correct either way: the
+ *     chain reads every input with its broadcast strides against the
+ *     output, which is what the unfused ops compute.
  * Groups of at least two nodes are replaced.  It runs after fuse_act, so
  * conv/gemm epilogues have been taken already.
  */
 #include <float.h>
 #include <math.h>
 
+#include <stdio.h>
+
 #include "ops/ewchain.h"
 #include "pattern.h"
+#include "plan/iomodel.h"
 
 /* Instructions per step: enough for decomposed norms, small enough that
  * the scratch slots stay in L1. */
@@ -157,23 +164,76 @@ static int32_t group_pos(const ew_group *gr, int32_t node) {
   return -1;
 }
 
+/* A static shape smaller than out that broadcasts to it. */
+static bool broadcasts_to(const kn_type *a, const kn_type *out) {
+  if (a->kind != KN_KIND_TENSOR || out->kind != KN_KIND_TENSOR || a->rank < 0 ||
+      out->rank < a->rank)
+    return false;
+  int64_t na = 1, no = 1;
+  for (int32_t d = 0; d < out->rank; d++) {
+    int64_t o = out->dims[d], x = d < out->rank - a->rank ? 1 : a->dims[d - (out->rank - a->rank)];
+    if (o < 0 || x < 0 || (x != o && x != 1)) return false;
+    na *= x;
+    no *= o;
+  }
+  return na < no;
+}
+
+/* The IO model's call on recomputing node pr's result (type vt) at every
+ * element of out inside the chain instead of storing it (see the header);
+ * the decision is recorded. */
+static bool recompute_pays(const kn_pass_ctx *ctx, const kn_graph *g, int32_t pr,
+                           const kn_type *vt, const kn_type *out, const ew_ins *e) {
+  if (g != ctx->m->graph) return false; /* the model predicts top-level steps */
+  kn_machine fb;
+  const kn_machine *mach = ctx->machine;
+  if (!mach) {
+    kn_machine_fallback(&fb);
+    mach = &fb;
+  }
+  double nv = (double)kn_shape_numel(vt->rank, vt->dims);
+  double no = (double)kn_shape_numel(out->rank, out->dims);
+  double peak = mach->fp32_gflops[0] * 1e9;
+  double extra_s = peak > 0 ? (no - nv) * kn_ew_cost(e->op) / peak : INFINITY;
+  kn_io_step st;
+  kn_io_predict(ctx->m, pr, mach, 1, &st);
+  bool take = extra_s < st.predicted_s;
+  if (ctx->decisions) {
+    char line[512], sv[96], so[96];
+    snprintf(line, sizeof line,
+             "%s: %s of %s %s: recomputing it at each of %.0f elements (%s) costs %.2f us "
+             "of arithmetic, storing it as its own step %.2f us",
+             g->nodes[pr].name, g->nodes[pr].op_type,
+             kn_shape_str(vt->rank, vt->dims, sv, sizeof sv),
+             take ? "recomputed in the chain" : "stored", no,
+             kn_shape_str(out->rank, out->dims, so, sizeof so), extra_s * 1e6,
+             st.predicted_s * 1e6);
+    /* out of memory only loses the line: the decision stands */
+    (void)kn_lines_add_once(ctx->decisions, line);
+  }
+  return take;
+}
+
 /* Whether the producer of operand v may join the group (see the header). */
-static bool can_absorb(const kn_pat *p, const ew_group *gr, const kn_type *out, int32_t v,
-                       ew_ins *e) {
+static bool can_absorb(const kn_pass_ctx *ctx, const kn_pat *p, const ew_group *gr,
+                       const kn_type *out, int32_t v, ew_ins *e) {
   const kn_graph *g = p->g;
   if (v < 0 || v >= p->n) return false;
   const kn_value *val = &g->values[v];
   int32_t pr = val->producer;
   if (pr < 0 || pr >= g->n_nodes || val->is_output || group_pos(gr, pr) >= 0) return false;
-  if (!same_shape(&val->type, out) || !classify(g, &g->nodes[pr], e)) return false;
+  bool same = same_shape(&val->type, out);
+  if ((!same && !broadcasts_to(&val->type, out)) || !classify(g, &g->nodes[pr], e))
+    return false;
   int32_t reads = 0;
   for (int32_t i = 0; i < gr->n; i++) reads += kn_pat_reads(&g->nodes[gr->nodes[i]], v);
-  return reads == p->uses[v];
+  if (reads != p->uses[v]) return false;
+  return same || recompute_pays(ctx, g, pr, &val->type, out, e);
 }
 
 /* Grows the group rooted at its first node to a fixed point (a diamond's
  * shared value joins once all its readers have). */
-static void grow(const kn_pat *p, ew_group *gr) {
+static void grow(const kn_pass_ctx *ctx, const kn_pat *p, ew_group *gr) {
   const kn_type *out = &p->g->values[p->g->nodes[gr->nodes[0]].outputs[0]].type;
   bool more = true;
   while (more && gr->n < EW_MAX_NODES) {
@@ -182,7 +242,7 @@ static void grow(const kn_pat *p, ew_group *gr) {
       int32_t ops[2] = {gr->ins[i].a, gr->ins[i].b};
       for (int32_t j = 0; j < 2 && gr->n < EW_MAX_NODES; j++) {
         ew_ins e;
-        if (!can_absorb(p, gr, out, ops[j], &e)) continue;
+        if (!can_absorb(ctx, p, gr, out, ops[j], &e)) continue;
         gr->nodes[gr->n] = p->g->values[ops[j]].producer;
         gr->ins[gr->n++] = e;
         more = true;
@@ -266,7 +326,7 @@ kn_status kn_pass_ewchain(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     if (!classify(g, &g->nodes[i], &gr.ins[0])) continue;
     gr.nodes[0] = i;
     gr.n = 1;
-    grow(&p, &gr);
+    grow(ctx, &p, &gr);
     if (gr.n < 2) continue;
     sort_group(&gr);
     st = replace(&p, &gr, ctx->err);
