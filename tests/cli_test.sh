@@ -621,6 +621,19 @@ grep -o '"tiling": "[^"]*"' "$OUT" | sort -u >"$TMP/tiles_half"
 if [ -n "$L2" ] && grep -q '"tiling": "kc' "$TMP/tiles_full" &&
   ! cmp -s "$TMP/tiles_full" "$TMP/tiles_half"; then pass half_l2_changes_tiles
 else fail half_l2_changes_tiles "L2 '$L2'; tilings $(tr '\n' ' ' <"$TMP/tiles_full") vs $(tr '\n' ' ' <"$TMP/tiles_half")"; fi
+# ... and so do the channels-last convolutions' (igemm: pixels a task and depth
+# blocks; Winograd: its GEMMs' mc)
+expect build_cnn_full_l2 0 "" build "$TINY" --shape input=1x3x32x32 -o "$TMP/cnn_full.kiln" \
+  --machine "$TMP/fallback.json"
+expect build_cnn_half_l2 0 "" build "$TINY" --shape input=1x3x32x32 -o "$TMP/cnn_half.kiln" \
+  --machine "$TMP/half_l2.json"
+kiln inspect "$TMP/cnn_full.kiln" --json
+grep -oE '"tiling": "(blk|[0-9]+ tiles)[^"]*"' "$OUT" >"$TMP/cnn_tiles_full"
+kiln inspect "$TMP/cnn_half.kiln" --json
+grep -oE '"tiling": "(blk|[0-9]+ tiles)[^"]*"' "$OUT" >"$TMP/cnn_tiles_half"
+if [ -s "$TMP/cnn_tiles_full" ] && ! cmp -s "$TMP/cnn_tiles_full" "$TMP/cnn_tiles_half"; then
+  pass half_l2_changes_conv_tiles
+else fail half_l2_changes_conv_tiles "$(tr '\n' ' ' <"$TMP/cnn_tiles_full") vs $(tr '\n' ' ' <"$TMP/cnn_tiles_half")"; fi
 expect_usage probe_positional probe extra
 expect_usage probe_threads_zero probe --threads 0
 expect_usage probe_show_and_output probe --show "$TMP/machine.json" --output "$TMP/x.json"

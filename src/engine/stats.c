@@ -1,6 +1,8 @@
 /* Model summaries for `kiln inspect` (kiln.h). */
 #include "engine.h"
+#include "core/cpu.h"
 #include "core/machine.h"
+#include "kernels/kernels.h"
 #include "plan/iomodel.h"
 #include "plan/tactic.h"
 
@@ -67,6 +69,14 @@ void kn_model_op_histogram(const kn_model *model,
 
 int32_t kn_model_step_count(const kn_model *model) { return model->ir->graph->n_nodes; }
 
+/* The machine a model's steps are predicted for: the one it was built
+ * for, else the fallback (in *fb). */
+static const kn_machine *io_machine(const kn_model *model, kn_machine *fb) {
+  if (model->has_machine) return &model->machine;
+  kn_machine_fallback(fb);
+  return fb;
+}
+
 kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out) {
   const kn_graph *g = model->ir->graph;
   if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
@@ -90,16 +100,15 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
     if (n->inputs[k] >= 0) out->inputs[out->n_inputs++] = g->values[n->inputs[k]].name;
   kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
   const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
-  if (packed && n->op && n->op->tiling) n->op->tiling(packed, out->tiling, sizeof out->tiling);
+  if (n->op && n->op->tiling && n->tactic) {
+    kn_machine fb;
+    const kn_machine *mach = io_machine(model, &fb);
+    uint64_t feat = kn_cpu_features() & (model->has_machine ? mach->features : ~(uint64_t)0);
+    kn_target target = {packed ? ((const kn_packed *)packed)->isa : (int32_t)kn_isa_detect(feat),
+                        mach};
+    n->op->tiling(g, n, packed, &target, out->tiling, sizeof out->tiling);
+  }
   return KN_OK;
-}
-
-/* The machine a model's steps are predicted for: the one it was built
- * for, else the fallback (in *fb). */
-static const kn_machine *io_machine(const kn_model *model, kn_machine *fb) {
-  if (model->has_machine) return &model->machine;
-  kn_machine_fallback(fb);
-  return fb;
 }
 
 kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn_step_io *out) {

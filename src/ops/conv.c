@@ -840,12 +840,29 @@ bool kn_conv_loops(const kn_graph *gr, const kn_node *n, kn_loopnest *l) {
   return true;
 }
 
-void kn_conv_tiling(const void *packed, char *buf, size_t len) {
+void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
+                    const kn_target *target, char *buf, size_t len) {
   const conv_packed *p = packed;
-  if (p->hdr.tactic == KN_TACTIC_conv_winograd)
+  if (p && p->hdr.tactic == KN_TACTIC_conv_winograd) {
     snprintf(buf, len, "%lld tile lanes a block",
              (long long)kn_f32_conv_winograd_block_lanes(
                  (const float *)((const char *)p + p->data_off)));
+    return;
+  }
+  /* the channels-last kernels plan their tiles at run time from the
+   * context's capacities, which are the target machine's */
+  conv_geom geo;
+  const kn_tensor *w;
+  if (!static_geometry(g, n, is_transpose_node(n), &geo, &w) || geo.nd != 2) return;
+  kn_conv2d c = conv2d_of(&geo);
+  kn_caches ca;
+  kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
+  kn_isa isa = (kn_isa)target->isa;
+  if (n->tactic == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_tiling(isa, &c, &ca, buf, len);
+  else if (n->tactic == KN_TACTIC_conv_winograd_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))
+    kn_f32_conv_winograd_nhwc_tiling(isa, &c, &ca, buf, len);
+  else if (n->tactic == KN_TACTIC_conv_depthwise_nhwc)
+    snprintf(buf, len, "post-pass %lld rows", (long long)kn_f32_dwconv_nhwc_post_rows(&c, &ca));
 }
 
 kn_status kn_conv_fast(kn_op_ctx *ctx, const conv_geom *geo, bool transpose,

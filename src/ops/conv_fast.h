@@ -14,7 +14,8 @@
 int32_t kn_conv_select(const kn_graph *g, const kn_node *n, int32_t isa);
 /* Prepacks a constant float32 weight for the node's tactic (*packed NULL
  * when the tactic needs no packing or W is not a constant). */
-void kn_conv_tiling(const void *packed, char *buf, size_t len);
+void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
+                    const kn_target *target, char *buf, size_t len);
 /* The `loops` hook of the convolutions (Conv, FusedConv, NhwcFusedConv):
  * an implicit GEMM per group: groups g, output pixels p, output channels
  * m of a group, depth k (input channels of a group x taps); the input as

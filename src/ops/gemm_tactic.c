@@ -84,8 +84,11 @@ bool kn_gemm_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
   return true;
 }
 
-void kn_gemm_tiling(const void *packed, char *buf, size_t len) {
+void kn_gemm_tiling(const kn_graph *g, const kn_node *n, const void *packed,
+                    const kn_target *target, char *buf, size_t len) {
+  (void)g, (void)n, (void)target;
   const kn_gemm_packed *p = packed;
+  if (!p) return; /* a raw B: blocked per run from the context's caches */
   snprintf(buf, len, "kc %lld mc %lld nc %lld", (long long)p->blocking.kc,
            (long long)p->blocking.mc, (long long)p->blocking.nc);
 }

@@ -32,7 +32,8 @@ void kn_gemm_unpack(void *packed);
  * constant), C[batch, m, n] and a residual Z[batch, m, n] when present. */
 bool kn_gemm_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l);
 /* The `tiling` hook of the GEMM ops: the packed block's blocking. */
-void kn_gemm_tiling(const void *packed, char *buf, size_t len);
+void kn_gemm_tiling(const kn_graph *g, const kn_node *n, const void *packed,
+                    const kn_target *target, char *buf, size_t len);
 
 /* ctx->packed when it was made for this ISA and these sizes, else NULL. */
 const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n);

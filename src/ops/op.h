@@ -120,10 +120,13 @@ typedef struct kn_op_def {
   kn_status (*pack)(const kn_graph *g, const kn_node *n, const kn_target *target,
                     void **packed, kn_error *err);
   void (*unpack)(void *packed);
-  /* tiling: the blocking the pack hook chose, from the target machine's
-   * capacities ("kc 256 mc 144 nc 3072"), into buf; NULL or an empty
-   * string: no machine-dependent tiling.  `packed` is the node's block. */
-  void (*tiling)(const void *packed, char *buf, size_t len);
+  /* tiling: the cache tiling node n runs with on target's machine, into
+   * buf: the blocking its pack hook chose ("kc 256 mc 144 nc 3072"), or
+   * what its kernel plans from the capacities on one thread (more threads
+   * split that plan); NULL or an empty string: none.  `packed` is the
+   * node's block (NULL when it has none). */
+  void (*tiling)(const kn_graph *g, const kn_node *n, const void *packed,
+                 const kn_target *target, char *buf, size_t len);
   /* loops: node n's loop nest for the IO model (loops.h), from the static
    * types of g; false when the shapes are not known (or the op has no
    * reuse to model: then it is counted as streaming its tensors once). */

@@ -36,6 +36,7 @@
  * caller's; with Zen 4/5's 1 MiB: 256, 256 and 512 KiB): tile_budgets.
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "kernels/conv/conv.h"
 #include "kernels/conv/igemm.h"
@@ -407,6 +408,14 @@ static void build_tables(const job *j, int64_t gi, int64_t p0, int64_t p1, const
       next_pixels(g, 1, &b, &oy, &ox);
     }
   }
+}
+
+void kn_f32_conv_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches, char *buf,
+                             size_t len) {
+  plan p;
+  make_plan(isa, g, 1, false, caches, &p);
+  snprintf(buf, len, "blk %lldx%lld %lldpx %lldc", (long long)p.tb, (long long)p.kcb,
+           (long long)p.chunk, (long long)p.nr);
 }
 
 static void conv_task(void *arg, int64_t task, int32_t thread) {

@@ -155,6 +155,19 @@ void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, co
                                const float *s, const float *wpacked, const kn_epilogue *ep,
                                float *y, void *scratch, const kn_caches *caches);
 
+/* The cache tiling each channels-last kernel plans on one thread from
+ * `caches` (the same plan its run makes; more threads only split it
+ * further), as a short line for kiln inspect:
+ *   igemm:    "blk 2x512 54px 64c": a depth block of 2 taps x 512 channels
+ *             (of 9 x 512), 54 pixels a task, weight panels of 64 columns;
+ *   winograd: "84 tiles kc 256 mc 140": 4x4 output tiles per transformed
+ *             block, and the blocking of its GEMMs.
+ * (The depthwise kernel's is kn_f32_dwconv_nhwc_post_rows.) */
+void kn_f32_conv_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches, char *buf,
+                             size_t len);
+void kn_f32_conv_winograd_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches,
+                                      char *buf, size_t len);
+
 size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
 size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,

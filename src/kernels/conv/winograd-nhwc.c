@@ -40,6 +40,7 @@
  * count.
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "kernels/conv/conv.h"
 #include "kernels/conv/winograd-nhwc.h"
@@ -212,6 +213,14 @@ static void layout(kn_isa isa, const kn_conv2d *g, int32_t threads, const kn_cac
   size_t s0 = kn_sgemm_scratch_size(isa, &a, 1), s1 = kn_sgemm_scratch_size(isa, &a1, 1);
   L->gemm_bytes = align64(s0 > s1 ? s0 : s1);
   L->thread_bytes = L->v_bytes + L->m_bytes + L->gemm_bytes;
+}
+
+void kn_f32_conv_winograd_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches,
+                                      char *buf, size_t len) {
+  wgn_layout L;
+  layout(isa, g, 1, caches, &L);
+  snprintf(buf, len, "%lld tiles kc %lld mc %lld", (long long)L.t, (long long)L.bl.kc,
+           (long long)L.bl.mc);
 }
 
 size_t kn_f32_conv_winograd_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
