@@ -406,6 +406,7 @@ static kn_status att_run(kn_op_ctx *ctx) {
   att_make_plan(&gm, q, k, v, m, y, scale, &plan);
   if (ctx->rt && ctx->node->tactic == KN_TACTIC_attention_streamed && att_fast_ok(&plan)) {
     int32_t threads = kn_rt_threads(ctx->rt);
+    plan.a.caches = &ctx->rt->caches; /* the query tile's rows come from the L1 */
     void *scratch = kn_rt_scratch(ctx->rt, kn_f32_attention_scratch(&plan.a, threads));
     if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for the attention tiles");
     kn_f32_attention(ctx->rt->isa, ctx->rt->pool, &plan.a, scratch);
@@ -522,8 +523,22 @@ static bool att_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
   return true;
 }
 
+/* The streamed kernel's tiles on the target's L1 (attention.h). */
+static void att_tiling(const kn_graph *g, const kn_node *n, const void *packed,
+                       const kn_target *target, char *buf, size_t len) {
+  (void)packed;
+  kn_loopnest l;
+  memset(&l, 0, sizeof l);
+  if (n->tactic != KN_TACTIC_attention_streamed || !att_loops(g, n, &l)) return;
+  int64_t d = l.extent[2]; /* max(Dk, Dv): taken for both (they are equal in practice) */
+  kn_caches ca;
+  kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
+  snprintf(buf, len, "%lld queries x %d keys", (long long)kn_f32_attention_query_rows(d, d, &ca),
+           KN_ATT_KB);
+}
+
 const kn_op_def kn_ops_attention[] = {
     {"Attention", KN_DOMAIN, 3, 4, 1, 1, 1, 1, att_infer, att_run, att_flops, KN_INPLACE_NONE,
-     false, att_select, NULL, NULL, .loops = att_loops},
+     false, att_select, NULL, NULL, .loops = att_loops, .tiling = att_tiling},
     KN_OP_END,
 };

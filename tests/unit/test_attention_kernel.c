@@ -104,6 +104,7 @@ typedef struct layout {
   bool q_one_row;    /* q holds one row, broadcast over Sq */
   bool kv_batch1;    /* k and v of batch 1, broadcast */
   int mask;
+  size_t l1d;        /* the caches' L1 (0: the common sizes): sets the query tile */
 } layout;
 
 static float rnd(uint32_t *s) { return tk_pseudo(s); }
@@ -161,6 +162,8 @@ static float *run_case(const shape *s, const layout *l, kn_isa isa, int32_t thre
         if (m[j] == -INFINITY) m[j] = -5.0f;
     }
   }
+  kn_caches ca = {l->l1d, 0, 0};
+  if (l->l1d) a.caches = &ca;
   kn_pool *pool = NULL;
   kn_error err;
   if (threads > 1) assert_int_equal(kn_pool_create(threads, &pool, &err), KN_OK);
@@ -220,6 +223,21 @@ static const shape shapes[] = {
     {1, 1, 97, 63, 65, 15},
 };
 
+/* The query tile comes from the L1: 32 rows on 48 KiB at Dk = Dv = 64, 16
+ * on half of it (the floor), 64 (the cap) on 256 KiB; wider heads take
+ * fewer rows. */
+static void test_query_rows_from_l1(void **state) {
+  (void)state;
+  kn_caches c48 = {48 << 10, 0, 0}, c24 = {24 << 10, 0, 0}, c256 = {256 << 10, 0, 0},
+            c96 = {96 << 10, 0, 0};
+  assert_int_equal(kn_f32_attention_query_rows(64, 64, &c48), 32);
+  assert_int_equal(kn_f32_attention_query_rows(64, 64, &c24), KN_ATT_QB_MIN);
+  assert_int_equal(kn_f32_attention_query_rows(64, 64, &c256), KN_ATT_QB_MAX);
+  assert_int_equal(kn_f32_attention_query_rows(64, 64, &c96), 64);
+  assert_int_equal(kn_f32_attention_query_rows(128, 128, &c96), 40);
+  assert_int_equal(kn_f32_attention_query_rows(64, 64, NULL), 32); /* the common 48 KiB */
+}
+
 static void test_kernel_vs_naive(void **state) {
   (void)state;
   uint64_t f = kn_cpu_features();
@@ -227,8 +245,12 @@ static void test_kernel_vs_naive(void **state) {
     if (!kn_isa_available((kn_isa)isa, f)) continue;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
       for (int variant = 0; variant < 8; variant++) {
+        /* the query tile from the L1: 16 rows (16 KiB), 64 (256 KiB), the
+         * common 48 KiB's 32 at Dk = Dv = 64 */
+        static const size_t l1s[] = {0, 16 << 10, 256 << 10};
         layout l = {.k_transposed = variant & 1, .q_one_row = variant == 2,
-                    .kv_batch1 = variant == 4, .mask = (variant >> 1) & 3};
+                    .kv_batch1 = variant == 4, .mask = (variant >> 1) & 3,
+                    .l1d = l1s[(variant + si) % 3]};
         if (l.q_one_row && l.mask == MASK_FULL) l.mask = MASK_PER_ROW;
         float *o1 = run_case(&shapes[si], &l, (kn_isa)isa, 1, true);
         float *o2 = run_case(&shapes[si], &l, (kn_isa)isa, 2, false);
@@ -325,6 +347,7 @@ static void test_op_tactic(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exp_error),
+      cmocka_unit_test(test_query_rows_from_l1),
       cmocka_unit_test(test_kernel_vs_naive),
       cmocka_unit_test(test_op_tactic),
   };

@@ -17,7 +17,7 @@
  * contiguous rows, once per task.  The mask's key stride is 0 (one value per row) or 1.
  *
  * Algorithm (Milakov and Gimelshein 2018; Dao et al., FlashAttention 2022):
- * one task per (batch, head, tile of KN_ATT_QB query rows) streams over
+ * one task per (batch, head, tile of QB query rows) streams over
  * tiles of KN_ATT_KB keys keeping, per row, the running maximum m and sum l
  * of exp(score - m) and a QB x Dv accumulator rescaled by exp(m_old - m_new)
  * when the maximum grows.  The live state is one QB x KB score tile, one
@@ -34,14 +34,20 @@
 
 #include "kernels/kernels.h"
 
-/* Query rows per task and keys per streamed tile.  QB = 4 micro-tiles of
- * the AVX-512 GEMM's 6 rows would leave 8 over at Sq = 128; 32 rows keep
- * the score tile (32 x 64 floats, 8 KiB) and the accumulators (8 KiB at
- * Dv = 64) in L1 next to the 16 KiB key and value tiles, and give BERT at
- * batch 1 (Sq = 128) 4 tiles per head for the threads to share.  KB = 64
- * is 4 zmm vectors, the GEMM's register width. */
-#define KN_ATT_QB 32
+/* Keys per streamed tile: 4 zmm vectors, the micro-kernels' register
+ * width (pack_kt's layout). */
 #define KN_ATT_KB 64
+/* Query rows per tile come from the L1 (kn_f32_attention_query_rows): the
+ * score tile (QB x KB) and the accumulators (QB x Dv) stay in L1 next to
+ * the key and value tiles (Dk x KB and KB x Dv) they meet, while the
+ * query rows stream from L2 once per key tile.  On Zen 5's 48 KiB at
+ * Dk = Dv = 64 that is 32 rows (8 + 8 + 16 + 16 KiB), which also gives
+ * BERT at batch 1 (Sq = 128) 4 tiles per head for the threads to share.
+ * A multiple of 8, from 16 (below, the per-tile work is too short for the
+ * rescaling and packing around it) to 64. */
+#define KN_ATT_QB_MIN 16
+#define KN_ATT_QB_MAX 64
+int64_t kn_f32_attention_query_rows(int64_t dk, int64_t dv, const kn_caches *caches);
 
 typedef struct kn_f32_attention_args {
   int64_t batch, heads, sq, sk, dk, dv;
@@ -57,6 +63,7 @@ typedef struct kn_f32_attention_args {
   int64_t m_sb, m_sh, m_si, m_sj; /* m_sj 0 or 1 */
   float *out;
   int64_t o_sb, o_sh, o_si; /* feature stride 1 */
+  const kn_caches *caches;  /* the query tile's L1 (NULL: the common sizes) */
 } kn_f32_attention_args;
 
 /* Scratch bytes kn_f32_attention needs on `threads` threads. */

@@ -136,13 +136,22 @@ static bool values_packed(const kn_f32_attention_args *a) {
   return a->v_sj != a->dv && a->sk > 1;
 }
 
+int64_t kn_f32_attention_query_rows(int64_t dk, int64_t dv, const kn_caches *caches) {
+  int64_t l1 = (int64_t)kn_caches_or_common(caches).l1d / (int64_t)sizeof(float);
+  dk = dk > 0 ? dk : 1;
+  dv = dv > 0 ? dv : 1;
+  int64_t qb = (l1 - KN_ATT_KB * (dk + dv)) / (KN_ATT_KB + dv) / 8 * 8;
+  return qb < KN_ATT_QB_MIN ? KN_ATT_QB_MIN : qb > KN_ATT_QB_MAX ? KN_ATT_QB_MAX : qb;
+}
+
 static att_scratch_layout scratch_layout(const kn_f32_attention_args *a) {
   att_scratch_layout l;
+  int64_t qb = kn_f32_attention_query_rows(a->dk, a->dv, a->caches);
   l.s = 0;
-  l.acc = l.s + round64((int64_t)KN_ATT_QB * KN_ATT_KB);
-  l.mx = l.acc + round64(KN_ATT_QB * (a->dv > 0 ? a->dv : 1));
-  l.sum = l.mx + round64(KN_ATT_QB);
-  l.kt = l.sum + round64(KN_ATT_QB);
+  l.acc = l.s + round64(qb * KN_ATT_KB);
+  l.mx = l.acc + round64(qb * (a->dv > 0 ? a->dv : 1));
+  l.sum = l.mx + round64(qb);
+  l.kt = l.sum + round64(qb);
   int64_t tiles = (a->sk + KN_ATT_KB - 1) / KN_ATT_KB;
   l.vp = l.kt + round64(tiles * KN_ATT_KB * (a->dk > 0 ? a->dk : 1));
   l.total = l.vp + (values_packed(a) ? round64(a->sk * a->dv) : 0);
@@ -158,6 +167,7 @@ typedef struct att_job {
   const kn_f32_attention_ukernels *uk;
   float *scratch;
   att_scratch_layout l;
+  int64_t qb;          /* query rows per tile */
   int64_t chunks;      /* query chunks per (batch, head) */
   int64_t chunk_tiles; /* query tiles per chunk */
 } att_job;
@@ -213,8 +223,8 @@ static void att_task(void *arg, int64_t task, int32_t thread) {
   float *ws = job->scratch + (int64_t)thread * job->l.total;
   int64_t chunk = task % job->chunks, bh = task / job->chunks;
   int64_t h = bh % a->heads, b = bh / a->heads;
-  int64_t i0 = chunk * job->chunk_tiles * KN_ATT_QB;
-  int64_t i1 = i0 + job->chunk_tiles * KN_ATT_QB;
+  int64_t i0 = chunk * job->chunk_tiles * job->qb;
+  int64_t i1 = i0 + job->chunk_tiles * job->qb;
   if (i1 > a->sq) i1 = a->sq;
   if (i0 >= i1) return;
   /* the head's keys as Dk x KB tiles, its values as contiguous rows */
@@ -233,8 +243,8 @@ static void att_task(void *arg, int64_t task, int32_t thread) {
     v = vp;
     v_sj = a->dv;
   }
-  for (int64_t i = i0; i < i1; i += KN_ATT_QB) {
-    int64_t rows = i1 - i < KN_ATT_QB ? i1 - i : KN_ATT_QB;
+  for (int64_t i = i0; i < i1; i += job->qb) {
+    int64_t rows = i1 - i < job->qb ? i1 - i : job->qb;
     const float *q = a->q + b * a->q_sb + h * a->q_sh + i * a->q_si;
     const float *mask =
         a->mask ? a->mask + b * a->m_sb + h * a->m_sh + i * a->m_si : NULL;
@@ -250,7 +260,8 @@ void kn_f32_attention(kn_isa isa, kn_pool *pool, const kn_f32_attention_args *a,
   KN_ASSERT(!a->mask || a->m_sj == 0 || a->m_sj == 1);
   int64_t bh = a->batch * a->heads;
   if (bh == 0 || a->sq == 0 || a->dv == 0) return;
-  int64_t tiles = (a->sq + KN_ATT_QB - 1) / KN_ATT_QB;
+  int64_t qb = kn_f32_attention_query_rows(a->dk, a->dv, a->caches);
+  int64_t tiles = (a->sq + qb - 1) / qb;
   /* Split a head's query tiles only as far as the threads need to share
    * the work evenly (each chunk packs the head's keys and values again):
    * the fewest chunks per head that make the task count a multiple of the
@@ -269,6 +280,7 @@ void kn_f32_attention(kn_isa isa, kn_pool *pool, const kn_f32_attention_args *a,
       .uk = kn_f32_attention_ukernels_for(isa),
       .scratch = scratch,
       .l = scratch_layout(a),
+      .qb = qb,
       .chunks = chunks,
       .chunk_tiles = (tiles + chunks - 1) / chunks,
   };
