@@ -124,4 +124,19 @@ static inline uint64_t kn_cli_rng_next(kn_cli_rng *r) {
   return r->s * 2685821657736338717ull;
 }
 
+/* ---- inspect JSON and dashboards (inspect.c, dashboard.c) ---------------
+ * The text `kiln inspect --json` prints, malloc'd (NULL when out of memory
+ * or the model is not built): steps predicted for `threads` threads,
+ * measured_us from measured[] when not NULL, the ONNX op histogram from
+ * ops/op_counts (n_ops may be 0). */
+char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
+                          const double *measured, const char *const *ops,
+                          const int64_t *op_counts, int n_ops);
+/* Writes one self-contained HTML dashboard to path (through path.tmp and a
+ * rename): inspect_json as `kiln inspect --json` prints it, profile_json as
+ * `kiln profile --json` prints it or NULL (predictions only). */
+kn_status kn_cli_dashboard_write(const char *path, const char *title, const char *inspect_json,
+                                 const char *profile_json, kn_error *err)
+    __attribute__((warn_unused_result));
+
 #endif

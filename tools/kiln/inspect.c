@@ -11,8 +11,8 @@
 
 void kn_cmd_inspect_usage(FILE *f) {
   fprintf(f,
-          "usage: kiln inspect MODEL|ENGINE [--json] [--shape NAME=DIMS]... [--no-optimize]\n"
-          "                    [--threads N]\n\n"
+          "usage: kiln inspect MODEL|ENGINE [--json] [--html FILE] [--shape NAME=DIMS]...\n"
+          "                    [--no-optimize] [--threads N]\n\n"
           "Prints the model's inputs and outputs (shapes, dtypes, symbolic dims), the ONNX\n"
           "op histogram, parameter count and bytes, an estimate of the FLOPs of one run\n"
           "(a multiply-add counts 2; dynamic dimensions count as 1 unless --shape fixes\n"
@@ -27,7 +27,9 @@ void kn_cmd_inspect_usage(FILE *f) {
           "boundary (registers-L1, L1-L2, L2-L3, L3-DRAM).\n"
           "--json prints one JSON object instead (keys: onnx_nodes, steps, weights_bytes,\n"
           "arena_bytes, naive_activation_bytes, lower_bound_bytes, format_version,\n"
-          "flops, inputs, outputs, step_list).  Options also take the --name=VALUE\n"
+          "flops, inputs, outputs, step_list, machine).  --html FILE writes a\n"
+          "self-contained dashboard page of the same data (docs/CLI.md).\n"
+          "Options also take the --name=VALUE\n"
           "form.\n");
 }
 
@@ -132,17 +134,147 @@ static const char *human(double v, char *buf, size_t n, const char *unit) {
   return buf;
 }
 
+static void json_machine(FILE *f, const kn_model *m) {
+  kn_machine mc;
+  kn_model_machine(m, &mc);
+  fprintf(f, ", \"machine\": {\"cpu\": ");
+  json_str(f, mc.cpu);
+  fprintf(f, ", \"cores\": %d, \"source\": ", mc.cores);
+  json_str(f, mc.source);
+  fprintf(f, ", \"fp32_gflops\": [%.1f, %.1f], \"levels\": [", mc.fp32_gflops[0],
+          mc.fp32_gflops[1]);
+  for (int32_t l = 0; l < mc.n_levels && l < KN_MACHINE_MAX_LEVELS; l++) {
+    const kn_mem_level *lv = &mc.levels[l];
+    fprintf(f, "%s{\"name\": ", l ? ", " : "");
+    json_str(f, lv->name);
+    fprintf(f, ", \"bytes\": %llu, \"read_gbs\": [%.1f, %.1f], \"write_gbs\": [%.1f, %.1f]}",
+            (unsigned long long)lv->bytes, lv->read_gbs[0], lv->read_gbs[1], lv->write_gbs[0],
+            lv->write_gbs[1]);
+  }
+  fprintf(f, "]}");
+}
+
+char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
+                          const double *measured, const char *const *ops,
+                          const int64_t *op_counts, int n_ops) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  kn_model_stats st;
+  kn_error err = {0};
+  if (kn_model_stats_get(m, &st, &err)) {
+    fclose(f);
+    free(text);
+    return NULL;
+  }
+  bool engine = kn_model_format_version(m) != 0;
+  uint32_t fmt = engine ? kn_model_format_version(m) : kn_engine_format_version();
+  int32_t nin = kn_model_input_count(m), nout = kn_model_output_count(m);
+  int32_t nsteps = kn_model_step_count(m);
+  fprintf(f, "{\"model\": ");
+  json_str(f, path);
+  fprintf(f, ", \"format_version\": %u, \"ir_version\": %lld, \"opset\": %lld", fmt,
+         (long long)st.ir_version, (long long)st.opset);
+  if (st.onnx_nodes >= 0) fprintf(f, ", \"onnx_nodes\": %lld", (long long)st.onnx_nodes);
+  else fprintf(f, ", \"onnx_nodes\": null");
+  fprintf(f, ", \"steps\": %d, \"params\": %lld, \"weights_bytes\": %lld, \"flops\": %.0f",
+         nsteps, (long long)st.params, (long long)st.param_bytes, st.flops);
+  fprintf(f, ", \"arena_bytes\": %llu, \"lower_bound_bytes\": %llu, "
+         "\"naive_activation_bytes\": %llu",
+         (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
+         (unsigned long long)st.naive_activation_bytes);
+  fprintf(f, ", \"inputs\": [");
+  for (int32_t i = 0; i < nin; i++) {
+    kn_value_info vi;
+    if (kn_model_input_info(m, i, &vi)) continue;
+    fprintf(f, i ? ", " : "");
+    json_value(f, &vi);
+  }
+  fprintf(f, "], \"outputs\": [");
+  for (int32_t i = 0; i < nout; i++) {
+    kn_value_info vi;
+    if (kn_model_output_info(m, i, &vi)) continue;
+    fprintf(f, i ? ", " : "");
+    json_value(f, &vi);
+  }
+  fprintf(f, "], \"onnx_ops\": {");
+  for (int k = 0; k < n_ops; k++) {
+    fprintf(f, k ? ", " : "");
+    json_str(f, ops[k]);
+    fprintf(f, ": %lld", (long long)op_counts[k]);
+  }
+  fprintf(f, "}, \"step_list\": [");
+  for (int32_t i = 0; i < nsteps; i++) {
+    kn_step_info si;
+    if (kn_model_step_info(m, i, &si)) continue;
+    fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
+    json_str(f, si.name);
+    fprintf(f, ", \"op\": ");
+    json_str(f, si.op);
+    fprintf(f, ", \"domain\": ");
+    json_str(f, si.domain);
+    fprintf(f, ", \"onnx_nodes\": ");
+    json_covers(f, si.covers);
+    fprintf(f, ", \"tactic\": ");
+    json_str(f, si.tactic);
+    fprintf(f, ", \"tiling\": ");
+    json_str(f, si.tiling);
+    fprintf(f, ", \"inputs\": [");
+    for (int32_t k = 0; k < si.n_inputs; k++) {
+      fprintf(f, k ? ", " : "");
+      json_str(f, si.inputs[k]);
+    }
+    fprintf(f, "], \"outputs\": [");
+    for (int32_t o = 0; o < si.n_outputs; o++) {
+      fprintf(f, o ? ", " : "");
+      json_value(f, &si.outputs[o]);
+    }
+    fprintf(f, "], \"flops\": %.0f, \"bytes_read\": %llu, \"bytes_written\": %llu", si.flops,
+           (unsigned long long)si.bytes_read, (unsigned long long)si.bytes_written);
+    kn_step_io io;
+    if (kn_model_step_io(m, i, (int32_t)threads, &io) == KN_OK)
+      fprintf(f, ", \"layout\": \"%s\", \"io\": {\"threads\": %lld, \"predicted_us\": %.3f, "
+             "\"bound\": \"%s\", \"modelled\": %s, \"intensity\": %.3f, \"bytes\": "
+             "{\"L1\": %.0f, \"L2\": %.0f, \"L3\": %.0f, \"DRAM\": %.0f}}",
+             io.layout, (long long)threads, io.predicted_us, io.bound,
+             io.modelled ? "true" : "false", io.intensity, io.bytes[0], io.bytes[1],
+             io.bytes[2], io.bytes[3]);
+    if (measured) fprintf(f, ", \"measured_us\": %.3f", measured[i]);
+    char *dj = NULL;
+    if (kn_model_step_diagram(m, i, (int32_t)threads, &dj) == KN_OK && dj)
+      fprintf(f, ", \"diagram\": %s", dj);
+    free(dj);
+    fprintf(f, "}");
+  }
+  fprintf(f, "\n], \"decisions\": [");
+  for (int32_t i = 0; i < kn_model_decision_count(m); i++) {
+    fprintf(f, i ? ", " : "");
+    json_str(f, kn_model_decision(m, i));
+  }
+  fprintf(f, "]");
+  json_machine(f, m);
+  fprintf(f, "}\n");
+  if (fclose(f)) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
 int kn_cmd_inspect(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("inspect");
   const char *path = NULL, *shapes[MAX_OPTS];
   int n_shapes = 0;
   bool json = false;
+  const char *html = NULL;
   kn_build_options bo;
   kn_build_options_init(&bo);
-  enum { O_JSON = 1, O_NO_OPTIMIZE, O_SHAPE, O_THREADS };
+  enum { O_JSON = 1, O_NO_OPTIMIZE, O_SHAPE, O_THREADS, O_HTML };
   int64_t threads = 0;
   static const kn_cli_opt opts[] = {{"json", 0, false, O_JSON},
                                     {"threads", 0, true, O_THREADS},
+                                    {"html", 0, true, O_HTML},
                                     {"no-optimize", 0, false, O_NO_OPTIMIZE},
                                     {"shape", 0, true, O_SHAPE},
                                     {NULL, 0, false, 0}};
@@ -152,6 +284,7 @@ int kn_cmd_inspect(int argc, char **argv) {
     switch (id) {
     case KN_CLI_BAD: return KN_EXIT_USAGE;
     case O_JSON: json = true; break;
+    case O_HTML: html = args.arg; break;
     case O_NO_OPTIMIZE: bo.no_optimize = 1; break;
     case O_THREADS:
       if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &threads)) return KN_EXIT_USAGE;
@@ -194,88 +327,16 @@ int kn_cmd_inspect(int argc, char **argv) {
   if (!threads) threads = measured ? measured_threads : 1;
   bool measured_match = measured && measured_threads == threads;
   uint32_t fmt = engine ? kn_model_format_version(m) : kn_engine_format_version();
-  if (json) {
-    printf("{\"model\": ");
-    json_str(stdout, path);
-    printf(", \"format_version\": %u, \"ir_version\": %lld, \"opset\": %lld", fmt,
-           (long long)st.ir_version, (long long)st.opset);
-    if (st.onnx_nodes >= 0) printf(", \"onnx_nodes\": %lld", (long long)st.onnx_nodes);
-    else printf(", \"onnx_nodes\": null");
-    printf(", \"steps\": %d, \"params\": %lld, \"weights_bytes\": %lld, \"flops\": %.0f",
-           nsteps, (long long)st.params, (long long)st.param_bytes, st.flops);
-    printf(", \"arena_bytes\": %llu, \"lower_bound_bytes\": %llu, "
-           "\"naive_activation_bytes\": %llu",
-           (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
-           (unsigned long long)st.naive_activation_bytes);
-    printf(", \"inputs\": [");
-    for (int32_t i = 0; i < nin; i++) {
-      kn_value_info vi;
-      if (kn_model_input_info(m, i, &vi)) continue;
-      printf(i ? ", " : "");
-      json_value(stdout, &vi);
+  if (json || html) {
+    char *text = kn_cli_inspect_json(m, path, threads, measured_match ? measured : NULL, h.op,
+                                     h.count, h.n);
+    if (!text) {
+      rc = kn_cli_fail("inspect '%s': out of memory writing the JSON", path);
+      goto done;
     }
-    printf("], \"outputs\": [");
-    for (int32_t i = 0; i < nout; i++) {
-      kn_value_info vi;
-      if (kn_model_output_info(m, i, &vi)) continue;
-      printf(i ? ", " : "");
-      json_value(stdout, &vi);
-    }
-    printf("], \"onnx_ops\": {");
-    for (int k = 0; k < h.n; k++) {
-      printf(k ? ", " : "");
-      json_str(stdout, h.op[k]);
-      printf(": %lld", (long long)h.count[k]);
-    }
-    printf("}, \"step_list\": [");
-    for (int32_t i = 0; i < nsteps; i++) {
-      kn_step_info si;
-      if (kn_model_step_info(m, i, &si)) continue;
-      printf("%s\n  {\"name\": ", i ? "," : "");
-      json_str(stdout, si.name);
-      printf(", \"op\": ");
-      json_str(stdout, si.op);
-      printf(", \"domain\": ");
-      json_str(stdout, si.domain);
-      printf(", \"onnx_nodes\": ");
-      json_covers(stdout, si.covers);
-      printf(", \"tactic\": ");
-      json_str(stdout, si.tactic);
-      printf(", \"tiling\": ");
-      json_str(stdout, si.tiling);
-      printf(", \"inputs\": [");
-      for (int32_t k = 0; k < si.n_inputs; k++) {
-        printf(k ? ", " : "");
-        json_str(stdout, si.inputs[k]);
-      }
-      printf("], \"outputs\": [");
-      for (int32_t o = 0; o < si.n_outputs; o++) {
-        printf(o ? ", " : "");
-        json_value(stdout, &si.outputs[o]);
-      }
-      printf("], \"flops\": %.0f, \"bytes_read\": %llu, \"bytes_written\": %llu", si.flops,
-             (unsigned long long)si.bytes_read, (unsigned long long)si.bytes_written);
-      kn_step_io io;
-      if (kn_model_step_io(m, i, (int32_t)threads, &io) == KN_OK)
-        printf(", \"layout\": \"%s\", \"io\": {\"threads\": %lld, \"predicted_us\": %.3f, "
-               "\"bound\": \"%s\", \"modelled\": %s, \"intensity\": %.3f, \"bytes\": "
-               "{\"L1\": %.0f, \"L2\": %.0f, \"L3\": %.0f, \"DRAM\": %.0f}}",
-               io.layout, (long long)threads, io.predicted_us, io.bound,
-               io.modelled ? "true" : "false", io.intensity, io.bytes[0], io.bytes[1],
-               io.bytes[2], io.bytes[3]);
-      if (measured_match) printf(", \"measured_us\": %.3f", measured[i]);
-      char *dj = NULL;
-      if (kn_model_step_diagram(m, i, (int32_t)threads, &dj) == KN_OK && dj)
-        printf(", \"diagram\": %s", dj);
-      free(dj);
-      printf("}");
-    }
-    printf("\n], \"decisions\": [");
-    for (int32_t i = 0; i < kn_model_decision_count(m); i++) {
-      printf(i ? ", " : "");
-      json_str(stdout, kn_model_decision(m, i));
-    }
-    printf("]}\n");
+    if (html && kn_cli_dashboard_write(html, path, text, NULL, &err)) rc = kn_cli_error(&err);
+    else if (json) fputs(text, stdout);
+    free(text);
     goto done;
   }
   char b1[32], b2[32], b3[32];
