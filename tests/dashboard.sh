@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The HTML dashboards in headless Chromium.
+#   tests/dashboard.sh KILN_BIN OUT_DIR
+# For ResNet-50 and BERT-base (and any of tinycnn, bert_tiny present):
+# kiln inspect --html, then chromium --dump-dom checks the page set
+# data-rendered="ok" (no script error, recorded by window.onerror) and drew
+# the graph, bottlenecks, bars and roofline; --screenshot saves
+# OUT_DIR/NAME.png (1400x1000).  A page with a profile made from the inspect
+# JSON (python3, when present) checks the measured-time charts too.
+# Exit 77 (skipped) without chromium or models, unless KILN_REQUIRE_MODELS=1
+# (CI), where missing models fail.
+set -u
+kiln=$1
+out=$2
+cache="${KILN_CACHE:-$HOME/.cache/kiln/models}"
+mkdir -p "$out"
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ]; then
+  [ "${KILN_REQUIRE_MODELS:-0}" = 1 ] && { echo "dashboard: chromium is missing (scripts/install_deps.sh)" >&2; exit 1; }
+  echo "dashboard: chromium not installed; skipped"
+  exit 77
+fi
+flags=(--headless --no-sandbox --disable-gpu --virtual-time-budget=10000 --hide-scrollbars)
+fail=0 ran=0
+check() { # NAME HTML
+  local name=$1 html=$2 dom="$out/$1.dom.html"
+  timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$html" >"$dom" 2>/dev/null
+  local summary
+  summary=$(grep -o '<pre id="kiln-summary" hidden="">[^<]*' "$dom" | sed 's/.*hidden="">//')
+  if ! grep -q 'data-rendered="ok"' "$dom"; then
+    echo "dashboard: $name did not render: $summary" >&2; fail=1; return
+  fi
+  for id in graph-svg bottlenecks bars roofline diagrams; do
+    grep -q "id=\"$id\"" "$dom" || { echo "dashboard: $name lacks #$id" >&2; fail=1; }
+  done
+  for key in '"graph":{"nodes":[1-9]' '"bottlenecks":[1-9]' '"bars":[1-9]' '"roofs":[1-9]' '"roofline":[1-9]'; do
+    echo "$summary" | grep -q "$key" || { echo "dashboard: $name: $key not drawn: $summary" >&2; fail=1; }
+  done
+  timeout 120 "$chrome" "${flags[@]}" --window-size=1400,1000 --screenshot="$out/$name.png" \
+    "file://$html" >/dev/null 2>&1
+  [ -s "$out/$name.png" ] || { echo "dashboard: no screenshot for $name" >&2; fail=1; }
+  echo "dashboard: $name ok: $summary; screenshot $out/$name.png"
+  ran=$((ran + 1))
+}
+for m in resnet50 bert_base tinycnn bert_tiny; do
+  f="$cache/$m.onnx"
+  [ -f "$f" ] || f="$cache/$m/model.onnx"
+  if [ ! -f "$f" ]; then
+    case $m in resnet50 | bert_base)
+      if [ "${KILN_REQUIRE_MODELS:-0}" = 1 ]; then
+        echo "dashboard: $m is missing from $cache (run scripts/make_reference.sh)" >&2; fail=1
+      fi ;;
+    esac
+    continue
+  fi
+  "$kiln" inspect "$f" --html "$out/$m.html" || { echo "dashboard: kiln inspect --html $m failed" >&2; fail=1; continue; }
+  check "$m" "$out/$m.html"
+  if [ "$m" = bert_tiny ] && command -v python3 >/dev/null; then
+    # a profile by hand from the inspect JSON (tests/dashboard_profile.py)
+    "$kiln" inspect "$f" --json >"$out/$m.json" &&
+      python3 "$(dirname "$0")/dashboard_profile.py" "$out/$m.json" "$out/$m.html" "$out/${m}_profile.html" &&
+      check "${m}_profile" "$out/${m}_profile.html"
+    grep -q '"predicted":[1-9]' "$out/${m}_profile.dom.html" || { echo "dashboard: profile page drew no predicted-vs-measured points" >&2; fail=1; }
+  fi
+done
+if [ "$ran" = 0 ] && [ "$fail" = 0 ]; then
+  echo "dashboard: no models in $cache; skipped"
+  exit 77
+fi
+exit $fail
