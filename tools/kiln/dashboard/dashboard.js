@@ -193,8 +193,10 @@
       var n = sv("g", { "class": "node", transform: "translate(" + p.x + "," + p.y + ")", "data-step": s.i });
       n.appendChild(sv("rect", { width: W, height: H, rx: 4 }));
       n.appendChild(sv("title", {}, s.name + " (" + s.op + ")"));
-      n.appendChild(sv("text", { x: 4, y: 12 }, s.op.slice(0, 26)));
-      n.appendChild(sv("text", { x: 4, y: 25, fill: "#333" }, s.name.slice(0, 24) + " " + fmtUs(s.time)));
+      n.appendChild(sv("text", { x: 4, y: 12 }, s.op.slice(0, 18)));
+      n.appendChild(sv("text", { x: W - 4, y: 12, "text-anchor": "end", "font-weight": 600 }, fmtUs(s.time)));
+      var nm = s.name.length > 26 ? "\u2026" + s.name.slice(-25) : s.name;
+      n.appendChild(sv("text", { x: 4, y: 25, fill: "#333" }, nm));
       n.addEventListener("click", function (ev) { ev.stopPropagation(); showDetails(s); });
       g.appendChild(n);
       nodeEls[s.i] = n;
