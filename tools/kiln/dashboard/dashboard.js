@@ -83,7 +83,7 @@
   $("summary").textContent = sum.join(" \u00b7 ");
 
   /* ---- colours ---- */
-  var LEVEL_COLORS = { REG: "#6a1b9a", L1: "#2e7d32", L2: "#1565c0", L3: "#ef6c00", DRAM: "#c62828" };
+  var LEVEL_COLORS = { REG: "#6a1b9a", registers: "#6a1b9a", L1: "#2e7d32", L2: "#1565c0", L3: "#ef6c00", DRAM: "#c62828" };
   function levelColor(n) { return LEVEL_COLORS[n] || "#555"; }
   function metric(s, m) { return m === "bytes" ? s.bytes : m === "intensity" ? s.intensity : s.time || 0; }
   function colorScale(m) {
@@ -418,7 +418,7 @@
     var part = diag[variant] || {}, tr = Array.isArray(part.transfers) ? part.transfers : [];
     var tensors = Array.isArray(diag.tensors) ? diag.tensors : [];
     var ops = Array.isArray(diag.ops) ? diag.ops : [];
-    var levels = ["DRAM", "L3", "L2", "L1", "REG"];
+    var levels = ["DRAM", "L3", "L2", "L1", "registers"];
     tr.forEach(function (t) { [t.from, t.to].forEach(function (l) { if (l && levels.indexOf(String(l)) < 0) levels.push(String(l)); }); });
     var colW = 120, rowH = 34, top = 36, rows = Math.max(tr.length, 1);
     var w = levels.length * colW + 20, h = top + rows * rowH + 40 + ops.length * 0;
@@ -426,7 +426,7 @@
     levels.forEach(function (l, k) {
       var x = 10 + k * colW;
       svg.appendChild(sv("rect", { x: x, y: 20, width: colW - 8, height: h - 20, fill: levelColor(l), "fill-opacity": 0.07, stroke: levelColor(l), "stroke-opacity": 0.4 }));
-      svg.appendChild(sv("text", { x: x + colW / 2 - 4, y: 14, "text-anchor": "middle", fill: levelColor(l), "font-weight": 600 }, l === "REG" ? "registers" : l));
+      svg.appendChild(sv("text", { x: x + colW / 2 - 4, y: 14, "text-anchor": "middle", fill: levelColor(l), "font-weight": 600 }, l));
     });
     function cx(l) { var k = levels.indexOf(String(l)); return 10 + (k < 0 ? 0 : k) * colW + colW / 2 - 4; }
     tr.forEach(function (t, k) {
@@ -438,7 +438,7 @@
       var lab = String(t.tensor) + (tn && Array.isArray(tn.axes) ? " [" + tn.axes.join(",") + "]" : "");
       svg.appendChild(sv("text", { x: Math.min(x1, x2) + 4, y: y - 4 }, lab));
       svg.appendChild(sv("text", { x: Math.min(x1, x2) + 4, y: y + 12, fill: "#444" },
-        fmt(num(t.bytes), "B") + " \u00d7 " + (t.repetitions !== undefined ? t.repetitions : 1) + (t.tile ? "  tile " + (Array.isArray(t.tile) ? t.tile.join("x") : t.tile) : "")));
+        fmt(num(t.bytes), "B") + " \u00d7 " + (t.repetitions !== undefined ? t.repetitions : 1) + (t.tile && typeof t.tile === "object" ? "  tile " + Object.keys(t.tile).map(function (k) { return k + "=" + t.tile[k]; }).join(",") : "")));
     });
     if (!tr.length) svg.appendChild(sv("text", { x: 14, y: top + 14, "class": "missing" }, "no level changes recorded"));
     var ox = 10;
@@ -449,7 +449,7 @@
       svg.appendChild(sv("text", { x: ox + 5, y: h + 23 }, name));
       ox += bw + 8;
     });
-    svg.appendChild(sv("text", { x: 10, y: h + 50, "font-weight": 600 }, variant + ": " + fmt(num(part.bytes), "B") + " moved between levels"));
+    svg.appendChild(sv("text", { x: 10, y: h + 50, "font-weight": 600 }, variant + ": " + (part.bytes && typeof part.bytes === "object" ? Object.keys(part.bytes).map(function (k) { return k + " " + fmt(num(part.bytes[k]), "B"); }).join(", ") : fmt(num(part.bytes), "B")) + " moved"));
     return svg;
   }
   function drawDiagrams() {
@@ -463,7 +463,7 @@
       if (!dg || typeof dg !== "object") return;
       var box = el("div", { "class": "diagram-step", "data-step": s.i });
       box.appendChild(el("h3", {}, "#" + s.i + " " + s.name + " (" + s.op + ")" +
-        (num(dg.fusion_saves_bytes) !== null ? ": fusion saves " + fmt(dg.fusion_saves_bytes, "B") : "")));
+        (dg.fusion_saves_bytes && typeof dg.fusion_saves_bytes === "object" ? ": fusion saves " + Object.keys(dg.fusion_saves_bytes).map(function (k) { return k + " " + fmt(num(dg.fusion_saves_bytes[k]), "B"); }).join(", ") : "")));
       var axes = dg.axes && typeof dg.axes === "object" ? Object.keys(dg.axes).map(function (k) { return k + "=" + dg.axes[k]; }).join("  ") : "";
       if (axes) box.appendChild(el("div", {}, "axes: " + axes));
       var row = el("div", { "class": "diagram" });
