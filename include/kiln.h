@@ -306,6 +306,9 @@ typedef struct kn_step_info {
                                graph's edges, to a producing step's output */
   double flops;
   uint64_t bytes_read, bytes_written; /* tensor inputs and outputs */
+  uint64_t arena_live_bytes; /* the memory plan's arena bytes in use while the
+                                step runs (its inputs, outputs and every tensor
+                                live across it); 0 when not planned */
 } kn_step_info;
 
 int32_t kn_model_step_count(const kn_model *model);
@@ -330,6 +333,10 @@ typedef struct kn_step_io {
 } kn_step_io;
 kn_status kn_model_step_io(const kn_model *model, int32_t index, int32_t threads,
                            kn_step_io *out);
+/* The machine description a model's steps are predicted for: the one it
+ * was built for (kept in engines), else the fallback.  For rooflines and
+ * reports. */
+void kn_model_machine(const kn_model *model, kn_machine *out);
 /* The choices the builder made, one line each, kept in engines: tactics
  * chosen by timing ("STEP: TACTIC 216.7 us; conv_igemm_nhwc 430.2 us")
  * and fusions with the IO model's predicted saving ("STEP: fuses 3 ONNX
@@ -387,6 +394,27 @@ void kn_context_set_observer(kn_context *ctx, kn_tensor_observer fn, void *arg);
 kn_status kn_context_set_threads(kn_context *ctx, int32_t n, kn_error *err)
     __attribute__((warn_unused_result));
 int32_t kn_context_threads(const kn_context *ctx);
+
+/* Profiling.  While on, each run records when every top-level step ran
+ * and on which threads: one span on thread 0 (the thread that called
+ * kn_context_run) from the step's start to its end, then one for each pool
+ * worker (threads 1 ..) that ran part of it, from the start of its first
+ * task to the end of its last.  Times are CLOCK_MONOTONIC nanoseconds.  It
+ * costs two clock reads per step and per loop and thread (ResNet-50: well
+ * under 1% of a run; docs/CLI.md "kiln profile" has the figure). */
+typedef struct kn_step_span {
+  int32_t step;        /* index as in kn_model_step_info */
+  int32_t thread;      /* 0: the caller; 1 .. threads - 1: the pool's workers */
+  int64_t start_ns, end_ns;
+  uint64_t heap_bytes; /* thread 0: intermediate tensors allocated outside the
+                          arena, live after the step (0 for workers) */
+} kn_step_span;
+kn_status kn_context_set_profiling(kn_context *ctx, int32_t on, kn_error *err)
+    __attribute__((warn_unused_result));
+/* The last run's spans in the order the steps ran (each step's thread-0
+ * span first); *spans is owned by the context and valid until the next
+ * run.  0 when profiling was off or nothing has run. */
+int32_t kn_context_spans(const kn_context *ctx, const kn_step_span **spans);
 
 /* Run the model on the bound inputs. */
 kn_status kn_context_run(kn_context *ctx, kn_error *err)

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Spin iterations (each a pause, tens of cycles) before a thread sleeps:
@@ -64,6 +65,7 @@ struct kn_pool {
   atomic_bool caller_sleeps;
   char pad2[64];
   uint32_t caller_gen; /* the caller's copy */
+  _Atomic(kn_pool_span *) spans; /* profiling: kn_pool_set_spans */
   double min_ns;       /* kn_pool_worth's threshold */
 };
 
@@ -104,14 +106,30 @@ static bool drain(kn_pool *p, uint32_t gen, int32_t r, int32_t t, int64_t *ran) 
   }
 }
 
+int64_t kn_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Widen span to [t0, now] (profiling). */
+static void widen(kn_pool_span *span, int64_t t0) {
+  int64_t t1 = kn_now_ns();
+  if (t0 < span->start_ns) span->start_ns = t0;
+  if (t1 > span->end_ns) span->end_ns = t1;
+}
+
 /* Thread t's share of loop `gen`: its own range, then the others'. */
 static void run_loop(kn_pool *p, uint32_t gen, int32_t t) {
   int64_t ran = 0;
+  kn_pool_span *spans = atomic_load_explicit(&p->spans, memory_order_relaxed);
+  int64_t t0 = spans ? kn_now_ns() : 0;
   for (int32_t k = 0; k < p->threads; k++) {
     int32_t r = t + k < p->threads ? t + k : t + k - p->threads;
-    if (!drain(p, gen, r, t, &ran)) return;
+    if (!drain(p, gen, r, t, &ran)) return; /* ran is 0 then (see drain) */
   }
   if (ran == 0) return;
+  if (spans) widen(&spans[t], t0); /* before the tasks are reported done */
   int64_t n = atomic_load_explicit(&p->n, memory_order_acquire); /* still this loop's */
   if (atomic_fetch_add(&p->done, ran) + ran == n && atomic_load(&p->caller_sleeps)) {
     pthread_mutex_lock(&p->mu);
@@ -178,6 +196,7 @@ kn_status kn_pool_create(int32_t threads, kn_pool **out, kn_error *err) {
   atomic_init(&p->fn, NULL);
   atomic_init(&p->arg, NULL);
   atomic_init(&p->n, 0);
+  atomic_init(&p->spans, NULL);
   if (threads > 1) {
     p->workers = kn_calloc((size_t)threads - 1, sizeof *p->workers);
     if (!p->workers) {
@@ -217,6 +236,10 @@ void kn_pool_free(kn_pool *p) {
 }
 
 int32_t kn_pool_threads(const kn_pool *p) { return p ? p->threads : 1; }
+
+void kn_pool_set_spans(kn_pool *p, kn_pool_span *spans) {
+  if (p) atomic_store(&p->spans, spans);
+}
 
 void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg) {
   if (n <= 0) return;

@@ -45,6 +45,20 @@ int32_t kn_pool_threads(const kn_pool *p);
  * has one thread). */
 void kn_pool_for(kn_pool *p, int64_t n, kn_pool_fn fn, void *arg);
 
+/* Profiling (kn_context_set_profiling): while `spans` is set (one per
+ * thread, owned by the caller), each thread that runs a task of a loop
+ * widens spans[thread] to cover its tasks: start_ns lowered to when it
+ * began its first, end_ns raised to when it finished its last
+ * (CLOCK_MONOTONIC).  The caller resets them between steps and reads them
+ * after kn_pool_for returns (a worker writes its span before it reports its
+ * tasks done).  NULL (the default) records nothing and costs one load per
+ * loop and thread. */
+typedef struct kn_pool_span {
+  int64_t start_ns, end_ns;
+} kn_pool_span;
+void kn_pool_set_spans(kn_pool *p, kn_pool_span *spans);
+int64_t kn_now_ns(void); /* CLOCK_MONOTONIC in nanoseconds */
+
 /* p, or NULL (run on the caller alone) when a loop's work, about `flops`
  * floating-point operations and `bytes` bytes moved, is too small to pay
  * for handing it over: a loop on 2 threads costs 1-2 us of hand-over here

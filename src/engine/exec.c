@@ -344,6 +344,25 @@ static bool recycle_output(kn_slot *s, kn_slot *prev, const kn_tensor *shape, si
   return true;
 }
 
+/* Profiling: a step starts (its workers' spans reset) ... */
+static int64_t prof_begin(kn_prof *p) {
+  for (int32_t t = 0; t < p->threads; t++) p->pool_spans[t] = (kn_pool_span){INT64_MAX, 0};
+  return kn_now_ns();
+}
+
+/* ... and ends: its span on the caller, then each worker's that took part */
+static void prof_end(kn_prof *p, int32_t step, int64_t t0, uint64_t heap) {
+  int64_t t1 = kn_now_ns();
+  if (p->n < p->cap)
+    p->spans[p->n++] = (kn_step_span){.step = step, .thread = 0, .start_ns = t0,
+                                      .end_ns = t1, .heap_bytes = heap};
+  for (int32_t t = 1; t < p->threads && p->n < p->cap; t++)
+    if (p->pool_spans[t].end_ns > 0)
+      p->spans[p->n++] = (kn_step_span){.step = step, .thread = t,
+                                        .start_ns = p->pool_spans[t].start_ns,
+                                        .end_ns = p->pool_spans[t].end_ns};
+}
+
 kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *const *inputs,
                         kn_slot *outs, kn_mem_budget *mem, kn_error *err) {
   const kn_ir_model *m = r->m;
@@ -379,8 +398,10 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
   kn_slot *scratch = r->scratch, **pin = r->pin, **pout = r->pout;
   const int32_t *last = r->last, *planned = r->planned;
   frame fr = {.m = m, .g = g, .env = env, .mem = mem, .err = err, .runner = r};
+  kn_prof *prof = g->parent ? NULL : mem->prof;
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     const kn_node *n = &g->nodes[i];
+    int64_t t0 = prof ? prof_begin(prof) : 0;
     for (int32_t k = 0; k < n->n_inputs; k++) pin[k] = n->inputs[k] >= 0 ? &env[n->inputs[k]] : NULL;
     for (int32_t o = 0; o < n->n_outputs; o++) {
       pout[o] = n->outputs[o] >= 0 ? &env[n->outputs[o]] : &scratch[o];
@@ -490,14 +511,15 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
         r->recorded[i] = true;
       }
     }
-    if (!st && mem->observe && !g->parent)
-      for (int32_t o = 0; o < n->n_outputs; o++)
-        if (n->outputs[o] >= 0 && pout[o]->kind == KN_KIND_TENSOR)
-          mem->observe(g->values[n->outputs[o]].name, &pout[o]->t, mem->observe_arg);
     for (int32_t o = 0; o < n->n_outputs; o++) {
       if (n->outputs[o] < 0) kn_slot_release(&scratch[o]);
       else mem->live += slot_bytes(pout[o]);
     }
+    if (prof) prof_end(prof, i, t0, mem->live);
+    if (!st && mem->observe && !g->parent)
+      for (int32_t o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o] >= 0 && pout[o]->kind == KN_KIND_TENSOR)
+          mem->observe(g->values[n->outputs[o]].name, &pout[o]->t, mem->observe_arg);
     /* free what this node was the last to read */
     for (int32_t k = 0; k < n->n_inputs; k++) {
       int32_t v = n->inputs[k];

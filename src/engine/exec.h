@@ -4,6 +4,7 @@
 #define KN_EXEC_H
 
 #include "ops/op.h"
+#include "core/pool.h"
 #include "plan/plan.h"
 
 /* Bytes of tensors live during a run, against a cap (shared by subgraphs),
@@ -35,7 +36,19 @@ typedef struct kn_mem_budget {
   struct kn_rt *rt;
   /* Optional: per top-level node, its prepacked weights (ctx->packed). */
   const void *const *packed;
+  /* Optional: profiling; top-level steps append their spans. */
+  struct kn_prof *prof;
 } kn_mem_budget;
+
+/* A run's profile (kn_context_set_profiling): spans has room for every
+ * step on every thread; pool_spans one per thread, handed to the pool. */
+typedef struct kn_prof {
+  kn_step_span *spans;
+  int32_t n, cap;
+  kn_pool_span *pool_spans;
+  kn_pool *pool; /* NULL: one thread */
+  int32_t threads;
+} kn_prof;
 
 /* A graph prepared for repeated runs (a context's top-level graph): the
  * bookkeeping is allocated once, and a run whose input shapes equal the

@@ -27,6 +27,8 @@ struct kn_context {
   size_t arena_bytes;
   kn_tensor_observer observe;
   void *observe_arg;
+  bool profiling;
+  kn_prof prof; /* the last run's spans when profiling */
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
@@ -615,6 +617,8 @@ void kn_context_free(kn_context *c) {
   kn_big_free(c->arena, c->arena_bytes);
   kn_runner_free(c->runner);
   kn_pool_free(c->pool);
+  free(c->prof.spans);
+  free(c->prof.pool_spans);
   free(c->rt.scratch);
   free(c);
 }
@@ -730,6 +734,38 @@ kn_status kn_context_set_input_by_name(kn_context *c, const char *name,
                  c->model->ir->label, name);
 }
 
+/* Room for every step's span on every thread. */
+static kn_status prof_prepare(kn_context *c, kn_error *err) {
+  kn_prof *p = &c->prof;
+  int32_t threads = c->pool ? kn_pool_threads(c->pool) : 1;
+  int64_t need = (int64_t)c->model->ir->graph->n_nodes * threads;
+  if (need > INT32_MAX) return kn_fail(err, KN_ERR_LIMIT, "too many steps to profile");
+  if (p->cap < need || p->threads != threads) {
+    kn_step_span *s = realloc(p->spans, (size_t)need * sizeof *s + 1);
+    kn_pool_span *ps = s ? realloc(p->pool_spans, (size_t)threads * sizeof *ps) : NULL;
+    if (s) p->spans = s;
+    if (ps) p->pool_spans = ps;
+    if (!s || !ps) return kn_fail(err, KN_ERR_OOM, "out of memory for the profile");
+    p->cap = (int32_t)need;
+    p->threads = threads;
+  }
+  p->pool = c->pool;
+  p->n = 0;
+  return KN_OK;
+}
+
+kn_status kn_context_set_profiling(kn_context *c, int32_t on, kn_error *err) {
+  (void)err;
+  c->profiling = on != 0;
+  c->prof.n = 0;
+  return KN_OK;
+}
+
+int32_t kn_context_spans(const kn_context *c, const kn_step_span **spans) {
+  *spans = c->prof.n ? c->prof.spans : NULL;
+  return c->ran ? c->prof.n : 0;
+}
+
 kn_status kn_context_run(kn_context *c, kn_error *err) {
   const kn_model *m = c->model;
   const kn_graph *g = m->ir->graph;
@@ -777,7 +813,14 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
     mem.rt = &c->rt;
     mem.packed = (const void *const *)m->packed;
   }
+  c->prof.n = 0;
+  if (!st && c->profiling) {
+    st = prof_prepare(c, err);
+    mem.prof = &c->prof;
+  }
+  kn_pool_set_spans(c->pool, c->profiling ? c->prof.pool_spans : NULL);
   if (!st) st = kn_runner_run(c->runner, NULL, in, c->outputs, &mem, err);
+  kn_pool_set_spans(c->pool, NULL);
   free(in);
   if (!st) c->ran = true;
   return st;

@@ -77,6 +77,30 @@ static const kn_machine *io_machine(const kn_model *model, kn_machine *fb) {
   return fb;
 }
 
+/* Arena bytes in use at step i: tensors live across it; one planned in
+ * place over its input shares that input's bytes, counted once (the input
+ * is live at the step making it, which reads it). */
+static uint64_t arena_live(const kn_mem_plan *plan, int32_t i) {
+  uint64_t b = 0;
+  for (int32_t t = 0; t < plan->n_tensors; t++) {
+    const kn_plan_tensor *p = &plan->tensors[t];
+    if (p->offset < 0 || p->first > i || i > p->last) continue;
+    bool shared = false;
+    for (int32_t u = 0; p->inplace_of >= 0 && u < plan->n_tensors && !shared; u++) {
+      const kn_plan_tensor *q = &plan->tensors[u];
+      shared = q->value == p->inplace_of && q->offset == p->offset && q->first <= i &&
+               i <= q->last;
+    }
+    if (!shared) b += p->bytes;
+  }
+  return b;
+}
+
+void kn_model_machine(const kn_model *model, kn_machine *out) {
+  kn_machine fb;
+  *out = *io_machine(model, &fb);
+}
+
 kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out) {
   const kn_graph *g = model->ir->graph;
   if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
@@ -99,6 +123,7 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   for (int32_t k = 0; k < n->n_inputs && out->n_inputs < 8; k++)
     if (n->inputs[k] >= 0) out->inputs[out->n_inputs++] = g->values[n->inputs[k]].name;
   kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
+  out->arena_live_bytes = arena_live(&model->plan, i);
   const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
   if (n->op && n->op->tiling && n->tactic) {
     kn_machine fb;

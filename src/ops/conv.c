@@ -855,6 +855,7 @@ void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
   const kn_tensor *w;
   if (!static_geometry(g, n, is_transpose_node(n), &geo, &w) || geo.nd != 2) return;
   kn_conv2d c = conv2d_of(&geo);
+  if (c.n < 1) c.n = 1; /* a dynamic batch: the tiles of one image */
   kn_caches ca;
   kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
   kn_isa isa = (kn_isa)target->isa;

@@ -5,6 +5,7 @@
 #include "testkit.h"
 
 #include "core/cpu.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -244,12 +245,86 @@ static void test_loop_body_recorded(void **state) {
   }
 }
 
+/* Profiling: each step's span on the calling thread, in order, disjoint and
+ * inside the run; at 2 threads the workers' spans inside their step's; the
+ * same results as without; nothing recorded once it is off. */
+static void test_profiling_spans(void **state) {
+  (void)state;
+  const char *path = KILN_SOURCE_DIR "/models/tinycnn/model.onnx";
+  kn_error err;
+  kn_model *m;
+  assert_int_equal(kn_model_load(path, &m, &err), KN_OK);
+  kn_build_options o;
+  kn_build_options_init(&o);
+  const char *shape[] = {"input=4x3x32x32"};
+  o.shapes = shape;
+  o.n_shapes = 1;
+  assert_int_equal(kn_model_build(m, &o, &err), KN_OK);
+  kn_model_stats info;
+  assert_int_equal(kn_model_stats_get(m, &info, &err), KN_OK);
+  int32_t steps = kn_model_step_count(m);
+  assert_true(steps > 3);
+  uint64_t most = 0;
+  for (int32_t i = 0; i < steps; i++) {
+    kn_step_info si;
+    assert_int_equal(kn_model_step_info(m, i, &si), KN_OK);
+    assert_true(si.arena_live_bytes <= info.arena_bytes);
+    if (si.arena_live_bytes > most) most = si.arena_live_bytes;
+  }
+  assert_true(most > 0);
+  for (int32_t threads = 1; threads <= 2; threads++) {
+    kn_context *c;
+    assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
+    assert_int_equal(kn_context_set_threads(c, threads, &err), KN_OK);
+    float *plain = run_batch(c, 4, 7);
+    const kn_step_span *sp;
+    assert_int_equal(kn_context_spans(c, &sp), 0);
+    assert_int_equal(kn_context_set_profiling(c, 1, &err), KN_OK);
+    int64_t t0 = kn_now_ns();
+    float *profiled = run_batch(c, 4, 7);
+    int64_t t1 = kn_now_ns();
+    assert_memory_equal(plain, profiled, 4 * 10 * sizeof(float));
+    int32_t n = kn_context_spans(c, &sp);
+    assert_true(n >= steps);
+    int32_t next = 0, workers = 0;
+    int64_t prev_end = t0;
+    const kn_step_span *main = NULL;
+    for (int32_t k = 0; k < n; k++) {
+      assert_true(sp[k].start_ns <= sp[k].end_ns);
+      if (sp[k].thread == 0) {
+        assert_int_equal(sp[k].step, next++);
+        assert_true(sp[k].start_ns >= prev_end);
+        prev_end = sp[k].end_ns;
+        main = &sp[k];
+      } else {
+        assert_non_null(main);
+        assert_int_equal(sp[k].step, main->step);
+        assert_true(sp[k].thread < threads);
+        assert_true(sp[k].start_ns >= main->start_ns && sp[k].end_ns <= main->end_ns);
+        workers++;
+      }
+    }
+    assert_int_equal(next, steps);
+    assert_true(prev_end <= t1);
+    if (threads == 1) assert_int_equal(workers, 0);
+    else assert_true(workers > 0); /* KILN_POOL_MIN_US=0: every loop splits */
+    assert_int_equal(kn_context_set_profiling(c, 0, &err), KN_OK);
+    free(run_batch(c, 4, 7));
+    assert_int_equal(kn_context_spans(c, &sp), 0);
+    free(plain);
+    free(profiled);
+    kn_context_free(c);
+  }
+  kn_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_data_shaped_step_reinferred),
       cmocka_unit_test(test_tinycnn_repeated_runs_and_threads),
       cmocka_unit_test(test_loop_body_recorded),
       cmocka_unit_test(test_engine_keeps_packed_weights),
+      cmocka_unit_test(test_profiling_spans),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
