@@ -306,8 +306,9 @@ static void test_profiling_spans(void **state) {
     }
     assert_int_equal(next, steps);
     assert_true(prev_end <= t1);
+    /* whether a worker wins a task depends on the scheduler (test_pool
+       checks that they record theirs) */
     if (threads == 1) assert_int_equal(workers, 0);
-    else assert_true(workers > 0); /* KILN_POOL_MIN_US=0: every loop splits */
     assert_int_equal(kn_context_set_profiling(c, 0, &err), KN_OK);
     free(run_batch(c, 4, 7));
     assert_int_equal(kn_context_spans(c, &sp), 0);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -105,11 +106,58 @@ static void test_many_short_loops(void **state) {
   }
 }
 
+/* Profiling spans: task 0 holds the caller until a worker has run task 1
+ * (so both threads take part whatever the scheduler does); each thread's
+ * span covers its own task and nothing is recorded once spans are unset. */
+typedef struct span_job {
+  atomic_int worker_ran;
+  int64_t t0[2], t1[2];
+  int32_t thread[2];
+} span_job;
+
+static void span_task(void *arg, int64_t i, int32_t thread) {
+  span_job *j = arg;
+  j->thread[i] = thread;
+  j->t0[i] = kn_now_ns();
+  if (i == 0)
+    for (int64_t until = kn_now_ns() + 10000000000; !atomic_load(&j->worker_ran) && kn_now_ns() < until;) {
+    }
+  else if (thread != 0)
+    atomic_store(&j->worker_ran, 1);
+  j->t1[i] = kn_now_ns();
+}
+
+static void test_spans(void **state) {
+  (void)state;
+  kn_pool *p;
+  kn_error err;
+  assert_int_equal(kn_pool_create(2, &p, &err), KN_OK);
+  kn_pool_span spans[2] = {{INT64_MAX, 0}, {INT64_MAX, 0}};
+  kn_pool_set_spans(p, spans);
+  span_job j;
+  memset(&j, 0, sizeof j);
+  kn_pool_for(p, 2, span_task, &j);
+  assert_int_equal(j.thread[0], 0);
+  assert_int_equal(j.thread[1], 1);
+  for (int t = 0; t < 2; t++) {
+    assert_true(spans[t].start_ns <= j.t0[t]);
+    assert_true(spans[t].end_ns >= j.t1[t]);
+  }
+  assert_true(spans[1].start_ns >= j.t0[0]); /* the worker started after the loop did */
+  kn_pool_set_spans(p, NULL);
+  kn_pool_span before = spans[1];
+  memset(&j, 0, sizeof j);
+  kn_pool_for(p, 2, span_task, &j);
+  assert_memory_equal(&before, &spans[1], sizeof before);
+  kn_pool_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_task_once),
       cmocka_unit_test(test_held_up_thread),
       cmocka_unit_test(test_many_short_loops),
+      cmocka_unit_test(test_spans),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

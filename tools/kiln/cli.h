@@ -124,6 +124,76 @@ static inline uint64_t kn_cli_rng_next(kn_cli_rng *r) {
   return r->s * 2685821657736338717ull;
 }
 
+/* ---- accuracy (accuracy.c), shared by compare and validate --------------
+ * kn_cli_random_input: an input for `vi` as compare generates it: dims
+ * from vi (dynamic ones from a NAME=DIMS among shapes, else 1), floats
+ * uniform in [-1, 1), integers and bools 0 or 1. */
+kn_status kn_cli_random_input(const kn_value_info *vi, const char *const *shapes, int n_shapes,
+                              kn_cli_rng *r, kn_tensor *t, kn_error *err)
+    __attribute__((warn_unused_result));
+double kn_cli_elem_f64(const kn_tensor *t, int64_t i); /* NAN for other dtypes */
+typedef struct kn_cli_diff {
+  int64_t n;      /* elements */
+  int64_t bad;    /* differing by more than atol + rtol * |reference| */
+  int64_t worst;  /* the worst of those, -1 when none */
+  double max_abs; /* INFINITY when one side is NaN */
+  double max_rel; /* |a - b| / max(|b|, atol) */
+  double cosine;  /* 1 when both are all zeros */
+} kn_cli_diff;
+/* opt against its reference ref (elements NaN in both are equal); false
+ * when their dtypes or shapes differ. */
+bool kn_cli_diff_tensors(const kn_tensor *ref, const kn_tensor *opt, double atol, double rtol,
+                         kn_cli_diff *out);
+
+/* ---- validation gates (gates.c): kiln validate and kiln build's limits ---
+ * An engine is run on the inputs (--data DIR, else seeded random ones as
+ * compare makes), timed (--warmup, then --runs, on the first sample) and
+ * its peak RSS read, before the reference path of the ONNX model it was
+ * built from is loaded and run on the same inputs; then every limit given
+ * is checked.  Put KN_CLI_GATE_OPTS in a command's option table and hand
+ * every id to kn_cli_gate_option. */
+enum {
+  KN_CLI_O_MAX_P99 = 2000, KN_CLI_O_MAX_RSS, KN_CLI_O_MAX_ABS, KN_CLI_O_MIN_COS, KN_CLI_O_DATA,
+  KN_CLI_O_RUNS, KN_CLI_O_WARMUP, KN_CLI_O_GATE_SEED
+};
+#define KN_CLI_GATE_OPTS                                                                      \
+  {"max-p99-ms", 0, true, KN_CLI_O_MAX_P99}, {"max-rss", 0, true, KN_CLI_O_MAX_RSS},         \
+      {"max-abs-error", 0, true, KN_CLI_O_MAX_ABS}, {"min-cosine", 0, true, KN_CLI_O_MIN_COS}, \
+      {"data", 0, true, KN_CLI_O_DATA}, {"runs", 0, true, KN_CLI_O_RUNS},                    \
+      {"warmup", 0, true, KN_CLI_O_WARMUP}, {"seed", 0, true, KN_CLI_O_GATE_SEED}
+#define KN_CLI_GATE_RUNS 20  /* default --runs */
+#define KN_CLI_GATE_WARMUP 3 /* default --warmup */
+typedef struct kn_cli_gates {
+  const char *engine; /* the engine file run */
+  const char *label;  /* its name in messages and reports (NULL: engine) */
+  const char *model;  /* the ONNX model whose reference path it must match */
+  const char *data;   /* --data DIR, or NULL: generated inputs */
+  const char *const *shapes; /* --shape NAME=DIMS of dynamic inputs */
+  int n_shapes;
+  int64_t runs, warmup, threads; /* threads 0: the default */
+  uint64_t seed;
+  bool json;           /* print the JSON report instead of the text */
+  bool run_opts_given; /* --data, --runs, --warmup or --seed */
+  /* the limits, each checked only when its has_ flag is set */
+  bool has_p99, has_rss, has_abs, has_cos;
+  double max_p99_ms, max_abs_error, min_cosine;
+  uint64_t max_rss;
+} kn_cli_gates;
+void kn_cli_gates_init(kn_cli_gates *g);
+/* Applies option `id` of a->cmd: KN_EXIT_OK, KN_EXIT_USAGE after a one-line
+ * usage message, or -1 when id is not a gate option. */
+int kn_cli_gate_option(const kn_cli_args *a, int id, kn_cli_gates *g);
+static inline bool kn_cli_gates_any(const kn_cli_gates *g) {
+  return g->has_p99 || g->has_rss || g->has_abs || g->has_cos;
+}
+/* Measures and checks, printing the report on stdout.  KN_EXIT_OK when
+ * every limit given passes; KN_EXIT_ERROR when one fails (`failed` then
+ * names the failures on one line: "--max-abs-error (measured 0.031, limit
+ * 0.001)") or on an error (one line on stderr already, failed[0] == 0). */
+int kn_cli_gates_check(const kn_cli_gates *g, char *failed, size_t failed_size);
+int kn_cmd_validate(int argc, char **argv);
+void kn_cmd_validate_usage(FILE *f);
+
 /* ---- inspect JSON and dashboards (inspect.c, dashboard.c) ---------------
  * The text `kiln inspect --json` prints, malloc'd (NULL when out of memory
  * or the model is not built): steps predicted for `threads` threads,
@@ -138,5 +208,81 @@ char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
 kn_status kn_cli_dashboard_write(const char *path, const char *title, const char *inspect_json,
                                  const char *profile_json, kn_error *err)
     __attribute__((warn_unused_result));
+
+/* ---- model sessions (session.c): what bench and profile share ----------
+ * The options that choose a model's inputs and build: put
+ * KN_CLI_MODEL_OPTS in a command's option table and hand every id
+ * kn_cli_model_option does not return -1 for to it. */
+#define KN_CLI_MAX_LIST 256
+enum {
+  KN_CLI_O_THREADS = 1000, KN_CLI_O_SHAPE, KN_CLI_O_INPUT, KN_CLI_O_INPUT_DIR, KN_CLI_O_SEED,
+  KN_CLI_O_PROFILE, KN_CLI_O_DISABLE_PASS, KN_CLI_O_WORKSPACE, KN_CLI_O_NO_OPTIMIZE,
+  KN_CLI_O_REFERENCE
+};
+#define KN_CLI_MODEL_OPTS                                                                     \
+  {"threads", 0, true, KN_CLI_O_THREADS}, {"shape", 0, true, KN_CLI_O_SHAPE},                \
+      {"input", 0, true, KN_CLI_O_INPUT}, {"input-dir", 0, true, KN_CLI_O_INPUT_DIR},        \
+      {"seed", 0, true, KN_CLI_O_SEED}, {"profile", 0, true, KN_CLI_O_PROFILE},              \
+      {"disable-pass", 0, true, KN_CLI_O_DISABLE_PASS},                                      \
+      {"workspace", 0, true, KN_CLI_O_WORKSPACE},                                            \
+      {"no-optimize", 0, false, KN_CLI_O_NO_OPTIMIZE},                                       \
+      {"reference-kernels", 0, false, KN_CLI_O_REFERENCE}
+
+typedef struct kn_cli_model_opts {
+  const char *cmd;  /* "bench", for messages */
+  const char *path; /* MODEL or ENGINE */
+  const char *input_dir;
+  const char *shapes[KN_CLI_MAX_LIST], *named[KN_CLI_MAX_LIST], *profiles[KN_CLI_MAX_LIST],
+      *disabled[KN_CLI_MAX_LIST];
+  int n_shapes, n_named, n_profiles, n_disabled;
+  /* "NAME=SIZE": dynamic dims named NAME (a dim_param such as "batch")
+   * take SIZE in every input without a --shape or a file (kiln profile
+   * --sweep) */
+  const char *dim_values[8];
+  int n_dim_values;
+  int64_t threads, seed;
+  bool build_opts; /* one of the build options was given */
+  bool quiet;      /* no notes on stderr (defaulted dims, probing) */
+  kn_build_options bo;
+} kn_cli_model_opts;
+void kn_cli_model_opts_init(kn_cli_model_opts *o, const char *cmd);
+/* Applies option `id` of a->cmd: KN_EXIT_OK, KN_EXIT_USAGE after a one-line
+ * usage message, or -1 when id is not a model option. */
+int kn_cli_model_option(const kn_cli_args *a, int id, kn_cli_model_opts *o);
+
+/* A model loaded (an ONNX model built for the dims it will run on), its
+ * inputs read or generated, and a context with them bound. */
+typedef struct kn_cli_session {
+  kn_model *model;
+  kn_context *ctx;
+  kn_tensor *inputs;
+  bool *given; /* read from a file rather than generated */
+  int32_t nin;
+  char **shape_specs; /* the shapes given to kn_model_build */
+  int32_t n_specs;
+  bool engine;
+  char shapes_text[512]; /* "input_ids=1x128 attention_mask=1x128" */
+  double model_load_ms, build_ms, load_ms; /* load_ms: load + build + context */
+} kn_cli_session;
+/* KN_EXIT_OK, or KN_EXIT_ERROR after a one-line message; close it either way. */
+int kn_cli_session_open(const kn_cli_model_opts *o, kn_cli_session *s);
+void kn_cli_session_close(kn_cli_session *s);
+
+/* "1x3x224x224" -> dims; false when malformed. */
+bool kn_cli_parse_dims(const char *s, int64_t *dims, int32_t *rank);
+void kn_cli_dims_text(const int64_t *dims, int32_t rank, char *buf, size_t n);
+/* The value of NAME=... for `name` among specs (the last given), or NULL. */
+const char *kn_cli_spec_for(const char *const *specs, int n, const char *name);
+double kn_cli_now_s(void); /* CLOCK_MONOTONIC seconds */
+int kn_cli_cmp_double(const void *a, const void *b);
+/* Linear interpolation between order statistics of sorted[0 .. n-1] (as
+ * numpy's default and bench/ort_bench.js), so kiln's and ONNX Runtime's
+ * percentiles compare. */
+double kn_cli_percentile(const double *sorted, int64_t n, double p);
+uint64_t kn_cli_peak_rss(void); /* this process's peak RSS in bytes */
+void kn_cli_json_str(FILE *f, const char *s); /* a JSON string literal */
+
+int kn_cmd_profile(int argc, char **argv);
+void kn_cmd_profile_usage(FILE *f);
 
 #endif
