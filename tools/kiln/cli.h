@@ -110,6 +110,8 @@ bool kn_cli_step_times_load(const char *engine, const kn_model *m, int32_t *thre
 
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
+int kn_cmd_trace(int argc, char **argv); /* trace.c: kiln trace merge */
+void kn_cmd_trace_usage(FILE *f);
 
 /* The CLI's generated inputs (bench, compare): xorshift64*, seeded by the
  * caller, so the same seed gives the same inputs in both commands. */

@@ -20,6 +20,8 @@ static const kn_cli_cmd commands[] = {
     {"probe", "measure this machine (peaks, caches, bandwidths) for the IO model",
      kn_cmd_probe, kn_cmd_probe_usage},
     {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
+    {"trace", "merge Chrome traces of several processes or hosts, with a summary",
+     kn_cmd_trace, kn_cmd_trace_usage},
 };
 
 const kn_cli_cmd *kn_cli_find(const char *name) {
