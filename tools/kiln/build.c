@@ -1,8 +1,12 @@
 /* kiln build MODEL -o ENGINE: optimize, plan memory, write an engine file. */
 #include "cli.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_OPTS 256
 
@@ -11,7 +15,9 @@ void kn_cmd_build_usage(FILE *f) {
           "usage: kiln build MODEL -o ENGINE [--shape NAME=DIMS]... [--profile NAME=MIN:OPT:MAX]...\n"
           "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
           "                  [--machine FILE|fallback] [--threads N] [--tactics timed|heuristic]\n"
-          "                  [--tactic-candidates N] [--timing-cache FILE]\n\n"
+          "                  [--tactic-candidates N] [--timing-cache FILE]\n"
+          "                  [--max-p99-ms X] [--max-rss BYTES] [--max-abs-error E]\n"
+          "                  [--min-cosine C] [--data DIR] [--runs N] [--warmup N] [--seed N]\n\n"
           "Optimizes MODEL (.onnx), plans its memory and writes ENGINE, a single\n"
           "versioned, checksummed file (docs/ENGINE_FORMAT.md) that `kiln run`,\n"
           "`kiln inspect` and `kiln compare` accept wherever they take a model.\n\n"
@@ -39,6 +45,10 @@ void kn_cmd_build_usage(FILE *f) {
           "  --tactic-candidates N      how many to time per step (default 3)\n"
           "  --timing-cache FILE        reuse and extend the timings kept in FILE; safe to\n"
           "                             share between builds running at the same time\n"
+          "  --max-p99-ms, --max-rss, --max-abs-error, --min-cosine, with --data, --runs,\n"
+          "  --warmup, --seed: limits, as for kiln validate (against MODEL, on --threads\n"
+          "                             threads): an engine that fails one is not written\n"
+          "                             (one line on stderr names it; exit 1)\n"
           "Options also take the --name=VALUE form (-o ENGINE, -oENGINE, --output=ENGINE).\n\n"
           "Passes, in the order they run:\n");
   kn_cli_print_passes(f);
@@ -50,6 +60,83 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Loads, builds and saves to save_path; messages name the engine `label`. */
+static int build_engine(const char *model_path, const char *save_path, const char *label,
+                        const kn_build_options *bo) {
+  kn_error err = {0};
+  kn_model *m = NULL;
+  double t0 = now_ms();
+  if (kn_model_load(model_path, &m, &err)) return kn_cli_error(&err);
+  double t1 = now_ms();
+  int rc = KN_EXIT_OK;
+  kn_cli_note_probe(m, bo);
+  if (kn_model_build(m, bo, &err) || kn_model_save(m, save_path, &err)) {
+    rc = kn_cli_error(&err);
+  } else {
+    kn_model_stats st;
+    if (kn_model_stats_get(m, &st, &err)) {
+      rc = kn_cli_error(&err);
+    } else {
+      printf("%s -> %s: %lld ONNX nodes -> %lld steps, weights %.1f MiB, arena %.2f MiB "
+             "(lower bound %.2f MiB, unplanned %.2f MiB); load %.0f ms, build %.0f ms\n",
+             model_path, label, (long long)st.onnx_nodes, (long long)st.nodes,
+             (double)st.param_bytes / 1048576.0, (double)st.arena_bytes / 1048576.0,
+             (double)st.lower_bound_bytes / 1048576.0,
+             (double)st.naive_activation_bytes / 1048576.0, t1 - t0, now_ms() - t1);
+      if (st.tactic_choices)
+        printf("tactics: %d steps with a choice, %d shapes timed (%.1f s), %d steps from the "
+               "timing cache, %d not the first choice\n",
+               st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
+               st.tactic_changed);
+    }
+  }
+  kn_model_free(m);
+  return rc;
+}
+
+/* With limits: the engine is built in a child process and saved beside
+ * ENGINE, checked here, and renamed to ENGINE only when every limit passes.
+ * The child keeps the build's memory (the ONNX model, packing, tactic
+ * timing) out of this process's peak RSS, which --max-rss checks. */
+static int build_gated(const char *model_path, const char *out_path, const kn_build_options *bo,
+                       kn_cli_gates *gates) {
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.validate%ld", out_path, (long)getpid()) >= sizeof tmp)
+    return kn_cli_fail("%s: path too long", out_path);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return kn_cli_fail("cannot start the build of %s: fork: %s", model_path,
+                                  strerror(errno));
+  if (pid == 0) exit(build_engine(model_path, tmp, out_path, bo));
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      unlink(tmp);
+      return kn_cli_fail("waiting for the build of %s: %s", model_path, strerror(errno));
+    }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(tmp);
+    if (WIFEXITED(status)) return WEXITSTATUS(status); /* the child said why */
+    return kn_cli_fail("the build of %s died of signal %d", model_path,
+                       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  }
+  gates->engine = tmp;
+  char failed[1024];
+  int rc = kn_cli_gates_check(gates, failed, sizeof failed);
+  if (rc) {
+    unlink(tmp);
+    if (failed[0]) kn_cli_fail("%s not written: the engine fails %s", out_path, failed);
+    return rc;
+  }
+  if (rename(tmp, out_path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return kn_cli_fail("cannot write %s: %s", out_path, strerror(e));
+  }
+  return KN_EXIT_OK;
+}
+
 int kn_cmd_build(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("build");
   const char *model_path = NULL, *out_path = NULL, *machine_path = NULL;
@@ -59,6 +146,8 @@ int kn_cmd_build(int argc, char **argv) {
   kn_build_options_init(&bo);
   enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE,
          O_MACHINE, O_THREADS, O_TACTICS, O_CANDIDATES, O_TIMING_CACHE };
+  kn_cli_gates gates;
+  kn_cli_gates_init(&gates);
   static const kn_cli_opt opts[] = {{"output", 'o', true, O_OUTPUT},
                                     {"shape", 0, true, O_SHAPE},
                                     {"profile", 0, true, O_PROFILE},
@@ -70,6 +159,7 @@ int kn_cmd_build(int argc, char **argv) {
                                     {"tactics", 0, true, O_TACTICS},
                                     {"tactic-candidates", 0, true, O_CANDIDATES},
                                     {"timing-cache", 0, true, O_TIMING_CACHE},
+                                    KN_CLI_GATE_OPTS,
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
@@ -118,10 +208,18 @@ int kn_cmd_build(int argc, char **argv) {
     case KN_CLI_POSITIONAL:
       if (model_path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
       model_path = args.arg;
+      break;
+    default: {
+      int rc = kn_cli_gate_option(&args, id, &gates);
+      if (rc) return rc < 0 ? KN_EXIT_USAGE : rc;
+    }
     }
   }
   if (!model_path) return kn_cli_usage(cmd, "MODEL is required");
   if (!out_path) return kn_cli_usage(cmd, "-o ENGINE is required");
+  if (gates.run_opts_given && !kn_cli_gates_any(&gates))
+    return kn_cli_usage(cmd, "--data, --runs, --warmup and --seed are for the limits: give "
+                             "--max-p99-ms, --max-rss, --max-abs-error or --min-cosine");
   bo.shapes = shapes;
   bo.n_shapes = n_shapes;
   bo.profiles = profiles;
@@ -136,32 +234,12 @@ int kn_cmd_build(int argc, char **argv) {
     else if (kn_machine_load(machine_path, &machine, &err)) return kn_cli_error(&err);
     bo.machine = &machine;
   }
-  kn_model *m = NULL;
-  double t0 = now_ms();
-  if (kn_model_load(model_path, &m, &err)) return kn_cli_error(&err);
-  double t1 = now_ms();
-  int rc = KN_EXIT_OK;
-  kn_cli_note_probe(m, &bo);
-  if (kn_model_build(m, &bo, &err) || kn_model_save(m, out_path, &err)) {
-    rc = kn_cli_error(&err);
-  } else {
-    kn_model_stats st;
-    if (kn_model_stats_get(m, &st, &err)) {
-      rc = kn_cli_error(&err);
-    } else {
-      printf("%s -> %s: %lld ONNX nodes -> %lld steps, weights %.1f MiB, arena %.2f MiB "
-             "(lower bound %.2f MiB, unplanned %.2f MiB); load %.0f ms, build %.0f ms\n",
-             model_path, out_path, (long long)st.onnx_nodes, (long long)st.nodes,
-             (double)st.param_bytes / 1048576.0, (double)st.arena_bytes / 1048576.0,
-             (double)st.lower_bound_bytes / 1048576.0,
-             (double)st.naive_activation_bytes / 1048576.0, t1 - t0, now_ms() - t1);
-      if (st.tactic_choices)
-        printf("tactics: %d steps with a choice, %d shapes timed (%.1f s), %d steps from the "
-               "timing cache, %d not the first choice\n",
-               st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
-               st.tactic_changed);
-    }
-  }
-  kn_model_free(m);
-  return rc;
+  if (!kn_cli_gates_any(&gates)) return build_engine(model_path, out_path, out_path, &bo);
+  gates.engine = NULL; /* set below */
+  gates.label = out_path;
+  gates.model = model_path;
+  gates.shapes = shapes;
+  gates.n_shapes = n_shapes;
+  gates.threads = bo.threads;
+  return build_gated(model_path, out_path, &bo, &gates);
 }

@@ -193,6 +193,8 @@ static inline bool kn_cli_gates_any(const kn_cli_gates *g) {
  * names the failures on one line: "--max-abs-error (measured 0.031, limit
  * 0.001)") or on an error (one line on stderr already, failed[0] == 0). */
 int kn_cli_gates_check(const kn_cli_gates *g, char *failed, size_t failed_size);
+/* "NAME=1x3x224x224" ("NAME=" is a scalar); false when malformed. */
+bool kn_cli_shape_spec_ok(const char *spec);
 int kn_cmd_validate(int argc, char **argv);
 void kn_cmd_validate_usage(FILE *f);
 

@@ -2,7 +2,6 @@
  * engine on the same inputs (what polygraphy does for TensorRT). */
 #include "cli.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,50 +25,6 @@ void kn_cmd_compare_usage(FILE *f) {
           "first step whose result diverges.  --threads N runs both on N threads\n"
           "(default: KILN_NUM_THREADS, else the CPUs this process may use).  Options\n"
           "also take the --name=VALUE form.\n");
-}
-
-static kn_status random_input(const kn_value_info *vi, const char *const *shapes, int n_shapes,
-                              kn_cli_rng *r, kn_tensor *t, kn_error *err) {
-  int64_t dims[KN_MAX_RANK];
-  int32_t rank = vi->rank < 0 ? 0 : vi->rank;
-  for (int32_t d = 0; d < rank; d++) dims[d] = vi->dims[d] < 0 ? 1 : vi->dims[d];
-  for (int k = 0; k < n_shapes; k++) {
-    const char *eq = strrchr(shapes[k], '=');
-    if (!eq || strlen(vi->name) != (size_t)(eq - shapes[k]) ||
-        strncmp(vi->name, shapes[k], (size_t)(eq - shapes[k])))
-      continue;
-    rank = 0;
-    for (const char *p = eq + 1; *p && rank < KN_MAX_RANK;) {
-      char *end;
-      dims[rank++] = strtoll(p, &end, 10);
-      p = *end ? end + 1 : end;
-    }
-  }
-  kn_dtype dt = vi->dtype ? vi->dtype : KN_DTYPE_F32;
-  kn_status st = kn_tensor_alloc(t, dt, rank, dims, err);
-  if (st) return st;
-  int64_t n = kn_tensor_numel(t);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t x = kn_cli_rng_next(r);
-    double u = (double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-    switch (dt) {
-    case KN_DTYPE_F32: ((float *)t->data)[i] = (float)u; break;
-    case KN_DTYPE_F64: ((double *)t->data)[i] = u; break;
-    case KN_DTYPE_I64: ((int64_t *)t->data)[i] = (int64_t)(x >> 63); break;
-    case KN_DTYPE_I32: ((int32_t *)t->data)[i] = (int32_t)(x >> 63); break;
-    case KN_DTYPE_BOOL:
-    case KN_DTYPE_U8:
-    case KN_DTYPE_I8: ((uint8_t *)t->data)[i] = (uint8_t)(x >> 63); break;
-    default:
-      kn_tensor_release(t);
-      snprintf(err->msg, sizeof err->msg,
-               "input '%s' has dtype %s: give it with --input NAME=FILE", vi->name,
-               kn_dtype_name(dt));
-      err->status = KN_ERR_UNSUPPORTED;
-      return KN_ERR_UNSUPPORTED;
-    }
-  }
-  return KN_OK;
 }
 
 /* Intermediate tensors of the reference run, by name, in step order. */
@@ -114,54 +69,22 @@ static void recording_free(recording *r) {
   free(r->tensors);
 }
 
-static double as_f64(const kn_tensor *t, int64_t i) {
-  switch (t->dtype) {
-  case KN_DTYPE_F32: return ((const float *)t->data)[i];
-  case KN_DTYPE_F64: return ((const double *)t->data)[i];
-  case KN_DTYPE_I64: return (double)((const int64_t *)t->data)[i];
-  case KN_DTYPE_I32: return ((const int32_t *)t->data)[i];
-  case KN_DTYPE_BOOL:
-  case KN_DTYPE_U8: return ((const uint8_t *)t->data)[i];
-  case KN_DTYPE_I8: return ((const int8_t *)t->data)[i];
-  default: return NAN;
-  }
-}
-
 /* Prints one line for an output pair; returns false when out of tolerance. */
 static bool compare_one(const char *name, const kn_tensor *ref, const kn_tensor *opt,
                         double atol, double rtol) {
-  bool same_shape = ref->dtype == opt->dtype && ref->rank == opt->rank;
-  for (int32_t d = 0; same_shape && d < ref->rank; d++) same_shape = ref->dims[d] == opt->dims[d];
-  if (!same_shape) {
+  kn_cli_diff d;
+  if (!kn_cli_diff_tensors(ref, opt, atol, rtol, &d)) {
     printf("FAIL %s: dtype/shape differ (%s rank %d vs %s rank %d)\n", name,
            kn_dtype_name(ref->dtype), ref->rank, kn_dtype_name(opt->dtype), opt->rank);
     return false;
   }
-  int64_t n = kn_tensor_numel(ref), bad = 0, worst = -1;
-  double max_abs = 0, max_rel = 0, dot = 0, na = 0, nb = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double b = as_f64(ref, i), a = as_f64(opt, i);
-    if (isnan(a) && isnan(b)) continue;
-    double d = fabs(a - b);
-    if (!(d <= atol + rtol * fabs(b))) {
-      bad++;
-      if (worst < 0 || d > fabs(as_f64(opt, worst) - as_f64(ref, worst))) worst = i;
-    }
-    if (d > max_abs || isnan(d)) max_abs = isnan(d) ? INFINITY : d;
-    double rel = d / fmax(fabs(b), atol);
-    if (rel > max_rel || isnan(rel)) max_rel = isnan(rel) ? INFINITY : rel;
-    dot += a * b;
-    na += a * a;
-    nb += b * b;
-  }
-  double cosine = na > 0 && nb > 0 ? dot / sqrt(na * nb) : (na == nb ? 1.0 : 0.0);
-  printf("%s %-24s %s [%lld elems] max_abs %.3g max_rel %.3g cosine %.9f", bad ? "FAIL" : "ok  ",
-         name, kn_dtype_name(ref->dtype), (long long)n, max_abs, max_rel, cosine);
-  if (bad)
-    printf("  (%lld out of tolerance; worst at %lld: %.9g vs reference %.9g)", (long long)bad,
-           (long long)worst, as_f64(opt, worst), as_f64(ref, worst));
+  printf("%s %-24s %s [%lld elems] max_abs %.3g max_rel %.3g cosine %.9f", d.bad ? "FAIL" : "ok  ",
+         name, kn_dtype_name(ref->dtype), (long long)d.n, d.max_abs, d.max_rel, d.cosine);
+  if (d.bad)
+    printf("  (%lld out of tolerance; worst at %lld: %.9g vs reference %.9g)", (long long)d.bad,
+           (long long)d.worst, kn_cli_elem_f64(opt, d.worst), kn_cli_elem_f64(ref, d.worst));
   printf("\n");
-  return bad == 0;
+  return d.bad == 0;
 }
 
 int kn_cmd_compare(int argc, char **argv) {
@@ -275,7 +198,7 @@ int kn_cmd_compare(int argc, char **argv) {
         file = eq + 1;
     }
     kn_status st = file ? kn_tensor_read_file(file, &ins[i], NULL, &err)
-                        : random_input(&vi, shapes, n_shapes, &r, &ins[i], &err);
+                        : kn_cli_random_input(&vi, shapes, n_shapes, &r, &ins[i], &err);
     if (!st) st = kn_context_set_input(cref, i, &ins[i], &err);
     if (!st) st = kn_context_set_input(copt, i, &ins[i], &err);
     if (st) {

@@ -22,6 +22,7 @@ static const kn_cli_cmd commands[] = {
     {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
     {"trace", "merge Chrome traces of several processes or hosts, with a summary",
      kn_cmd_trace, kn_cmd_trace_usage},
+    {"validate", "check an engine against its model: accuracy, p99, peak RSS limits", kn_cmd_validate, kn_cmd_validate_usage},
 };
 
 const kn_cli_cmd *kn_cli_find(const char *name) {
