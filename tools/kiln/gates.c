@@ -16,9 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* atol in the relative error's denominator, max(|b|, atol), as compare's default */
@@ -75,20 +73,9 @@ int kn_cli_gate_option(const kn_cli_args *a, int id, kn_cli_gates *g) {
 
 bool kn_cli_shape_spec_ok(const char *spec) {
   const char *eq = strrchr(spec, '=');
-  if (!eq || eq == spec) return false;
-  int rank = 0;
-  for (const char *p = eq + 1; *p;) {
-    char *end;
-    if (*p < '0' || *p > '9' || ++rank > KN_MAX_RANK) return false;
-    errno = 0;
-    long long d = strtoll(p, &end, 10);
-    if (errno || d > (1ll << 40)) return false;
-    if (!*end) return true;
-    if (*end != 'x' && *end != 'X') return false;
-    p = end + 1;
-    if (!*p) return false;
-  }
-  return true;
+  int64_t dims[KN_MAX_RANK];
+  int32_t rank;
+  return eq && eq != spec && kn_cli_parse_dims(eq + 1, dims, &rank);
 }
 
 static const char *dt_name(kn_dtype dt) {
@@ -98,46 +85,13 @@ static const char *dt_name(kn_dtype dt) {
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Linear interpolation between order statistics, as kiln bench reports them. */
-static double percentile(const double *sorted, int64_t n, double p) {
-  double idx = (double)(n - 1) * p;
-  int64_t lo = (int64_t)floor(idx), hi = (int64_t)ceil(idx);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (idx - (double)lo);
-}
-
-static uint64_t peak_rss_bytes(void) {
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-  return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
-}
-
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-    else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
-  }
-  fputc('"', f);
-}
-
 /* JSON has no infinity or NaN: null stands for them. */
 static void json_num(FILE *f, double v) {
   if (isfinite(v)) fprintf(f, "%.9g", v);
   else fputs("null", f);
 }
 
+/* kn_cli_dims_text for messages: "?" for a dynamic dim, "scalar" for rank 0. */
 static void dims_text(const int64_t *dims, int32_t rank, char *buf, size_t n) {
   size_t o = 0;
   buf[0] = 0;
@@ -473,18 +427,18 @@ static int engine_phase(gate_state *s) {
           goto done;
         }
       for (int64_t r = 0; r < g->runs; r++) {
-        double a = now_s();
+        double a = kn_cli_now_s();
         if (kn_context_run(ctx, &err)) {
           rc = kn_cli_error(&err);
           goto done;
         }
-        s->times[r] = (now_s() - a) * 1e3;
+        s->times[r] = (kn_cli_now_s() - a) * 1e3;
       }
     }
     if (s->samples.n) release_all(buf, s->nin);
   }
-  s->rss = peak_rss_bytes();
-  qsort(s->times, (size_t)g->runs, sizeof *s->times, cmp_double);
+  s->rss = kn_cli_peak_rss();
+  qsort(s->times, (size_t)g->runs, sizeof *s->times, kn_cli_cmp_double);
   rc = KN_EXIT_OK;
 done:
   release_all(buf, s->nin);
@@ -642,7 +596,8 @@ static void measure_limits(const gate_state *s, limit_result *lim) {
     if (cos_o < 0 || !(a->cosine >= worst_cos)) worst_cos = a->cosine, cos_o = o;
   }
   lim[LIM_P99] = (limit_result){"max-p99-ms", g->has_p99, false, true,
-                                percentile(s->times, g->runs, 0.99), g->max_p99_ms, 0, -1, -1};
+                                kn_cli_percentile(s->times, g->runs, 0.99), g->max_p99_ms, 0, -1,
+                                -1};
   lim[LIM_RSS] = (limit_result){"max-rss", g->has_rss, false, true, (double)s->rss,
                                 (double)g->max_rss, 0, -1, -1};
   lim[LIM_ABS] = (limit_result){"max-abs-error", g->has_abs, false, true, worst_abs,
@@ -703,8 +658,9 @@ static void print_text(const gate_state *s, const limit_result *lim) {
   double sum = 0;
   for (int64_t i = 0; i < n; i++) sum += s->times[i];
   printf("latency (ms): min %.4f  mean %.4f  p50 %.4f  p90 %.4f  p99 %.4f  max %.4f\n",
-         s->times[0], sum / (double)n, percentile(s->times, n, 0.5),
-         percentile(s->times, n, 0.9), percentile(s->times, n, 0.99), s->times[n - 1]);
+         s->times[0], sum / (double)n, kn_cli_percentile(s->times, n, 0.5),
+         kn_cli_percentile(s->times, n, 0.9), kn_cli_percentile(s->times, n, 0.99),
+         s->times[n - 1]);
   printf("peak RSS: %.1f MiB (%llu bytes)\n", (double)s->rss / 1048576.0,
          (unsigned long long)s->rss);
   int given = 0, failed = 0;
@@ -744,14 +700,14 @@ static void print_json(const gate_state *s, const limit_result *lim) {
   bool pass = true;
   for (int i = 0; i < N_LIMITS; i++) pass &= !lim[i].given || lim[i].pass;
   printf("{\"format\": \"kiln-validate\", \"version\": 1, \"engine\": ");
-  json_str(stdout, s->label);
+  kn_cli_json_str(stdout, s->label);
   printf(", \"model\": ");
-  json_str(stdout, g->model);
+  kn_cli_json_str(stdout, g->model);
   printf(", \"pass\": %s, \"samples\": %d, \"data\": ", pass ? "true" : "false", s->n_samples);
-  if (g->data) json_str(stdout, g->data);
+  if (g->data) kn_cli_json_str(stdout, g->data);
   else printf("null");
   printf(", \"seed\": %llu, \"inputs\": ", (unsigned long long)g->seed);
-  json_str(stdout, s->inputs_text);
+  kn_cli_json_str(stdout, s->inputs_text);
   printf(", \"threads\": %d, \"runs\": %lld, \"warmup\": %lld,\n \"limits\": [", s->threads,
          (long long)g->runs, (long long)g->warmup);
   for (int i = 0, k = 0; i < N_LIMITS; i++) {
@@ -766,7 +722,7 @@ static void print_json(const gate_state *s, const limit_result *lim) {
     printf(", \"pass\": %s", l->pass ? "true" : "false");
     if (l->output >= 0) {
       printf(", \"output\": ");
-      json_str(stdout, s->out[l->output].name);
+      kn_cli_json_str(stdout, s->out[l->output].name);
       printf(", \"sample\": %d", l->sample);
     }
     printf("}");
@@ -779,7 +735,7 @@ static void print_json(const gate_state *s, const limit_result *lim) {
   for (int32_t o = 0; o < s->nout; o++) {
     const out_acc *a = &s->out[o];
     printf("%s\n  {\"name\": ", o ? "," : "");
-    json_str(stdout, a->name);
+    kn_cli_json_str(stdout, a->name);
     printf(", \"compared\": %s", a->compared ? "true" : "false");
     if (a->compared) {
       printf(", \"dtype\": \"%s\", \"shape\": [", dt_name(a->dtype));
@@ -800,9 +756,9 @@ static void print_json(const gate_state *s, const limit_result *lim) {
   for (int64_t i = 0; i < n; i++) sum += s->times[i];
   printf("]},\n \"latency_ms\": {\"min\": %.6f, \"mean\": %.6f, \"p50\": %.6f, \"p90\": %.6f, "
          "\"p99\": %.6f, \"max\": %.6f},\n \"peak_rss_bytes\": %llu}\n",
-         s->times[0], sum / (double)n, percentile(s->times, n, 0.5),
-         percentile(s->times, n, 0.9), percentile(s->times, n, 0.99), s->times[n - 1],
-         (unsigned long long)s->rss);
+         s->times[0], sum / (double)n, kn_cli_percentile(s->times, n, 0.5),
+         kn_cli_percentile(s->times, n, 0.9), kn_cli_percentile(s->times, n, 0.99),
+         s->times[n - 1], (unsigned long long)s->rss);
 }
 
 int kn_cli_gates_check(const kn_cli_gates *g, char *failed, size_t failed_size) {
