@@ -16,11 +16,14 @@
  *                         in PATH is replaced by the pid)
  *   KN_TRACE_SAMPLE=N     keep one call in N on each thread (default 1)
  *   KN_TRACE_MIN_US=X     drop calls shorter than X microseconds (default 0)
- *   KN_TRACE_MAX_EVENTS=N keep at most N events (default 4000000, about
- *                         24 bytes each); the rest are counted in
+ *   KN_TRACE_MAX_EVENTS=N keep at most N events (default 1000000, 24
+ *                         bytes each in memory); the rest are counted in
  *                         otherData.dropped_events
  *   KN_TRACE_SIGNAL=SIG   on signal SIG (USR1, SIGUSR2, 10, ...) write
  *                         what is buffered so far (see kn_trace_flush)
+ *   KN_TRACE_CLOCK=monotonic  time calls with clock_gettime even where the
+ *                         kernel's clocksource is the TSC (then rdtsc is
+ *                         used and converted to CLOCK_MONOTONIC time)
  *
  * Thread safety: every function may be called from any thread.  Recording
  * takes no lock; flushes are serialised by one lock. */
@@ -53,8 +56,9 @@ KN_TRACE_NOINSTR int kn_trace_enabled(void);
 KN_TRACE_NOINSTR void kn_trace_thread_name(const char *name);
 
 /* Writes the events recorded so far and rewrites the file's tail, so that
- * it is valid JSON after every flush.  Returns 0, or -1 when the file
- * cannot be written (one line on stderr).  Not async-signal-safe: a signal
+ * it is valid JSON after every flush (an output that cannot seek, such as
+ * a pipe or /dev/null, is written once, at exit).  Returns 0, or -1 when
+ * the file cannot be written (one line on stderr).  Not async-signal-safe: a signal
  * handler must not call it (KN_TRACE_SIGNAL wakes a flusher thread). */
 KN_TRACE_NOINSTR int kn_trace_flush(void);
 

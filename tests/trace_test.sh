@@ -12,7 +12,8 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 check() { "$CHECK" "$@" || fail "trace_check $*"; }
 # The environment the test starts with must not change what the agent does.
-unset KN_TRACE KN_TRACE_FILE KN_TRACE_SAMPLE KN_TRACE_MIN_US KN_TRACE_MAX_EVENTS KN_TRACE_SIGNAL
+unset KN_TRACE KN_TRACE_FILE KN_TRACE_SAMPLE KN_TRACE_MIN_US KN_TRACE_MAX_EVENTS KN_TRACE_SIGNAL \
+  KN_TRACE_CLOCK
 
 # The sample: 3 workers and the main thread, fib(14) (1219 calls) twice per
 # worker and once on the main thread, 8563 calls in all.
@@ -24,6 +25,11 @@ for exe in "$SAMPLE" "$SAMPLE_STATIC"; do
     --thread-name worker-0 --thread-name worker-1 --thread-name worker-2 \
     --thread-name main-thread --other events=8563
 done
+
+# KN_TRACE_CLOCK=monotonic: clock_gettime instead of the TSC, same trace
+KN_TRACE_CLOCK=monotonic KN_TRACE_FILE=mono.json "$SAMPLE" || fail "monotonic-clock run exited $?"
+check mono.json --min-x 8563 --max-x 8563 --name slow_call
+grep -q '"clock":"CLOCK_MONOTONIC"' mono.json || fail "KN_TRACE_CLOCK=monotonic not in otherData.clock"
 
 # default file name: kiln-trace.<pid>.json in the working directory
 rm -f kiln-trace.*.json

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,8 +103,12 @@ static struct kt_state {
   /* read on every event */
   _Atomic int enabled;
   uint32_t sample;
+  int tsc;            /* ticks are TSC cycles, else CLOCK_MONOTONIC ns */
+  uint64_t min_ticks; /* KN_TRACE_MIN_US in ticks */
+  uint64_t t0_ticks;  /* ts 0 */
+  uint64_t mono0_ns;  /* CLOCK_MONOTONIC at ts 0 */
   uint64_t min_ns;
-  uint64_t t0_ns; /* CLOCK_MONOTONIC at start: ts 0 */
+  double ns_per_tick; /* TSC: from start to the latest flush, under lock */
   /* written by threads registering or reserving budget */
   _Alignas(64) _Atomic(kt_thread *) threads;
   _Atomic int64_t budget;
@@ -117,7 +122,7 @@ static struct kt_state {
   sem_t sem;
   /* the writer, under lock */
   pthread_mutex_t lock;
-  int fd, failed, oom;
+  int fd, failed, oom, seekable;
   off_t tail_off;   /* where the metadata and closing text start */
   uint64_t written; /* X events in the file */
   kt_symcache syms;
@@ -131,6 +136,52 @@ KT_FN static inline uint64_t now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The recording clock.  When the kernel itself keeps time with the TSC
+ * (clocksource "tsc": invariant and synchronised across CPUs, which the
+ * kernel checked), rdtsc costs a few ns where clock_gettime costs 20-40;
+ * the ticks are converted to CLOCK_MONOTONIC ns when written, from the
+ * two clocks read together at start and at each flush. */
+KT_FN static inline uint64_t rdtsc(void) {
+#if defined(__x86_64__)
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t)hi << 32 | lo;
+#else
+  return 0;
+#endif
+}
+
+KT_FN static inline uint64_t now_ticks(void) {
+  return (g.tsc ? rdtsc() : now_ns()) - g.t0_ticks;
+}
+
+/* The TSC and CLOCK_MONOTONIC read together (the TSC between two
+ * clock_gettime, whose mean is taken). */
+KT_FN static void clock_pair(uint64_t *tsc, uint64_t *mono) {
+  uint64_t a = now_ns();
+  *tsc = rdtsc();
+  *mono = a + (now_ns() - a) / 2;
+}
+
+KT_FN static int kernel_uses_tsc(void) {
+#if defined(__x86_64__)
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char b[16] = "";
+  ssize_t n = read(fd, b, sizeof b - 1);
+  close(fd);
+  return n >= 3 && !strncmp(b, "tsc", 3) && (n == 3 || b[3] == '\n');
+#else
+  return 0;
+#endif
+}
+
+/* ticks (a ts or dur) to ns */
+KT_FN static inline uint64_t to_ns(uint64_t ticks) {
+  return g.tsc ? (uint64_t)((double)ticks * g.ns_per_tick + 0.5) : ticks;
 }
 
 KT_FN static void thread_exited(void *arg) {
@@ -189,7 +240,7 @@ KT_FN static inline void push(const void *id, uint32_t flags) {
     if (on) {
       if (--t->sample_left == 0) {
         t->sample_left = g.sample;
-        f->t0 = now_ns() - g.t0_ns;
+        f->t0 = now_ticks();
       } else {
         count(&t->sampled_out);
       }
@@ -263,8 +314,8 @@ KT_FN static inline void pop(const void *id, uint32_t flags) {
       t->depth = (uint32_t)i;
       const kt_frame *f = &t->stack[i];
       if (f->t0 != KT_NOT_KEPT && atomic_load_explicit(&g.enabled, memory_order_relaxed)) {
-        uint64_t dur = now_ns() - g.t0_ns - f->t0;
-        if (dur < g.min_ns)
+        uint64_t dur = now_ticks() - f->t0;
+        if (dur < g.min_ticks)
           count(&t->short_calls);
         else
           append(t, f->id, f->t0, dur | (f->flags & KT_FLAG_SCOPE ? KT_DUR_SCOPE : 0));
@@ -405,9 +456,9 @@ KT_FN static void put_event(const kt_thread *t, const kt_event *e) {
   puts_(",\"cat\":\"");
   puts_(cat);
   puts_("\",\"ph\":\"X\",\"ts\":");
-  put_us(e->ts);
+  put_us(to_ns(e->ts));
   puts_(",\"dur\":");
-  put_us(e->dur & ~KT_DUR_SCOPE);
+  put_us(to_ns(e->dur & ~KT_DUR_SCOPE));
   puts_(",\"pid\":");
   put_u64((uint64_t)g.pid);
   puts_(",\"tid\":");
@@ -490,7 +541,7 @@ KT_FN static int write_tail(void) {
   puts_(",\"process\":");
   put_str(g.process);
   put_field("pid", (uint64_t)g.pid);
-  puts_(",\"clock\":\"CLOCK_MONOTONIC\"");
+  puts_(g.tsc ? ",\"clock\":\"tsc, as CLOCK_MONOTONIC\"" : ",\"clock\":\"CLOCK_MONOTONIC\"");
   put_field("events", g.written);
   put_field("dropped_events", dropped);
   put_field("short_events", short_calls);
@@ -503,31 +554,48 @@ KT_FN static int write_tail(void) {
   return drain(0);
 }
 
-/* Under g.lock. */
-KT_FN static int flush_locked(void) {
-  if (!atomic_load(&g.ever_enabled) || g.failed) return g.failed ? -1 : 0;
+/* Under g.lock.  A regular file is rewritten from its tail at every
+ * flush; any other output (a pipe, /dev/null) cannot seek, so it gets one
+ * flush, the final one. */
+KT_FN static int flush_locked(int final) {
+  /* no file from a process that never recorded anything */
+  if (!atomic_load(&g.ever_enabled) || !atomic_load(&g.threads) || g.failed)
+    return g.failed ? -1 : 0;
   if (g.fd < 0) {
+    struct stat st;
+    if (!final && stat(g.path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
     g.fd = open(g.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (g.fd < 0) {
       fprintf(stderr, "kiln-trace: cannot write '%s': %s\n", g.path, strerror(errno));
       g.failed = 1;
       return -1;
     }
+    g.seekable = fstat(g.fd, &st) == 0 && S_ISREG(st.st_mode);
     static const char head[] = "{\"traceEvents\":[";
     if (write_all(head, sizeof head - 1)) goto io_error;
     g.tail_off = (off_t)(sizeof head - 1);
   }
-  if (lseek(g.fd, g.tail_off, SEEK_SET) < 0) goto io_error;
+  if (g.seekable && lseek(g.fd, g.tail_off, SEEK_SET) < 0) goto io_error;
+  if (g.tsc) {
+    uint64_t tsc, mono;
+    clock_pair(&tsc, &mono);
+    if (tsc > g.t0_ticks && mono > g.mono0_ns)
+      g.ns_per_tick = (double)(mono - g.mono0_ns) / (double)(tsc - g.t0_ticks);
+  }
   g.buf_n = 0;
   for (kt_thread *t = atomic_load_explicit(&g.threads, memory_order_acquire); t; t = t->next)
     if (consume(t)) goto io_error;
   if (drain(0)) goto io_error;
-  off_t end = lseek(g.fd, 0, SEEK_CUR);
-  if (end < 0) goto io_error;
-  g.tail_off = end;
+  if (g.seekable) {
+    off_t end = lseek(g.fd, 0, SEEK_CUR);
+    if (end < 0) goto io_error;
+    g.tail_off = end;
+  }
   if (write_tail()) goto io_error;
-  end = lseek(g.fd, 0, SEEK_CUR);
-  if (end < 0 || ftruncate(g.fd, end)) goto io_error;
+  if (g.seekable) {
+    off_t end = lseek(g.fd, 0, SEEK_CUR);
+    if (end < 0 || ftruncate(g.fd, end)) goto io_error;
+  }
   return 0;
 io_error:
   fprintf(stderr, "kiln-trace: writing '%s' failed: %s\n", g.path,
@@ -538,7 +606,7 @@ io_error:
 
 int kn_trace_flush(void) {
   pthread_mutex_lock(&g.lock);
-  int r = flush_locked();
+  int r = flush_locked(0);
   pthread_mutex_unlock(&g.lock);
   return r;
 }
@@ -547,7 +615,7 @@ KT_FN static void at_exit(void) {
   atomic_store(&g.enabled, 0);
   pthread_mutex_lock(&g.lock);
   atomic_store(&g.finished, 1);
-  flush_locked();
+  flush_locked(1);
   if (g.fd >= 0) close(g.fd);
   g.fd = -1;
   g.failed = 1; /* nothing more after the final flush */
@@ -626,10 +694,15 @@ KT_FN static void set_path(const char *pattern) {
 /* Priority 101, the first allowed: before the program's own constructors
  * in a static link, so that their calls are recorded too. */
 __attribute__((constructor(101))) KT_FN static void kt_init(void) {
-  struct timespec mono, wall;
-  clock_gettime(CLOCK_MONOTONIC, &mono);
+  const char *clk = getenv("KN_TRACE_CLOCK");
+  g.tsc = !(clk && !strcmp(clk, "monotonic")) && kernel_uses_tsc();
+  struct timespec wall;
+  if (g.tsc) {
+    clock_pair(&g.t0_ticks, &g.mono0_ns);
+  } else {
+    g.t0_ticks = g.mono0_ns = now_ns();
+  }
   clock_gettime(CLOCK_REALTIME, &wall);
-  g.t0_ns = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
   g.wall_us = (int64_t)wall.tv_sec * 1000000 + wall.tv_nsec / 1000;
   g.pid = (int)getpid();
   if (gethostname(g.host, sizeof g.host - 1)) snprintf(g.host, sizeof g.host, "unknown");
@@ -638,6 +711,16 @@ __attribute__((constructor(101))) KT_FN static void kt_init(void) {
   int on = (int)env_number("KN_TRACE", 0, 1, 1, 1);
   g.sample = (uint32_t)env_number("KN_TRACE_SAMPLE", 1, 1e9, 1, 1);
   g.min_ns = (uint64_t)(env_number("KN_TRACE_MIN_US", 0, 1e12, 0, 0) * 1000 + 0.5);
+  g.min_ticks = g.min_ns;
+  if (g.tsc && g.min_ns) {
+    /* the filter works in ticks: 200 us of both clocks gives their ratio
+     * to 1e-3 or better */
+    uint64_t t0, m0, t1, m1;
+    clock_pair(&t0, &m0);
+    do clock_pair(&t1, &m1);
+    while (m1 - m0 < 200000);
+    g.min_ticks = (uint64_t)((double)g.min_ns * (double)(t1 - t0) / (double)(m1 - m0));
+  }
   g.max_events =
       (uint64_t)env_number("KN_TRACE_MAX_EVENTS", 0, 1e15, KT_DEFAULT_MAX_EVENTS, 1);
   atomic_store(&g.budget, (int64_t)g.max_events);
