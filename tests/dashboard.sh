@@ -53,14 +53,27 @@ for m in resnet50 bert_base tinycnn bert_tiny; do
     esac
     continue
   fi
-  "$kiln" inspect "$f" --html "$out/$m.html" || { echo "dashboard: kiln inspect --html $m failed" >&2; fail=1; continue; }
+  # the sizes the models run at (dynamic dims would count as 1)
+  case $m in
+    bert*) shape=(--shape input_ids=1x128 --shape attention_mask=1x128 --shape token_type_ids=1x128) ;;
+    tinycnn) shape=(--shape input=1x3x32x32) ;;
+    *) shape=(--shape input=1x3x224x224) ;;
+  esac
+  "$kiln" inspect "$f" "${shape[@]}" --html "$out/$m.html" || { echo "dashboard: kiln inspect --html $m failed" >&2; fail=1; continue; }
   check "$m" "$out/$m.html"
-  if [ "$m" = bert_tiny ] && command -v python3 >/dev/null; then
-    # a profile by hand from the inspect JSON (tests/dashboard_profile.py)
-    "$kiln" inspect "$f" --json >"$out/$m.json" &&
-      python3 "$(dirname "$0")/dashboard_profile.py" "$out/$m.json" "$out/$m.html" "$out/${m}_profile.html" &&
-      check "${m}_profile" "$out/${m}_profile.html"
-    grep -q '"predicted":[1-9]' "$out/${m}_profile.dom.html" || { echo "dashboard: profile page drew no predicted-vs-measured points" >&2; fail=1; }
+  # the report of a profile: measured times, the timeline and (bert_tiny) a sweep
+  sweep=()
+  [ "$m" = bert_tiny ] && sweep=(--sweep sequence=32,64,128)
+  if "$kiln" profile "$f" --runs 3 --warmup 1 "${sweep[@]}" --report "$out/${m}_profile.html" >"$out/${m}_profile.txt" 2>&1; then
+    check "${m}_profile" "$out/${m}_profile.html"
+    for key in '"predicted":[1-9]' '"memory":[1-9]' '"profile":true'; do
+      grep -q "$key" "$out/${m}_profile.dom.html" || { echo "dashboard: ${m}_profile: $key not drawn" >&2; fail=1; }
+    done
+    if [ "$m" = bert_tiny ] && ! grep -q '"sweep":3' "$out/${m}_profile.dom.html"; then
+      echo "dashboard: ${m}_profile: the sweep was not drawn" >&2; fail=1
+    fi
+  else
+    echo "dashboard: kiln profile --report $m failed: $(tail -n 1 "$out/${m}_profile.txt")" >&2; fail=1
   fi
 done
 if [ "$ran" = 0 ] && [ "$fail" = 0 ]; then
