@@ -45,10 +45,11 @@ void kn_cmd_build_usage(FILE *f) {
           "  --tactic-candidates N      how many to time per step (default 3)\n"
           "  --timing-cache FILE        reuse and extend the timings kept in FILE; safe to\n"
           "                             share between builds running at the same time\n"
-          "  --max-p99-ms, --max-rss, --max-abs-error, --min-cosine, with --data, --runs,\n"
-          "  --warmup, --seed: limits, as for kiln validate (against MODEL, on --threads\n"
-          "                             threads): an engine that fails one is not written\n"
-          "                             (one line on stderr names it; exit 1)\n"
+          "  --max-p99-ms X, --max-rss BYTES, --max-abs-error E, --min-cosine C\n"
+          "                             limits as for kiln validate, checked against\n"
+          "                             MODEL's reference path (on --threads threads;\n"
+          "                             --data, --runs, --warmup, --seed as there): an\n"
+          "                             engine that fails one is not written (exit 1)\n"
           "Options also take the --name=VALUE form (-o ENGINE, -oENGINE, --output=ENGINE).\n\n"
           "Passes, in the order they run:\n");
   kn_cli_print_passes(f);

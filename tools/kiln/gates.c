@@ -9,6 +9,7 @@
  * loaded.  What is kept across: the inputs of a generated sample and every
  * sample's outputs (files are read again for the reference runs). */
 #include "cli.h"
+#include "engine/engine.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -368,6 +369,12 @@ static int engine_phase(gate_state *s) {
     for (int32_t i = 0; i < s->nin; i++) {
       kn_value_info vi = {.name = s->in[i].name, .dtype = s->in[i].dtype, .rank = s->in[i].rank};
       memcpy(vi.dims, s->in[i].dims, sizeof vi.dims);
+      /* a dim kept dynamic by a build --profile: 1 within the profile's range */
+      const kn_value_info *pmin = m->prof_min ? &m->prof_min[i] : NULL;
+      const kn_value_info *pmax = m->prof_max ? &m->prof_max[i] : NULL;
+      for (int32_t d = 0; pmin && pmax && pmin->rank == vi.rank && pmax->rank == vi.rank &&
+                          d < vi.rank; d++)
+        if (vi.dims[d] < 0) vi.dims[d] = pmin->dims[d] > 1 ? pmin->dims[d] : 1;
       kn_status st = kn_cli_random_input(&vi, g->shapes, g->n_shapes, &r, &s->generated[i], &err);
       if (st == KN_ERR_UNSUPPORTED) {
         rc = kn_cli_fail("%s: input '%s' has dtype %s, which kiln does not generate: give the "
