@@ -94,6 +94,13 @@ stdout_has() {
   pass "$name"
 }
 
+# check NAME WHY COMMAND...: passes when COMMAND succeeds.
+check() {
+  local name=$1 why=$2
+  shift 2
+  if "$@"; then pass "$name"; else fail "$name" "$why"; fi
+}
+
 json_ok() {
   local name=$1 file=$2
   if [ -x /usr/bin/python3 ]; then
@@ -136,7 +143,7 @@ stdout_has good_lines '^PASS max-p99-ms .* limit 1000 ms +margin \+' '^PASS max-
 expect good_json 0 "" validate "$TMP/good.kiln" --against "$MODEL" $LIMITS $RUNS --json
 cp "$OUT" "$TMP/good.json"
 json_ok good_json_valid "$TMP/good.json"
-grep -q '"pass": true' "$TMP/good.json" && pass good_json_pass || fail good_json_pass "no \"pass\": true"
+check good_json_pass 'no "pass": true' grep -q '"pass": true' "$TMP/good.json"
 # the model's own test data, as one folder and as one sub-folder per sample
 # shellcheck disable=SC2086
 expect good_data_dir 0 "" validate "$TMP/good.kiln" --against "$MODEL" --data \
@@ -145,6 +152,23 @@ expect good_data_dir 0 "" validate "$TMP/good.kiln" --against "$MODEL" --data \
 expect good_data_sets 0 "" validate "$TMP/good.kiln" --against "$MODEL" --data \
   "$SRC/models/tinycnn" --min-cosine 0.9999 $RUNS
 stdout_has good_data_sets_sample '1 sample \(from .*models/tinycnn\)'
+# sub-folders in natural order: test_data_set_2 before test_data_set_10
+for k in 0 2 10; do
+  mkdir -p "$TMP/sets/test_data_set_$k"
+  cp "$SRC/models/tinycnn/test_data_set_0/input_0.pb" "$TMP/sets/test_data_set_$k/"
+done
+mkdir -p "$TMP/sets/not_a_sample"
+# shellcheck disable=SC2086
+expect good_three_sets 0 "" validate "$TMP/good.kiln" --against "$MODEL" --data "$TMP/sets" \
+  --json $RUNS
+check good_three_sets_count 'not 3 samples' grep -q '"samples": 3' "$OUT"
+# an engine built with --profile: generated inputs within its range
+expect build_profile 0 "" build "$MODEL" -o "$TMP/profile.kiln" \
+  --profile input=2x3x32x32:4x3x32x32:8x3x32x32
+# shellcheck disable=SC2086
+expect profile_passes 0 "" validate "$TMP/profile.kiln" --against "$MODEL" \
+  --max-abs-error 1e-3 $RUNS
+stdout_has profile_dims 'input=2x3x32x32'
 # no limits: measurements, and a pass
 # shellcheck disable=SC2086
 expect no_limits 0 "" validate "$TMP/good.kiln" --against "$MODEL" $RUNS --threads 1
@@ -154,7 +178,7 @@ stdout_has no_limits_says 'no limits given' '^latency \(ms\): ' '^peak RSS: ' "^
 # shellcheck disable=SC2086
 expect poked_fails 1 "--max-abs-error" validate "$TMP/poked.kiln" --against "$MODEL" \
   --max-abs-error 1e-3 --min-cosine 0.9999 --max-rss 2G $RUNS
-grep -qF -- "--min-cosine" "$ERR" && pass poked_names_cosine || fail poked_names_cosine "no --min-cosine"
+check poked_names_cosine "stderr does not name --min-cosine" grep -qF -- "--min-cosine" "$ERR"
 stdout_has poked_lines '^FAIL max-abs-error .* margin -' '^FAIL min-cosine .* margin -' \
   '^PASS max-rss ' '^FAIL: 2 of 3 limits failed \(max-abs-error, min-cosine\)'
 # shellcheck disable=SC2086
@@ -162,7 +186,12 @@ expect poked_json 1 "--max-abs-error" validate "$TMP/poked.kiln" --against "$MOD
   --max-abs-error 1e-3 $RUNS --json
 cp "$OUT" "$TMP/poked.json"
 json_ok poked_json_valid "$TMP/poked.json"
-grep -q '"pass": false' "$TMP/poked.json" && pass poked_json_fail || fail poked_json_fail "no \"pass\": false"
+check poked_json_fail 'no "pass": false' grep -q '"pass": false' "$TMP/poked.json"
+
+# shellcheck disable=SC2086
+expect poked_sets_fails 1 "--max-abs-error" validate "$TMP/poked.kiln" --against "$MODEL" \
+  --data "$TMP/sets" --max-abs-error 1e-3 $RUNS
+stdout_has poked_sets_sample "^FAIL max-abs-error .*\\(output 'logits', sample .*/test_data_set_0\\)"
 
 # ---- (3) an impossible latency ---------------------------------------------
 # shellcheck disable=SC2086
@@ -178,25 +207,25 @@ expect rss_fails 1 "--max-rss" validate "$TMP/good.kiln" --against "$MODEL" --ma
 # shellcheck disable=SC2086
 expect build_fails_p99 1 "--max-p99-ms" build "$MODEL" -o "$TMP/refused.kiln" \
   --max-p99-ms 0.000001 --max-abs-error 1e-3 $RUNS
-if [ -e "$TMP/refused.kiln" ]; then fail build_no_file "refused.kiln was written"
-elif ls "$TMP" | grep -q '^refused\.kiln'; then fail build_no_file "left $(ls "$TMP" | grep '^refused')"
-else pass build_no_file; fi
-grep -qF "refused.kiln not written" "$ERR" && pass build_says_not_written ||
-  fail build_says_not_written "the message does not say the engine was not written"
+check build_no_file "refused.kiln or a temporary beside it was left" \
+  test -z "$(compgen -G "$TMP/refused.kiln*")"
+check build_says_not_written "the message does not say the engine was not written" \
+  grep -qF "refused.kiln not written" "$ERR"
 # shellcheck disable=SC2086
 expect build_passes 0 "" build "$MODEL" -o "$TMP/gated.kiln" --max-p99-ms 1000 \
   --max-rss 2G --max-abs-error 1e-3 --min-cosine 0.9999 --data "$SRC/models/tinycnn" $RUNS
-if [ -f "$TMP/gated.kiln" ] && ! ls "$TMP" | grep -q '^gated\.kiln\.'; then pass build_wrote
-else fail build_wrote "gated.kiln missing or a temporary left beside it"; fi
+check build_wrote "gated.kiln missing" test -f "$TMP/gated.kiln"
+check build_no_temporary "a temporary left beside gated.kiln" \
+  test -z "$(compgen -G "$TMP/gated.kiln.*")"
 stdout_has build_passes_lines '-> .*gated\.kiln: ' '^PASS max-p99-ms ' '^PASS: 4 limits met'
 expect gated_engine_runs 0 "" validate "$TMP/gated.kiln" --against "$MODEL" --runs 1
 expect build_usage_data_alone 2 "" build "$MODEL" -o "$TMP/x.kiln" --data "$SRC/models/tinycnn"
 expect build_usage_bad_rss 2 "" build "$MODEL" -o "$TMP/x.kiln" --max-rss 12Q
-[ -e "$TMP/x.kiln" ] && fail build_usage_no_file "x.kiln written" || pass build_usage_no_file
+check build_usage_no_file "x.kiln written" test ! -e "$TMP/x.kiln"
 
 # ---- (5) usage and input errors ---------------------------------------------
 expect help 0 "" validate --help
-grep -q -- '--against MODEL' "$OUT" && pass help_text || fail help_text "no --against in --help"
+check help_text "no --against in --help" grep -q -- '--against MODEL' "$OUT"
 expect usage_unknown 2 "" validate "$TMP/good.kiln" --against "$MODEL" --bogus
 expect usage_no_against 2 "" validate "$TMP/good.kiln"
 expect usage_no_engine 2 "" validate --against "$MODEL"
@@ -212,6 +241,11 @@ expect missing_data 1 "$TMP/nodata" validate "$TMP/good.kiln" --against "$MODEL"
   --data "$TMP/nodata"
 mkdir -p "$TMP/empty"
 expect empty_data 1 "input_0.pb" validate "$TMP/good.kiln" --against "$MODEL" --data "$TMP/empty"
+mkdir -p "$TMP/extra/test_data_set_0"
+cp "$SRC/models/tinycnn/test_data_set_0/input_0.pb" "$TMP/extra/test_data_set_0/input_0.pb"
+cp "$SRC/models/tinycnn/test_data_set_0/input_0.pb" "$TMP/extra/test_data_set_0/input_1.pb"
+expect extra_input_file 1 "input_1.pb" validate "$TMP/good.kiln" --against "$MODEL" \
+  --data "$TMP/extra"
 expect onnx_as_engine 1 "not an engine" validate "$MODEL" --against "$MODEL"
 expect engine_as_model 1 "--against takes the ONNX model" validate "$TMP/good.kiln" \
   --against "$TMP/good.kiln" --runs 1
