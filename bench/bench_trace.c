@@ -16,6 +16,7 @@
  *   enable(0)       kn_trace_enable(0) inside a traced frame (open frames kept matched)
  *   SAMPLE=100      one call in 100 timed and recorded
  *   MIN_US=1        every call timed, none kept (all shorter than 1 us)
+ *   monotonic       on, timed with clock_gettime instead of the TSC
  *
  * Each figure is the best of `reps` timings of `calls` calls (the machine is
  * shared: the best run is the least disturbed one), in ns per call, and the
@@ -151,6 +152,8 @@ PLAIN int main(int argc, char **argv) {
                            max_events, NULL};
   const char *min_us[] = {"KN_TRACE=1", "KN_TRACE_FILE=/dev/null", "KN_TRACE_MIN_US=1",
                           max_events, NULL};
+  const char *mono[] = {"KN_TRACE=1", "KN_TRACE_FILE=/dev/null", "KN_TRACE_CLOCK=monotonic",
+                        max_events, NULL};
   const struct {
     const char *label, *mode;
     const char *const *env;
@@ -162,6 +165,7 @@ PLAIN int main(int argc, char **argv) {
       {"kn_trace_enable(0)", "enable0", on},
       {"KN_TRACE_SAMPLE=100", "on", sampled},
       {"KN_TRACE_MIN_US=1", "on", min_us},
+      {"KN_TRACE_CLOCK=monotonic", "on", mono},
   };
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -171,7 +175,7 @@ PLAIN int main(int argc, char **argv) {
   }
   self[n] = '\0';
   printf("bench_trace: %ld calls, best of %d\n", calls, reps);
-  printf("%-22s %10s %12s\n", "mode", "ns/call", "overhead ns");
+  printf("%-26s %10s %12s\n", "mode", "ns/call", "overhead ns");
   double base = 0;
   for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
     double ns = run_mode(self, modes[i].mode, modes[i].env);
@@ -180,7 +184,7 @@ PLAIN int main(int argc, char **argv) {
       return 1;
     }
     if (i == 0) base = ns;
-    printf("%-22s %10.2f %12.2f\n", modes[i].label, ns, ns - base);
+    printf("%-26s %10.2f %12.2f\n", modes[i].label, ns, ns - base);
     fflush(stdout);
   }
   return 0;

@@ -2,8 +2,8 @@
  * -finstrument-functions and linked to libkiln-trace (tests/CMakeLists.txt).
  * Threads named worker-<i> each run a recursion (fib), a leaf function and
  * a KN_TRACE_SCOPE span; the main thread names itself "main-thread" for the
- * trace, sleeps in slow_call, and runs hidden_call with tracing switched
- * off.
+ * trace, sleeps in slow_call, runs hidden_call with tracing switched
+ * off, recurses 300 deep and leaves a call by longjmp: 8819 calls recorded.
  *
  * usage: trace_sample [MODE]
  *   (none)  the run above
@@ -14,6 +14,7 @@
 #include "kiln_trace.h"
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,17 @@ static void slow_call(void) {
 }
 
 static void hidden_call(void) { sink = leaf_work(11); }
+
+/* 300 deep: past the agent's 256 frames, whose calls are counted and not
+ * timed (255 deep calls recorded under main) */
+static int deep(int n) { return n ? deep(n - 1) + 1 : 0; }
+
+/* thrower never returns: jump_test's exit closes it (not recorded) */
+static jmp_buf jump;
+static void thrower(void) { longjmp(jump, 1); }
+static void jump_test(void) {
+  if (!setjmp(jump)) thrower();
+}
 
 static void *worker(void *arg) {
   int id = (int)(long)arg;
@@ -119,6 +131,8 @@ int main(int argc, char **argv) {
     if (!path || raise(SIGUSR1) || copy_after_flush(path)) return 1;
     run_workers();
   }
+  sink = deep(300);
+  jump_test();
   sink = fib(FIB_N);
   return 0;
 }
