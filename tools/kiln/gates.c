@@ -500,6 +500,11 @@ static int check_signature(const gate_state *s, const kn_model *m) {
   return KN_EXIT_OK;
 }
 
+/* A NaN cosine (NaN on one side) is worse than any number. */
+static bool worse_cosine(double c, double than) {
+  return !isnan(than) && (isnan(c) || c < than);
+}
+
 /* The reference path (the graph as imported, reference kernels' order of
  * operations) on the same samples; accuracy per output, worst over them. */
 static int reference_phase(gate_state *s) {
@@ -566,8 +571,8 @@ static int reference_phase(gate_state *s) {
       }
       if (!a->compared || d.max_abs > a->max_abs) a->max_abs = d.max_abs, a->abs_sample = k;
       if (!a->compared || d.max_rel > a->max_rel) a->max_rel = d.max_rel;
-      /* a NaN cosine is the worst */
-      if (!a->compared || !(d.cosine >= a->cosine)) a->cosine = d.cosine, a->cos_sample = k;
+      if (!a->compared || worse_cosine(d.cosine, a->cosine))
+        a->cosine = d.cosine, a->cos_sample = k;
       a->compared = true;
     }
     if (s->samples.n) release_all(buf, s->nin);
@@ -600,7 +605,7 @@ static void measure_limits(const gate_state *s, limit_result *lim) {
     const out_acc *a = &s->out[o];
     if (!a->compared) continue;
     if (abs_o < 0 || a->max_abs > worst_abs) worst_abs = a->max_abs, abs_o = o;
-    if (cos_o < 0 || !(a->cosine >= worst_cos)) worst_cos = a->cosine, cos_o = o;
+    if (cos_o < 0 || worse_cosine(a->cosine, worst_cos)) worst_cos = a->cosine, cos_o = o;
   }
   lim[LIM_P99] = (limit_result){"max-p99-ms", g->has_p99, false, true,
                                 kn_cli_percentile(s->times, g->runs, 0.99), g->max_p99_ms, 0, -1,
