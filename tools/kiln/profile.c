@@ -719,11 +719,11 @@ static int write_trace(const char *path, const profile_opts *o, const kn_cli_ses
       int64_t t0 = p->spans[a].start_ns, t1 = t0;
       for (int64_t k = a; k < b; k++)
         if (p->spans[k].end_ns > t1) t1 = p->spans[k].end_ns;
-      fprintf(f, ",\n{\"ph\": \"X\", \"cat\": \"run\", \"name\": \"run %lld\", \"pid\": %d, "
+      fprintf(f, ",\n{\"ph\": \"X\", \"cat\": \"run\", \"name\": \"run\", \"pid\": %d, "
                  "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"run\": %lld, "
                  "\"latency_ms\": %.4f}}",
-              (long long)r, pid, (double)(t0 - p->base_ns) * 1e-3, (double)(t1 - t0) * 1e-3,
-              (long long)r, p->run_ms[r]);
+              pid, (double)(t0 - p->base_ns) * 1e-3, (double)(t1 - t0) * 1e-3, (long long)r,
+              p->run_ms[r]);
     }
     for (int64_t k = a; k < b; k++) {
       const kn_step_span *x = &p->spans[k];
