@@ -424,6 +424,110 @@ kn_status kn_context_run(kn_context *ctx, kn_error *err)
  * next run or kn_context_free.  NULL when out of range or not run. */
 const kn_tensor *kn_context_output(const kn_context *ctx, int32_t index);
 
+/* ---- int8 calibration (docs/CALIBRATION.md) ------------------------------
+ * Per-tensor activation ranges for int8 engines, from a representative set
+ * of inputs.  A calibrator runs a model's reference path (the graph as
+ * imported, not optimized: its tensors keep the names the ONNX file gives
+ * them, which is what a calibration table is keyed by) on each sample and
+ * records, for every float tensor (each graph input and each node output
+ * of the top-level graph; tensors inside If/Loop/Scan bodies are not
+ * seen), its min, max and a histogram of |x|.  One pass: the histogram's
+ * range grows by merging bins (quant.h).  A method then turns each
+ * histogram into a symmetric threshold amax (int8 scale amax / 127); min
+ * and max are kept for asymmetric (u8) use.  One calibrator can be
+ * finished with several methods. */
+typedef enum kn_calib_method {
+  KN_CALIB_MINMAX = 0,     /* amax = max |x| */
+  KN_CALIB_PERCENTILE = 1, /* the P-th percentile of |x| (param P, 0 < P <= 100) */
+  KN_CALIB_ENTROPY = 2,    /* TensorRT's: the threshold minimizing KL(P||Q), 128 levels */
+  KN_CALIB_MSE = 3         /* the threshold minimizing int8's expected squared error */
+} kn_calib_method;
+#define KN_CALIB_DEFAULT_PERCENTILE 99.99
+#define KN_CALIB_DEFAULT_BINS 2048
+
+/* "minmax", "percentile", "entropy", "mse"; NULL when out of range. */
+const char *kn_calib_method_name(kn_calib_method method);
+/* The method of that name; -1 when none is. */
+int32_t kn_calib_method_from_name(const char *name);
+
+typedef struct kn_calib_options {
+  int32_t bins;    /* |x| histogram bins per tensor, 128 .. 1048576; 0: 2048 */
+  int32_t threads; /* threads of the calibrator's context; 0: its default */
+} kn_calib_options;
+void kn_calib_options_init(kn_calib_options *o);
+
+typedef struct kn_calibrator kn_calibrator;
+typedef struct kn_calibration kn_calibration; /* a table, below */
+/* A calibrator over `model`, which it borrows (it must outlive the
+ * calibrator): an ONNX model, loaded and either not built or built with
+ * no_optimize (and any shapes); an engine or an optimized build is refused
+ * (KN_ERR_INVALID_ARG), since its tensors are not the ONNX file's. */
+kn_status kn_calibrator_create(const kn_model *model, const kn_calib_options *options,
+                               kn_calibrator **out, kn_error *err)
+    __attribute__((warn_unused_result));
+/* Runs one sample: inputs[i] for graph input i (kn_model_input_count of
+ * them, borrowed for the call), each checked as kn_context_set_input
+ * checks it.  A bad input fails before anything is recorded; a run that
+ * fails part-way leaves the calibrator unusable (later calls and
+ * kn_calibrator_finish fail too). */
+kn_status kn_calibrator_add_sample(kn_calibrator *cal, const kn_tensor *inputs,
+                                   int32_t n_inputs, kn_error *err)
+    __attribute__((warn_unused_result));
+int64_t kn_calibrator_sample_count(const kn_calibrator *cal);
+/* Values seen that were NaN or infinite (left out of every range). */
+uint64_t kn_calibrator_nonfinite_count(const kn_calibrator *cal);
+/* A table (*out, the caller frees it) from the samples so far, by `method`
+ * with `param` (the percentile for KN_CALIB_PERCENTILE, 0 for its default
+ * KN_CALIB_DEFAULT_PERCENTILE; ignored otherwise); tensors in the order
+ * first seen (the graph inputs, then the nodes' outputs as they ran).
+ * Fails with KN_ERR_MISSING before any sample. */
+kn_status kn_calibrator_finish(const kn_calibrator *cal, kn_calib_method method,
+                               double param, kn_calibration **out, kn_error *err)
+    __attribute__((warn_unused_result));
+void kn_calibrator_free(kn_calibrator *cal);
+
+/* A calibration table (the "calibration cache"): one range per tensor
+ * name.  Read-only once made; may be shared between threads. */
+typedef struct kn_calib_range {
+  const char *name;   /* the ONNX tensor name, owned by the table */
+  float amax;         /* symmetric threshold, >= 0 */
+  float scale;        /* amax / 127: int8 q = clamp(round(x / scale), -127, 127);
+                         0 for a tensor that was all zeros */
+  float min, max;     /* the values seen (min <= max; both 0 when all were
+                         zeros or not finite) */
+} kn_calib_range;
+
+/* The text file (docs/CALIBRATION.md), written through PATH.tmp and a
+ * rename so that a reader never sees half of it.  Floats are written with
+ * 9 significant digits: loading gives back the same bits. */
+kn_status kn_calibration_save(const kn_calibration *cal, const char *path, kn_error *err)
+    __attribute__((warn_unused_result));
+/* The same text, malloc'd and NUL-terminated (free()); NULL when out of memory. */
+char *kn_calibration_to_text(const kn_calibration *cal);
+/* Reads a file strictly: anything malformed, truncated (no "end" line) or
+ * duplicated fails with KN_ERR_PARSE and one line "FILE:LINE: what was
+ * wrong; expected what"; KN_ERR_IO when it cannot be read. */
+kn_status kn_calibration_load(const char *path, kn_calibration **out, kn_error *err)
+    __attribute__((warn_unused_result));
+/* The same from memory; `label` names it in messages. */
+kn_status kn_calibration_parse(const char *text, size_t size, const char *label,
+                               kn_calibration **out, kn_error *err)
+    __attribute__((warn_unused_result));
+void kn_calibration_free(kn_calibration *cal);
+
+/* What made the table: its method (and the percentile in *param when not
+ * NULL, else 0; rounded to a float, as the file keeps it) and the number
+ * of samples. */
+kn_calib_method kn_calibration_method(const kn_calibration *cal, double *param);
+int64_t kn_calibration_samples(const kn_calibration *cal);
+int32_t kn_calibration_count(const kn_calibration *cal);
+/* Entry `index` (0 .. count - 1, in file order); KN_ERR_INVALID_ARG when out
+ * of range. */
+kn_status kn_calibration_entry(const kn_calibration *cal, int32_t index, kn_calib_range *out);
+/* The range of the tensor named `name` (exact bytes); 1 when found, 0 when
+ * the table has no such tensor (*out untouched).  O(log n): for builders. */
+int32_t kn_calibration_get(const kn_calibration *cal, const char *name, kn_calib_range *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,7 @@ struct kn_model {
   int32_t *inputs;   /* indices into ir->graph->inputs */
   kn_mem_plan plan;  /* of the top-level graph; n_tensors 0 until built */
   bool built;        /* optimized and planned (kn_model_build or an engine) */
+  bool optimized;    /* the passes ran (kn_model_build without no_optimize) */
   bool from_engine;  /* loaded from an engine file */
   int64_t onnx_nodes; /* top-level nodes as imported */
   kn_engine_info info;  /* engines: what the header said */

@@ -485,6 +485,7 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   kn_timing_report_free(&m->timing);
   memset(&m->timing, 0, sizeof m->timing);
   if (!o->no_optimize) {
+    m->optimized = true;
     kn_optimize_options oo = {.disabled = o->disabled_passes,
                               .n_disabled = o->n_disabled_passes,
                               .fold_max_bytes = (int64_t)o->fold_max_bytes,

@@ -289,4 +289,24 @@ void kn_cli_json_str(FILE *f, const char *s); /* a JSON string literal */
 int kn_cmd_profile(int argc, char **argv);
 void kn_cmd_profile_usage(FILE *f);
 
+/* ---- sample folders (samples.c): kiln validate --data, kiln calibrate ----
+ * kn_cli_samples_find: DIR itself when it holds input_0.pb (or .npy), else
+ * each sub-folder of it that does, in natural order (test_data_set_2
+ * before test_data_set_10); a model with no inputs (nin 0) needs no files:
+ * DIR is its one sample.  kn_cli_sample_read: DIR's input_<i>.pb (else
+ * .npy) for each of the nin inputs (names for messages) into ins, refusing
+ * a file for an input more.  Both print one line and return KN_EXIT_ERROR
+ * on failure. */
+typedef struct kn_cli_samples {
+  char **dirs;
+  int32_t n;
+} kn_cli_samples;
+int kn_cli_samples_find(const char *dir, int32_t nin, kn_cli_samples *s);
+void kn_cli_samples_free(kn_cli_samples *s);
+int kn_cli_sample_read(const char *dir, const char *label, const char *const *names,
+                       int32_t nin, kn_tensor *ins);
+
+int kn_cmd_calibrate(int argc, char **argv);
+void kn_cmd_calibrate_usage(FILE *f);
+
 #endif

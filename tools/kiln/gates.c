@@ -103,38 +103,6 @@ static void dims_text(const int64_t *dims, int32_t rank, char *buf, size_t n) {
   }
 }
 
-static bool is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* test_data_set_2 before test_data_set_10: digit runs compare as numbers. */
-static int natural_cmp(const void *pa, const void *pb) {
-  const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
-  while (*a && *b) {
-    if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
-      while (*a == '0') a++;
-      while (*b == '0') b++;
-      size_t la = 0, lb = 0;
-      while (isdigit((unsigned char)a[la])) la++;
-      while (isdigit((unsigned char)b[lb])) lb++;
-      if (la != lb) return la < lb ? -1 : 1;
-      int c = strncmp(a, b, la);
-      if (c) return c;
-      a += la, b += lb;
-    } else {
-      if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-      a++, b++;
-    }
-  }
-  return (unsigned char)*a - (unsigned char)*b;
-}
-
 /* ---- inputs ------------------------------------------------------------------ */
 
 typedef struct io_info {
@@ -144,97 +112,15 @@ typedef struct io_info {
   int64_t dims[KN_MAX_RANK];
 } io_info;
 
-/* Where the samples come from: folders holding input_<i>.pb (or .npy), or
- * one generated sample when there is no --data. */
-typedef struct sample_set {
-  char **dirs;
-  int32_t n;
-} sample_set;
-
-static void samples_free(sample_set *s) {
-  for (int32_t i = 0; i < s->n; i++) free(s->dirs[i]);
-  free(s->dirs);
-  memset(s, 0, sizeof *s);
-}
-
-static bool has_input0(const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/input_0.pb", dir);
-  if (is_file(path)) return true;
-  snprintf(path, sizeof path, "%s/input_0.npy", dir);
-  return is_file(path);
-}
-
-/* DIR itself when it holds input_0, else each sub-folder that does, in
- * natural order (test_data_set_0, test_data_set_1, ...).  A model with no
- * inputs needs no files: DIR is its one sample. */
-static int find_samples(const char *dir, int32_t nin, sample_set *s) {
-  struct stat st;
-  if (stat(dir, &st) != 0) return kn_cli_fail("--data %s: %s", dir, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) return kn_cli_fail("--data %s: not a directory", dir);
-  if (nin == 0 || has_input0(dir)) {
-    s->dirs = malloc(sizeof *s->dirs);
-    if (!s->dirs || !(s->dirs[0] = strdup(dir))) return kn_cli_fail("out of memory");
-    s->n = 1;
-    return KN_EXIT_OK;
-  }
-  DIR *d = opendir(dir);
-  if (!d) return kn_cli_fail("--data %s: %s", dir, strerror(errno));
-  int32_t cap = 0;
-  int rc = KN_EXIT_OK;
-  for (struct dirent *e; rc == KN_EXIT_OK && (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
-    size_t len = strlen(dir) + strlen(e->d_name) + 2;
-    char *sub = malloc(len);
-    if (!sub) {
-      rc = kn_cli_fail("out of memory");
-      break;
-    }
-    snprintf(sub, len, "%s/%s", dir, e->d_name);
-    if (!is_dir(sub) || !has_input0(sub)) {
-      free(sub);
-      continue;
-    }
-    if (s->n == cap) {
-      cap = cap ? cap * 2 : 8;
-      char **nd = realloc(s->dirs, (size_t)cap * sizeof *nd);
-      if (!nd) {
-        free(sub);
-        rc = kn_cli_fail("out of memory");
-        break;
-      }
-      s->dirs = nd;
-    }
-    s->dirs[s->n++] = sub;
-  }
-  closedir(d);
-  if (rc) return rc;
-  if (s->n == 0)
-    return kn_cli_fail("--data %s: no input_0.pb (or .npy) in it nor in a sub-folder of it "
-                       "(one per sample, as test_data_set_0/)", dir);
-  qsort(s->dirs, (size_t)s->n, sizeof *s->dirs, natural_cmp);
-  return KN_EXIT_OK;
-}
-
-/* Reads sample dir's input_<i>.pb (else .npy) for every input. */
+/* The sample folders' inputs (samples.c), names from in[]. */
 static int read_sample(const char *dir, const char *label, const io_info *in, int32_t nin,
                        kn_tensor *ins) {
-  char path[4096];
-  kn_error err = {0};
-  for (int32_t i = 0; i < nin; i++) {
-    snprintf(path, sizeof path, "%s/input_%d.pb", dir, i);
-    if (!is_file(path)) snprintf(path, sizeof path, "%s/input_%d.npy", dir, i);
-    if (!is_file(path))
-      return kn_cli_fail("%s: no input_%d.pb or input_%d.npy for input %d '%s' of %s", dir, i, i,
-                         i, in[i].name, label);
-    if (kn_tensor_read_file(path, &ins[i], NULL, &err)) return kn_cli_error(&err);
-  }
-  snprintf(path, sizeof path, "%s/input_%d.pb", dir, nin);
-  if (!is_file(path)) snprintf(path, sizeof path, "%s/input_%d.npy", dir, nin);
-  if (is_file(path))
-    return kn_cli_fail("%s: one input file more than %s takes: it has %d input%s", path, label,
-                       nin, nin == 1 ? "" : "s");
-  return KN_EXIT_OK;
+  const char **names = calloc((size_t)nin + 1, sizeof *names);
+  if (!names) return kn_cli_fail("out of memory");
+  for (int32_t i = 0; i < nin; i++) names[i] = in[i].name;
+  int rc = kn_cli_sample_read(dir, label, names, nin, ins);
+  free(names);
+  return rc;
 }
 
 static void release_all(kn_tensor *t, int32_t n) {
@@ -274,7 +160,7 @@ typedef struct gate_state {
   io_info *in;
   int32_t nin, nout;
   out_acc *out;
-  sample_set samples;      /* n == 0: one generated sample */
+  kn_cli_samples samples;  /* n == 0: one generated sample */
   int32_t n_samples;
   kn_tensor *generated;    /* the generated sample's inputs */
   kn_tensor *outputs;      /* engine outputs, [sample][output]; rank -1: none */
@@ -294,7 +180,7 @@ static void state_free(gate_state *s) {
   release_all(s->outputs, s->n_samples * s->nout);
   free(s->outputs);
   free(s->times);
-  samples_free(&s->samples);
+  kn_cli_samples_free(&s->samples);
 }
 
 /* The inputs of sample k (read or generated) into ins; nothing to release
@@ -356,7 +242,7 @@ static int engine_phase(gate_state *s) {
     s->out[o].abs_sample = s->out[o].cos_sample = -1;
   }
   if (g->data) {
-    if ((rc = find_samples(g->data, s->nin, &s->samples))) goto done;
+    if ((rc = kn_cli_samples_find(g->data, s->nin, &s->samples))) goto done;
     s->n_samples = s->samples.n;
   } else {
     s->n_samples = 1;

@@ -23,6 +23,7 @@ static const kn_cli_cmd commands[] = {
     {"trace", "merge Chrome traces of several processes or hosts, with a summary",
      kn_cmd_trace, kn_cmd_trace_usage},
     {"validate", "check an engine against its model: accuracy, p99, peak RSS limits", kn_cmd_validate, kn_cmd_validate_usage},
+    {"calibrate", "int8 calibration: tensor ranges over sample inputs, the calibration cache", kn_cmd_calibrate, kn_cmd_calibrate_usage},
 };
 
 const kn_cli_cmd *kn_cli_find(const char *name) {
