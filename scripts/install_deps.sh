@@ -2,14 +2,15 @@
 # Installs the Debian 12 packages kiln needs to build and test, when missing.
 #   scripts/install_deps.sh [--models]
 # --models adds what scripts/make_reference.sh needs (PyTorch, ONNX, numpy,
-# Node.js) to export the real models and make ONNX Runtime's references.
+# Node.js) to export the real models and make ONNX Runtime's references, and
+# scikit-learn (its digits data set) for scripts/train_models.py.
 # Runs apt-get as root, or through sudo.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libonnx-testdata
       libxxhash-dev libcjson-dev chromium python3)
 if [ "${1:-}" = --models ]; then
-  pkgs+=(python3-torch python3-torchvision python3-onnx python3-numpy nodejs npm)
+  pkgs+=(python3-torch python3-torchvision python3-onnx python3-numpy python3-sklearn nodejs npm)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
