@@ -211,17 +211,30 @@ double kn_hist_mse(const kn_hist *h, double t) {
   return e / (double)h->n;
 }
 
-/* Candidates: every bin edge up to amax, and amax itself. */
+/* Candidates: every bin edge below amax, and amax itself.  Each costs a
+ * pass over the bins, so the search is coarse (about 128 candidates
+ * evenly spaced), then fine (every edge within one coarse step of the
+ * coarse best): the error is smooth in the threshold at that scale. */
 static double mse(const kn_hist *h) {
-  double best_t = h->amax, best = kn_hist_mse(h, h->amax);
-  for (int32_t i = 1; i <= h->bins && i * h->width < h->amax; i++) {
-    double t = i * h->width, e = kn_hist_mse(h, t);
-    if (e < best) {
-      best = e;
-      best_t = t;
-    }
+  int64_t n_edges = 0; /* edges i * width < amax, i >= 1 */
+  while (n_edges < h->bins && (n_edges + 1) * h->width < h->amax) n_edges++;
+  int64_t last = n_edges + 1; /* candidate `last` is amax */
+  int64_t step = last / 128 > 1 ? last / 128 : 1;
+#define CAND(i) ((i) >= last ? (double)h->amax : (double)(i) * h->width)
+  int64_t best_i = last;
+  double best = kn_hist_mse(h, h->amax);
+  for (int64_t i = step; i < last; i += step) {
+    double e = kn_hist_mse(h, CAND(i));
+    if (e < best) best = e, best_i = i;
   }
-  return best_t;
+  int64_t lo = best_i - step > 1 ? best_i - step : 1;
+  int64_t hi = best_i + step < last ? best_i + step : last;
+  for (int64_t i = lo; i <= hi; i++) {
+    double e = kn_hist_mse(h, CAND(i));
+    if (e < best) best = e, best_i = i;
+  }
+  return CAND(best_i);
+#undef CAND
 }
 
 double kn_hist_threshold(const kn_hist *h, kn_calib_method method, double param) {
