@@ -23,7 +23,11 @@ of seconds on one core) and come with labelled held-out data:
 Layout, one folder per model under the cache ($KILN_CACHE, else
 ~/.cache/kiln/models), as export_models.py's:
 
-    <cache>/<name>/model.onnx                opset 13, eval mode, dynamic batch
+    <cache>/<name>/model.onnx                opset 13, eval mode, dynamic batch,
+                                             constant folding on (torch's default,
+                                             unlike export_models.py: BN folded into
+                                             Conv, the GRU's weights already in ONNX
+                                             gate order, as users' exports are)
     <cache>/<name>/info.json                 split sizes, seed, PyTorch fp32
                                              accuracies, params, op counts,
                                              training time, script hash
