@@ -431,11 +431,12 @@ const kn_tensor *kn_context_output(const kn_context *ctx, int32_t index);
  * them, which is what a calibration table is keyed by) on each sample and
  * records, for every float tensor (each graph input and each node output
  * of the top-level graph; tensors inside If/Loop/Scan bodies are not
- * seen), its min, max and a histogram of |x|.  One pass: the histogram's
- * range grows by merging bins (quant.h).  A method then turns each
+ * seen), its min, max and a histogram of |x|.  One pass per sample: the
+ * histogram's range grows by merging whole bins.  A method then turns each
  * histogram into a symmetric threshold amax (int8 scale amax / 127); min
  * and max are kept for asymmetric (u8) use.  One calibrator can be
- * finished with several methods. */
+ * finished with several methods.  A calibrator holds a context: one thread
+ * at a time. */
 typedef enum kn_calib_method {
   KN_CALIB_MINMAX = 0,     /* amax = max |x| */
   KN_CALIB_PERCENTILE = 1, /* the P-th percentile of |x| (param P, 0 < P <= 100) */
