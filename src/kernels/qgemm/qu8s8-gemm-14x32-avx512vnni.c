@@ -1,0 +1,159 @@
+/*
+ * int8 GEMM micro-kernels, AVX-512 VNNI: register tile 14 x 32, K in
+ * groups of 4.
+ *
+ * vpdpbusd multiplies the 4 u8 of each s32 lane of its first source by the
+ * 4 s8 of the same lane of its second and adds the four products to the
+ * s32 lane (no intermediate saturation).  A packed B vector holds, per
+ * lane, one column's 4 consecutive depth steps; the A operand is a 4-byte
+ * group of one row broadcast to every lane (an embedded {1to16} memory
+ * broadcast).  The tile is the fp32 kernel's (f32-gemm-14x32-avx512.c):
+ * 28 accumulators + 2 B vectors + a broadcast = 31 zmm; per group 2 loads,
+ * 14 broadcasts and 28 vpdpbusd of 64 multiply-adds each.
+ *
+ * Only this file is compiled with -mavx512vnni (CMake: *-avx512vnni.c);
+ * the driver calls it only when cpuid reports AVX512VNNI.  One function
+ * per row count; 1 and 2 rows split k over 4 and 2 chains (integer sums:
+ * any order is exact).
+ */
+#include <immintrin.h>
+
+#include "ukernel.h"
+
+#define MR 14
+#define NR 32
+#define G 4
+/* B prefetched 32 groups (4 KiB of a packed panel) ahead, as the fp32
+ * kernel does, for weights that come from DRAM. */
+#define PF_G 32
+
+static inline __m512i bcast32(const uint8_t *p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+static inline __mmask16 lane_mask(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+static inline __attribute__((always_inline)) void
+ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
+        const int8_t *restrict b, int64_t nr, const kn_qgemm_ustore *s) {
+  __m512i c0[4][MR], c1[4][MR];
+#pragma GCC unroll 4
+  for (int q = 0; q < split; q++)
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) c0[q][r] = c1[q][r] = _mm512_setzero_si512();
+  int64_t g = 0;
+  if (split > 1)
+    for (; g + split <= kg; g += split) {
+#pragma GCC unroll 4
+      for (int q = 0; q < split; q++) {
+        const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+#pragma GCC unroll 14
+        for (int r = 0; r < mr; r++) {
+          const __m512i av = bcast32(a + r * G);
+          c0[q][r] = _mm512_dpbusd_epi32(c0[q][r], av, b0);
+          c1[q][r] = _mm512_dpbusd_epi32(c1[q][r], av, b1);
+        }
+        a += MR * G;
+        b += NR * G;
+      }
+    }
+  for (; g < kg; g++) {
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+    if (mr > 2) __builtin_prefetch(b + PF_G * NR * G, 0, 3);
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      const __m512i av = bcast32(a + r * G);
+      c0[0][r] = _mm512_dpbusd_epi32(c0[0][r], av, b0);
+      c1[0][r] = _mm512_dpbusd_epi32(c1[0][r], av, b1);
+    }
+    a += MR * G;
+    b += NR * G;
+  }
+#pragma GCC unroll 4
+  for (int q = 1; q < split; q++)
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      c0[0][r] = _mm512_add_epi32(c0[0][r], c0[q][r]);
+      c1[0][r] = _mm512_add_epi32(c1[0][r], c1[q][r]);
+    }
+
+  int32_t *acc = s->acc;
+  if (!s->final) {
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      __m512i v0 = c0[0][r], v1 = c1[0][r];
+      if (s->load) {
+        v0 = _mm512_add_epi32(v0, _mm512_load_si512(acc + r * NR));
+        v1 = _mm512_add_epi32(v1, _mm512_load_si512(acc + r * NR + 16));
+      }
+      _mm512_store_si512(acc + r * NR, v0);
+      _mm512_store_si512(acc + r * NR + 16, v1);
+    }
+    return;
+  }
+  const __m512i za = _mm512_set1_epi32(s->a_zero);
+  const __m512i zc0 = _mm512_mullo_epi32(za, _mm512_loadu_si512(s->colsum));
+  const __m512i zc1 = _mm512_mullo_epi32(za, _mm512_loadu_si512(s->colsum + 16));
+  const __m512 sa = _mm512_set1_ps(s->a_scale);
+  const __m512 sc0 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale));
+  const __m512 sc1 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale + 16));
+  const __mmask16 m0 = lane_mask(nr), m1 = lane_mask(nr - 16);
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    __m512i v0 = c0[0][r], v1 = c1[0][r];
+    if (s->load) {
+      v0 = _mm512_add_epi32(v0, _mm512_load_si512(acc + r * NR));
+      v1 = _mm512_add_epi32(v1, _mm512_load_si512(acc + r * NR + 16));
+    }
+    const __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v0, zc0)), sc0);
+    const __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v1, zc1)), sc1);
+    float *cr = s->c + r * s->ldc;
+    _mm512_mask_storeu_ps(cr, m0, f0);
+    _mm512_mask_storeu_ps(cr + 16, m1, f1);
+  }
+}
+
+#define UK(R, S)                                                                        \
+  static void ukernel_##R(int64_t kg, const void *a, const void *b, int64_t nr,         \
+                          const kn_qgemm_ustore *s) {                                   \
+    ukernel(R, S, kg, a, b, nr, s);                                                     \
+  }
+UK(1, 4)
+UK(2, 2)
+UK(3, 1)
+UK(4, 1)
+UK(5, 1)
+UK(6, 1)
+UK(7, 1)
+UK(8, 1)
+UK(9, 1)
+UK(10, 1)
+UK(11, 1)
+UK(12, 1)
+UK(13, 1)
+UK(14, 1)
+#undef UK
+
+/* kn_qgemm_quant1's steps on 16 lanes; masked lanes are not stored. */
+static void quant(int64_t n, const float *x, float scale, int32_t zero, uint8_t *y) {
+  const __m512 sv = _mm512_set1_ps(scale), z = _mm512_set1_ps((float)zero);
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = lane_mask(n - j);
+    __m512 t = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + j), sv);
+    t = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);
+    _mm512_mask_cvtusepi32_storeu_epi8(y + j, m, _mm512_cvttps_epi32(t));
+  }
+}
+
+const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_14x32__avx512vnni = {
+    MR, NR, G, 1,
+    {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
+     ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14},
+    quant,
+};

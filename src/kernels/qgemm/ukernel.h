@@ -1,0 +1,70 @@
+/*
+ * The int8 GEMM micro-kernel contract, shared by the driver (qgemm.c) and
+ * the per-ISA kernels (qu8s8-gemm-*.c).  Not part of the family's API.
+ *
+ * A micro-kernel computes one register tile of mr rows (fixed per
+ * function: one function per mr in [1, MR]) and nr <= NR columns over kg
+ * groups of G depth steps:
+ *
+ *   t[r][j] = sum_{g < kg, q < G} a[(g*MR + r)*G + q] * b[(g*NR + j)*G + q]
+ *   t      += acc[r*NR + j]                          when s->load
+ *   final:  c[r*ldc + j] = (float)(t - a_zero * colsum[j]) * (a_scale * w_scale[j])
+ *           for j < nr
+ *   else:   acc[r*NR + j] = t                        (every r < mr, j < NR)
+ *
+ * a: packed A micro-panel (MR rows per group; rows past mr are not read),
+ * b: packed B micro-panel (NR columns per group, all readable), both in
+ * the layouts of qgemm.h with element types u8/s8 (G = 4) or u16/s16
+ * (G = 2).  The s32 sums are exact (k <= KN_QGEMM_K_MAX), so kernels may
+ * sum in any order (the thin tiles split k over several chains).
+ */
+#ifndef KN_QGEMM_UKERNEL_H
+#define KN_QGEMM_UKERNEL_H
+
+#include "kernels/kernels.h"
+
+typedef struct kn_qgemm_ustore {
+  bool load;      /* add acc (partial sums of earlier k passes) */
+  bool final;     /* dequantize to c; else store the sums to acc */
+  int32_t *acc;   /* MR x NR partial sums, row stride NR, 64-byte aligned */
+  float *c;       /* final: the tile's first element */
+  int64_t ldc;
+  const int32_t *colsum;  /* the tile's first column; NR readable */
+  const float *w_scale;   /* the same */
+  float a_scale;
+  int32_t a_zero;
+} kn_qgemm_ustore;
+
+typedef void (*kn_qgemm_ukernel_fn)(int64_t kg, const void *a, const void *b, int64_t nr,
+                                    const kn_qgemm_ustore *s);
+
+/* y[j] = clamp(round(x[j] / scale) + zero, 0, 255) for j < n: the same bits
+ * in every implementation (division, round-half-even, NaN -> 0). */
+typedef void (*kn_qgemm_quant_fn)(int64_t n, const float *x, float scale, int32_t zero,
+                                  uint8_t *y);
+
+/* Rows of the largest register tile over all implementations. */
+#define KN_QGEMM_MR_MAX 14
+
+typedef struct kn_qgemm_ukernels {
+  int32_t mr, nr, g;  /* tile, depth group */
+  int32_t esize;      /* bytes of a packed element: 1 (u8/s8) or 2 (u16/s16) */
+  kn_qgemm_ukernel_fn fn[KN_QGEMM_MR_MAX];
+  kn_qgemm_quant_fn quant;
+} kn_qgemm_ukernels;
+
+/* The scalar quantizer, the definition the vector ones follow. */
+static inline uint8_t kn_qgemm_quant1(float x, float scale, float zero) {
+  float t = __builtin_nearbyintf(x / scale) + zero;
+  t = t > 0.0f ? t : 0.0f; /* NaN -> 0, as max_ps(t, 0) */
+  t = t < 255.0f ? t : 255.0f;
+  return (uint8_t)t;
+}
+
+extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_4x8__portable;
+#ifdef KN_HAVE_X86_KERNELS
+extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_6x16__avx2;
+extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_14x32__avx512vnni;
+#endif
+
+#endif
