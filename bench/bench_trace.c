@@ -126,6 +126,9 @@ PLAIN static double run_mode(const char *self, const char *mode, const char *con
 }
 
 PLAIN int main(int argc, char **argv) {
+  /* the parent records nothing (clang instruments libc's inline atoi and
+   * atof too), and so writes no trace file */
+  int was = kn_trace_enable(0);
   const char *mode = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--child") && i + 1 < argc) mode = argv[++i];
@@ -140,7 +143,10 @@ PLAIN int main(int argc, char **argv) {
     fprintf(stderr, "bench_trace: --calls and --reps take integers >= 1\n");
     return 2;
   }
-  if (mode) return child(mode);
+  if (mode) {
+    kn_trace_enable(was);
+    return child(mode);
+  }
 
   /* room for every recorded call: a full log, never the dropping path */
   static char max_events[64];

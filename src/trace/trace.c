@@ -106,14 +106,14 @@ static struct kt_state {
   int tsc;            /* ticks are TSC cycles, else CLOCK_MONOTONIC ns */
   uint64_t min_ticks; /* KN_TRACE_MIN_US in ticks */
   uint64_t t0_ticks;  /* ts 0 */
-  uint64_t mono0_ns;  /* CLOCK_MONOTONIC at ts 0 */
-  uint64_t min_ns;
-  double ns_per_tick; /* TSC: from start to the latest flush, under lock */
   /* written by threads registering or reserving budget */
   _Alignas(64) _Atomic(kt_thread *) threads;
   _Atomic int64_t budget;
   _Atomic int ever_enabled, finished;
   /* set once at init */
+  int ready; /* the key exists: threads may register */
+  uint64_t mono0_ns; /* CLOCK_MONOTONIC at ts 0 */
+  uint64_t min_ns;
   int64_t wall_us; /* CLOCK_REALTIME at ts 0, Unix epoch microseconds */
   uint64_t max_events;
   int pid, signo;
@@ -126,6 +126,7 @@ static struct kt_state {
   off_t tail_off;   /* where the metadata and closing text start */
   uint64_t written; /* X events in the file */
   kt_symcache syms;
+  double ns_per_tick; /* TSC: from start to the latest flush */
   char *buf;
   size_t buf_n, buf_cap;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .sample = 1};
@@ -194,7 +195,7 @@ KT_FN static void thread_exited(void *arg) {
 
 /* The calling thread's first event: its kt_thread, published on g.threads. */
 KT_FN static kt_thread *thread_register(void) {
-  if (atomic_load_explicit(&g.finished, memory_order_acquire)) return NULL;
+  if (!g.ready || atomic_load_explicit(&g.finished, memory_order_acquire)) return NULL;
   kt_thread *t = calloc(1, sizeof *t);
   kt_chunk *c = calloc(1, sizeof *c);
   if (!t || !c) {
@@ -728,6 +729,7 @@ __attribute__((constructor(101))) KT_FN static void kt_init(void) {
   set_path(file && *file ? file : "kiln-trace.%p.json");
 
   if (pthread_key_create(&g.key, thread_exited)) on = 0;
+  else g.ready = 1;
   atexit(at_exit);
   pthread_atfork(NULL, NULL, after_fork_child);
 
