@@ -1,0 +1,47 @@
+/*
+ * The micro-kernel contract of the bf16/fp16 GEMM family (hgemm.h),
+ * shared by the driver (hgemm.c) and the per-ISA kernels.  Not API.
+ *
+ * A micro-kernel computes one register tile of mr rows (one function per
+ * mr in [1, MR]) and nr <= NR columns, over kc depth steps:
+ *
+ *   t[r][j] = sum_{kk < kc} a(r, kk) * b(kk, j)        (kk in order)
+ *   C[r][j] = (accumulate ? C[r][j] : 0) + alpha * t[r][j], then bias,
+ *             residual and clamp as kn_sgemm_ustore says (gemm/ukernel.h)
+ *
+ * b: the packed B panel (hgemm.h's layout) at depth k0 (even for bf16).
+ * a, when !a_pairs: fp32 values, a(r, kk) = a[kk*as + r] (a packed panel,
+ * as = MR, or one raw row, as = 1).  When a_pairs (vdpbf16ps): a packed
+ * panel of uint32, a[p*MR + r] = bf16 A(r, 2p) | bf16 A(r, 2p+1) << 16,
+ * the odd half zero past kc.  C is fp32 (the driver's tile buffer when C
+ * is half).  Columns j >= nr are computed and dropped.
+ */
+#ifndef KN_HGEMM_UKERNEL_H
+#define KN_HGEMM_UKERNEL_H
+
+#include "kernels/gemm/ukernel.h"
+
+typedef void (*kn_hgemm_ukernel_fn)(int64_t kc, const void *a, int64_t as, const uint16_t *b,
+                                    float *c, int64_t ldc, int64_t nr,
+                                    const kn_sgemm_ustore *s);
+
+/* One ISA's kernels for one type. */
+typedef struct kn_hgemm_ukernels {
+  int32_t mr, nr;
+  bool a_pairs; /* A packed as bf16 pairs, else as fp32 */
+  kn_hgemm_ukernel_fn fn[KN_SGEMM_MR_MAX];
+  /* fp32 -> fp16 of n values, to nearest even (a half C); NULL for bf16 */
+  void (*to_half)(const float *x, uint16_t *y, int64_t n);
+} kn_hgemm_ukernels;
+
+extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_6x8__portable;
+extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_6x8__portable;
+#ifdef KN_HAVE_X86_KERNELS
+extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_6x16__avx2;
+extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_6x16__avx2;
+extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_12x32__avx512;
+extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_14x32__avx512;
+extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_14x32__avx512bf16;
+#endif
+
+#endif

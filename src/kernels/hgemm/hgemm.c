@@ -1,0 +1,441 @@
+/*
+ * bf16 / fp16 GEMM driver (hgemm.h): the BLIS loops around the per-ISA
+ * micro-kernels (hgemm-ukernel.h), portable C.
+ *
+ * B is always prepacked (a weight), so the loops keep the C block in L2
+ * rather than a packed B block:
+ *
+ *   for jc in steps of NC          columns of C
+ *     for ic in steps of MC        rows; C block mc x nc (fp32) in L2
+ *       for pc in steps of KC      depth; A block mc x kc packed (L2)
+ *         for jr in steps of NR    one B micro-panel (kc x NR halves), L1
+ *           for ir in steps of MR  micro-kernel; on the last pc the
+ *                                  epilogue, and a half C rounded
+ *
+ * A is packed (and converted: rounded to bf16, or fp16 widened) per
+ * (ic, pc) block, except one fp32 row for fp16 weights, which is read in
+ * place.  A half C accumulates in an fp32 block buffer (mc x nc) and is
+ * rounded per tile after its epilogue, while the tile is in L1.
+ *
+ * The epilogue splits as kn_sgemm's does: bias, a residual before the
+ * activation, Relu and Clip in the micro-kernel's store; other
+ * activations and a residual after them by kn_f32_epilogue on the tile.
+ *
+ * Threads: a tm x tn grid of rectangles of whole register tiles (panel
+ * boundaries of MR rows and NR columns), chosen as kn_sgemm's cost model
+ * does; every element is one micro-kernel's, with the same k blocks for
+ * any grid, so results do not depend on the thread count.
+ */
+#include "hgemm.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "hgemm-ukernel.h"
+
+static const kn_hgemm_ukernels *ukernels(kn_isa isa, kn_hgemm_type type, bool dot) {
+  bool f16 = type == KN_HGEMM_F16;
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512)
+    return f16   ? &kn_f16_gemm_ukernel_14x32__avx512
+           : dot ? &kn_bf16_gemm_ukernel_14x32__avx512bf16
+                 : &kn_bf16_gemm_ukernel_12x32__avx512;
+  if (isa == KN_ISA_AVX2)
+    return f16 ? &kn_f16_gemm_ukernel_6x16__avx2 : &kn_bf16_gemm_ukernel_6x16__avx2;
+#else
+  (void)isa;
+  (void)dot;
+#endif
+  return f16 ? &kn_f16_gemm_ukernel_6x8__portable : &kn_bf16_gemm_ukernel_6x8__portable;
+}
+
+int32_t kn_hgemm_nr(kn_isa isa) { return ukernels(isa, KN_HGEMM_F16, false)->nr; }
+
+bool kn_hgemm_bf16_dot(kn_isa isa, uint64_t cpu_features) {
+#ifdef KN_HAVE_X86_KERNELS
+  return isa == KN_ISA_AVX512 && (cpu_features & KN_CPU_BIT(AVX512BF16)) &&
+         (cpu_features & KN_CPU_BIT(AVX512F));
+#else
+  (void)isa;
+  (void)cpu_features;
+  return false;
+#endif
+}
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* ---- conversions (the packers'; exact or round to nearest even) -------- */
+
+static inline float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+/* kn_f32_to_bf16, inline: NaN quietened, else round to nearest even */
+static inline uint16_t to_bf16(float f) {
+  uint32_t x = f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fffu + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+/* kn_f16_to_f32, inline and branch-light (f16-gemm-6x8-portable.c's
+ * method): the same bits for every input */
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t o = (uint32_t)(h & 0x7fff) << 13, e = o & 0x0f800000u;
+  o += (127 - 15) << 23;
+  if (e == 0x0f800000u) o += (128 - 16) << 23;
+  else if (e == 0) o = f32_bits(bits_f32(o + (1u << 23)) - bits_f32(113u << 23));
+  return bits_f32(o | (uint32_t)(h & 0x8000) << 16);
+}
+
+/* ---- packing B ----------------------------------------------------------- */
+
+static int64_t packed_depth(kn_hgemm_type type, int64_t k) {
+  return type == KN_HGEMM_BF16 ? round_up(k, 2) : k;
+}
+
+size_t kn_hgemm_pack_b_size(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n) {
+  int64_t nr = kn_hgemm_nr(isa);
+  return (size_t)(round_up(max64(n, 1), nr) * max64(packed_depth(type, k), 2));
+}
+
+static void pack_b(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n, const float *bf,
+                   const uint16_t *bh, int64_t ldb, bool trans, uint16_t *dst) {
+  int64_t nr = kn_hgemm_nr(isa), kp = packed_depth(type, k);
+  bool bf16 = type == KN_HGEMM_BF16;
+  for (int64_t col = 0; col < n; col += nr, dst += nr * kp)
+    for (int64_t kk = 0; kk < kp; kk++)
+      for (int64_t j = 0; j < nr; j++) {
+        uint16_t v = 0;
+        if (kk < k && col + j < n) {
+          int64_t at = trans ? (col + j) * ldb + kk : kk * ldb + col + j;
+          v = bh ? bh[at] : bf16 ? to_bf16(bf[at]) : kn_f32_to_f16(bf[at]);
+        }
+        if (bf16) dst[(kk / 2) * 2 * nr + 2 * j + (kk & 1)] = v;
+        else dst[kk * nr + j] = v;
+      }
+}
+
+void kn_hgemm_pack_b(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n, const float *b,
+                     int64_t ldb, bool trans, uint16_t *dst) {
+  pack_b(isa, type, k, n, b, NULL, ldb, trans, dst);
+}
+
+void kn_hgemm_pack_b_half(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n,
+                          const uint16_t *b, int64_t ldb, bool trans, uint16_t *dst) {
+  pack_b(isa, type, k, n, NULL, b, ldb, trans, dst);
+}
+
+/* ---- blocking -------------------------------------------------------------- */
+
+kn_sgemm_blocking kn_hgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_t l3) {
+  kn_caches c = kn_caches_or_common(&(kn_caches){l1d, l2, l3});
+  int64_t nr = kn_hgemm_nr(isa), mr = ukernels(isa, KN_HGEMM_F16, false)->mr;
+  kn_sgemm_blocking b;
+  /* a B micro-panel (kc x NR halves) in two thirds of L1, as kn_sgemm */
+  b.kc = (int64_t)(c.l1d * 2 / 3) / (nr * 2);
+  b.kc = max64(64, min64(512, b.kc / 16 * 16));
+  /* the A block (mc x kc fp32) in a quarter of L2, the C block (mc x nc
+   * fp32) in another, the B block (kc x nc halves) in a quarter */
+  b.mc = (int64_t)(c.l2 / 4) / (b.kc * 4) / mr * mr;
+  b.mc = max64(mr, min64(b.mc, 32 * mr));
+  size_t share = c.l3 / 4 < c.l2 ? c.l3 / 4 : c.l2;
+  b.nc = (int64_t)(share / 4) / (b.kc * 2) / nr * nr;
+  b.nc = max64(4 * nr, min64(b.nc, 64 * nr));
+  if (b.nc * b.mc * 4 > (int64_t)(c.l2 / 2))
+    b.nc = max64(4 * nr, (int64_t)(c.l2 / 2) / (b.mc * 4) / nr * nr);
+  return b;
+}
+
+/* ---- the plan ------------------------------------------------------------- */
+
+enum { A_F32_TO_BF16, A_BF16, A_F32, A_F16 }; /* what A is, for the packer */
+
+typedef struct plan {
+  const kn_hgemm_args *g;
+  kn_isa isa;
+  const kn_hgemm_ukernels *uk;
+  int64_t m, n, k, mr, nr, kc, mc, nc, kp; /* kp: packed B depth */
+  int amode;
+  bool a_direct;
+  int64_t npanels, mpanels, tm, tn;
+  size_t a_bytes, t_bytes, thread_bytes;
+  const float *bias;
+  bool bias_per_row;
+  const float *kres;
+  int64_t ldr;
+  bool clamp;
+  float lo, hi;
+  bool has_rest;
+  kn_epilogue rest;
+  char *scratch;
+} plan;
+
+static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+static void make_plan(kn_isa isa, const kn_hgemm_args *g, int32_t threads, plan *p) {
+  memset(p, 0, sizeof *p);
+  bool bf16 = g->type == KN_HGEMM_BF16;
+  KN_ASSERT(g->type == KN_HGEMM_BF16 || g->type == KN_HGEMM_F16);
+  KN_ASSERT(!(bf16 && g->bf16_dot) || isa == KN_ISA_AVX512);
+  p->g = g;
+  p->isa = isa;
+  p->uk = ukernels(isa, g->type, bf16 && g->bf16_dot);
+  p->mr = p->uk->mr;
+  p->nr = p->uk->nr;
+  p->m = g->m;
+  p->n = g->n;
+  p->k = g->alpha == 0.0f ? 0 : g->k; /* as kn_sgemm: no product at all */
+  p->kp = packed_depth(g->type, g->k);
+  p->amode = bf16 ? (g->a_half ? A_BF16 : A_F32_TO_BF16) : (g->a_half ? A_F16 : A_F32);
+  p->a_direct = p->amode == A_F32 && p->m == 1;
+  kn_sgemm_blocking bl = g->blocking ? *g->blocking : kn_hgemm_blocking_for(isa, 0, 0, 0);
+  int64_t m = p->m, n = p->n, k = p->k, mr = p->mr, nr = p->nr;
+  p->kc = bl.kc;
+  if (m <= mr) p->kc = 8 * bl.kc; /* one row panel: nothing to reuse */
+  p->kc = max64(0, min64(p->kc, k));
+  /* equal passes, multiples of 8 (bf16 pairs: every block but the last
+   * starts and ends on a pair) */
+  if (p->kc > 0) p->kc = min64(k, round_up(ceil_div(k, ceil_div(k, p->kc)), 8));
+  p->mc = max64(mr, bl.mc / mr * mr);
+  p->nc = max64(nr, bl.nc / nr * nr);
+  p->mc = min64(p->mc, round_up(max64(m, 1), mr));
+  p->nc = min64(p->nc, round_up(max64(n, 1), nr));
+  size_t kcp = (size_t)round_up(max64(p->kc, 1), 2);
+  p->a_bytes = p->a_direct ? 0 : align64((size_t)p->mc * kcp * (p->uk->a_pairs ? 2 : 4));
+  p->t_bytes = g->c_half ? align64((size_t)(p->mc * p->nc) * sizeof(float)) : 0;
+  p->thread_bytes = p->a_bytes + p->t_bytes;
+
+  p->mpanels = ceil_div(m, mr);
+  p->npanels = ceil_div(n, nr);
+  p->tm = p->tn = 1;
+  if (threads > 1 && (double)m * n * max64(k, 1) >= 262144.0) {
+    double best = -1;
+    for (int64_t tn = threads; tn >= 1; tn--) {
+      if (threads % tn || (g->rows_done && tn != 1)) continue;
+      int64_t tm = threads / tn;
+      double rows = 0, cols = 0;
+      for (int64_t t = 0; t < tm; t++)
+        rows = fmax(rows, (double)(min64(m, (t + 1) * p->mpanels / tm * mr) -
+                                   t * p->mpanels / tm * mr));
+      for (int64_t t = 0; t < tn; t++)
+        cols = fmax(cols, (double)(min64(n, (t + 1) * p->npanels / tn * nr) -
+                                   t * p->npanels / tn * nr));
+      double kk = (double)max64(k, 1);
+      double cost = rows * cols * kk;
+      if (!p->a_direct) cost += 4.0 * rows * kk * (double)ceil_div((int64_t)cols, p->nc);
+      if (best < 0 || cost < best) {
+        best = cost;
+        p->tm = tm;
+        p->tn = tn;
+      }
+    }
+  }
+
+  const kn_epilogue *ep = g->ep;
+  if (ep) {
+    kn_act act = ep->act.act;
+    bool clampable = act == KN_ACT_RELU || act == KN_ACT_CLIP;
+    p->bias = ep->bias;
+    p->bias_per_row = ep->bias_per_row;
+    if (ep->res && (ep->res_first || act == KN_ACT_NONE)) {
+      p->kres = ep->res;
+      p->ldr = ep->ldr;
+    }
+    if (clampable) {
+      p->clamp = true;
+      p->lo = act == KN_ACT_RELU ? 0.0f : ep->act.lo;
+      p->hi = act == KN_ACT_RELU ? INFINITY : ep->act.hi;
+    }
+    bool rest_act = act != KN_ACT_NONE && !clampable;
+    bool rest_res = ep->res && !p->kres;
+    if (rest_act || rest_res) {
+      p->has_rest = true;
+      p->rest.act = ep->act;
+      if (!rest_act) p->rest.act.act = KN_ACT_NONE;
+      p->rest.res = rest_res ? ep->res : NULL;
+      p->rest.ldr = ep->ldr;
+      p->rest.res_first = false;
+    }
+  }
+}
+
+size_t kn_hgemm_scratch_size(kn_isa isa, const kn_hgemm_args *g, int32_t threads) {
+  plan p;
+  make_plan(isa, g, 1, &p);
+  return (size_t)(threads > 0 ? threads : 1) * (p.thread_bytes + 64);
+}
+
+/* ---- packing A ------------------------------------------------------------ */
+
+static inline __attribute__((always_inline)) float a_f32(const int mode, const void *row,
+                                                         int64_t kk) {
+  switch (mode) {
+  case A_F32_TO_BF16: return bits_f32((uint32_t)to_bf16(((const float *)row)[kk]) << 16);
+  case A_BF16: return bits_f32((uint32_t)((const uint16_t *)row)[kk] << 16);
+  case A_F16: return f16_to_f32(((const uint16_t *)row)[kk]);
+  default: return ((const float *)row)[kk];
+  }
+}
+
+static inline __attribute__((always_inline)) uint32_t a_bf16(const int mode, const void *row,
+                                                             int64_t kk) {
+  return mode == A_BF16 ? ((const uint16_t *)row)[kk] : to_bf16(((const float *)row)[kk]);
+}
+
+/* Rows [i0, i0+rows) x depth [k0, k0+kc) of A into panels of mr rows,
+ * zero-padded: fp32 (panel at dst + p*kc floats, mr per kk), or bf16
+ * pairs (panel at dst + p*ceil(kc/2) uint32, mr per pair).  k outer:
+ * contiguous writes and mr sequential read streams, as gemm.c packs. */
+static inline __attribute__((always_inline)) void
+pack_a_mode(const int mode, bool pairs, int64_t mr, const kn_hgemm_args *g, int64_t i0,
+            int64_t rows, int64_t k0, int64_t kc, void *dst) {
+  size_t esz = g->a_half ? 2 : 4;
+  int64_t kcp = (kc + 1) / 2;
+  for (int64_t p = 0; p < rows; p += mr) {
+    int64_t h = min64(mr, rows - p);
+    const void *src[KN_SGEMM_MR_MAX];
+    for (int64_t r = 0; r < h; r++)
+      src[r] = (const char *)g->a + ((size_t)((i0 + p + r) * g->lda + k0)) * esz;
+    if (pairs) {
+      uint32_t *d = (uint32_t *)dst + p * kcp;
+      for (int64_t q = 0; q < kcp; q++, d += mr) {
+        int64_t kk = 2 * q;
+        if (kk + 1 < kc)
+          for (int64_t r = 0; r < h; r++)
+            d[r] = a_bf16(mode, src[r], kk) | a_bf16(mode, src[r], kk + 1) << 16;
+        else
+          for (int64_t r = 0; r < h; r++) d[r] = a_bf16(mode, src[r], kk);
+        for (int64_t r = h; r < mr; r++) d[r] = 0;
+      }
+    } else {
+      float *d = (float *)dst + p * kc;
+      for (int64_t kk = 0; kk < kc; kk++, d += mr) {
+        for (int64_t r = 0; r < h; r++) d[r] = a_f32(mode, src[r], kk);
+        for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
+      }
+    }
+  }
+}
+
+static void pack_a_block(const plan *p, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                         void *dst) {
+  const kn_hgemm_args *g = p->g;
+  bool pairs = p->uk->a_pairs;
+  switch (p->amode) {
+  case A_F32_TO_BF16: pack_a_mode(A_F32_TO_BF16, pairs, p->mr, g, i0, rows, k0, kc, dst); break;
+  case A_BF16: pack_a_mode(A_BF16, pairs, p->mr, g, i0, rows, k0, kc, dst); break;
+  case A_F16: pack_a_mode(A_F16, false, p->mr, g, i0, rows, k0, kc, dst); break;
+  default: pack_a_mode(A_F32, false, p->mr, g, i0, rows, k0, kc, dst); break;
+  }
+}
+
+/* ---- one task ------------------------------------------------------------ */
+
+static void store_half(const plan *p, const float *t, int64_t ldt, uint16_t *c, int64_t ldc,
+                       int64_t h, int64_t w) {
+  for (int64_t r = 0; r < h; r++) {
+    if (p->g->type == KN_HGEMM_F16) {
+      p->uk->to_half(t + r * ldt, c + r * ldc, w);
+    } else {
+      for (int64_t j = 0; j < w; j++) c[r * ldc + j] = to_bf16(t[r * ldt + j]);
+    }
+  }
+}
+
+static void run_task(void *arg, int64_t task, int32_t thread) {
+  const plan *p = arg;
+  const kn_hgemm_args *g = p->g;
+  const kn_hgemm_ukernels *uk = p->uk;
+  const int64_t n = p->n, k = p->k, mr = p->mr, nr = p->nr;
+  int64_t ti = task / p->tn, tj = task % p->tn;
+  int64_t i0 = ti * p->mpanels / p->tm * mr;
+  int64_t i1 = min64(p->m, (ti + 1) * p->mpanels / p->tm * mr);
+  int64_t j0 = tj * p->npanels / p->tn * nr;
+  int64_t j1 = min64(n, (tj + 1) * p->npanels / p->tn * nr);
+  if (i0 >= i1 || j0 >= j1) return;
+  char *buf = p->scratch + (size_t)thread * p->thread_bytes;
+  void *abuf = buf;
+  float *tbuf = (float *)(buf + p->a_bytes);
+  size_t csz = g->c_half ? 2 : 4;
+  kn_sgemm_ustore s;
+  memset(&s, 0, sizeof s);
+  s.alpha = g->alpha;
+  s.scale = g->alpha != 1.0f;
+  bool rows_per_block = g->rows_done && j0 == 0 && j1 == n && p->nc >= n;
+
+  for (int64_t jc = j0; jc < j1; jc += p->nc) {
+    int64_t ncur = min64(p->nc, j1 - jc);
+    int64_t npan = ceil_div(ncur, nr);
+    for (int64_t ic = i0; ic < i1; ic += p->mc) {
+      int64_t mcur = min64(p->mc, i1 - ic);
+      for (int64_t pc = 0;; pc += p->kc) {
+        int64_t kcur = min64(p->kc, k - pc);
+        bool first = pc == 0, last = pc + kcur >= k;
+        if (!p->a_direct) pack_a_block(p, ic, mcur, pc, kcur, abuf);
+        for (int64_t q = 0; q < npan; q++) {
+          int64_t col = jc + q * nr, w = min64(nr, n - col);
+          const uint16_t *bp = g->b_packed + (col / nr) * nr * p->kp + pc * nr;
+          for (int64_t ir = ic; ir < ic + mcur; ir += mr) {
+            int64_t h = min64(mr, ic + mcur - ir);
+            const void *ap;
+            int64_t as = mr;
+            if (p->a_direct) {
+              ap = (const float *)g->a + ir * g->lda + pc;
+              as = 1;
+            } else if (uk->a_pairs) {
+              ap = (const uint32_t *)abuf + (ir - ic) * ((kcur + 1) / 2);
+            } else {
+              ap = (const float *)abuf + (ir - ic) * kcur;
+            }
+            s.accumulate = !first;
+            s.bias_row = last && p->bias && p->bias_per_row ? p->bias + ir : NULL;
+            s.bias_col = last && p->bias && !p->bias_per_row ? p->bias + col : NULL;
+            s.res = last && p->kres ? p->kres + ir * p->ldr + col : NULL;
+            s.ldr = p->ldr;
+            s.clamp = last && p->clamp;
+            s.lo = p->lo;
+            s.hi = p->hi;
+            float *c;
+            int64_t ldc;
+            if (g->c_half) {
+              c = tbuf + (ir - ic) * p->nc + (col - jc);
+              ldc = p->nc;
+            } else {
+              c = (float *)g->c + ir * g->ldc + col;
+              ldc = g->ldc;
+            }
+            uk->fn[h - 1](kcur, ap, as, bp, c, ldc, w, &s);
+            if (last && p->has_rest) kn_f32_epilogue(p->isa, &p->rest, c, ldc, ir, h, col, w);
+            if (last && g->c_half)
+              store_half(p, c, ldc, (uint16_t *)g->c + ir * g->ldc + col, g->ldc, h, w);
+          }
+        }
+        if (last) break;
+      }
+      if (rows_per_block)
+        g->rows_done(g->rows_arg, (char *)g->c + (size_t)(ic * g->ldc) * csz, g->ldc, ic, mcur,
+                     n);
+    }
+  }
+  if (g->rows_done && !rows_per_block)
+    g->rows_done(g->rows_arg, (char *)g->c + (size_t)(i0 * g->ldc) * csz, g->ldc, i0, i1 - i0,
+                 n);
+}
+
+void kn_hgemm(kn_isa isa, kn_pool *pool, const kn_hgemm_args *g, void *scratch) {
+  if (g->m <= 0 || g->n <= 0) return;
+  plan p;
+  make_plan(isa, g, kn_pool_threads(pool), &p);
+  p.scratch = scratch;
+  kn_pool_for(pool, p.tm * p.tn, run_task, &p);
+}
