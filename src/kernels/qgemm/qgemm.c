@@ -34,7 +34,7 @@
 static const kn_qgemm_ukernels *ukernels(kn_qgemm_impl impl) {
 #ifdef KN_HAVE_X86_KERNELS
   if (impl == KN_QGEMM_AVX512VNNI) return &kn_qu8s8_gemm_ukernel_14x32__avx512vnni;
-  if (impl == KN_QGEMM_AVX2) return &kn_qu8s8_gemm_ukernel_6x16__avx2;
+  if (impl == KN_QGEMM_AVX2) return &kn_qu8s8_gemm_ukernel_5x16__avx2;
 #else
   (void)impl;
 #endif

@@ -26,7 +26,7 @@
  *   AVX2        vpmaddwd on u8 zero-extended to s16 times s8 weights
  *               stored as s16: each s32 lane adds two exact products
  *               (|255 * 128| * 2 < 2^31; vpmaddubsw's s16 saturation is
- *               never reached), 6 x 16 tile, K in groups of 2;
+ *               never reached), 5 x 16 tile, K in groups of 2;
  *   PORTABLE    C, 4 x 8 tile, K in groups of 4.
  *
  * Packed layouts (MR, NR, G = kn_qgemm_mr/nr/kgroup(impl); kg = ceil(k/G);

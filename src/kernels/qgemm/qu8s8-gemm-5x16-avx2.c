@@ -1,5 +1,5 @@
 /*
- * int8 GEMM micro-kernels, AVX2: register tile 6 x 16, K in groups of 2.
+ * int8 GEMM micro-kernels, AVX2: register tile 5 x 16, K in groups of 2.
  *
  * AVX2 has no u8 x s8 dot product into s32 (VNNI).  vpmaddubsw adds two
  * u8 x s8 products into s16, which saturates (255 * 127 * 2 > 32767), so
@@ -9,18 +9,22 @@
  * adds two exact s16 x s16 products into each s32 lane, as XNNPACK's AVX2
  * qs8 kernels do after extending both operands (we extend once, at
  * packing, instead of on every load): any u8 and s8 values, no
- * saturation.  Per depth pair: 2 B loads, 6 broadcast pairs of A, 12
- * vpmaddwd + 12 vpaddd (16 multiply-adds each, twice an fp32 FMA's 8).
+ * saturation.  Per depth pair: 2 B loads, 5 broadcast pairs of A, 10
+ * vpmaddwd + 10 vpaddd (16 multiply-adds each, twice an fp32 FMA's 8).
  *
- * Registers: 12 accumulators, 2 B vectors, one broadcast, one product =
- * 16 ymm.  One function per row count; 1 and 2 rows split k over 4 and
- * 2 chains (integer sums: any order is exact).
+ * Why 5 rows: vpmaddwd does not accumulate, so each product needs a
+ * register of its own before its vpaddd.  With 6 rows (12 accumulators,
+ * 2 B vectors, a broadcast and the products: more than 16 ymm) gcc 12
+ * kept 4 accumulators on the stack and added 12 moves per depth pair;
+ * 5 rows (10 accumulators) leave the loop without a stack access.  One
+ * function per row count; 1 and 2 rows split k over 4 and 2 chains
+ * (integer sums: any order is exact).
  */
 #include <immintrin.h>
 
 #include "ukernel.h"
 
-#define MR 6
+#define MR 5
 #define NR 16
 #define G 2
 
@@ -136,7 +140,6 @@ UK(2, 2)
 UK(3, 1)
 UK(4, 1)
 UK(5, 1)
-UK(6, 1)
 #undef UK
 
 /* 8 floats to 8 clamped integers in [0, 255] (kn_qgemm_quant1's steps). */
@@ -160,8 +163,8 @@ static void quant(int64_t n, const float *x, float scale, int32_t zero, uint8_t 
   for (; j < n; j++) y[j] = kn_qgemm_quant1(x[j], scale, (float)zero);
 }
 
-const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_6x16__avx2 = {
+const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_5x16__avx2 = {
     MR, NR, G, 2,
-    {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6},
+    {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5},
     quant,
 };

@@ -63,7 +63,7 @@ static inline uint8_t kn_qgemm_quant1(float x, float scale, float zero) {
 
 extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_4x8__portable;
 #ifdef KN_HAVE_X86_KERNELS
-extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_6x16__avx2;
+extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_5x16__avx2;
 extern const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_14x32__avx512vnni;
 #endif
 
