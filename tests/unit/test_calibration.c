@@ -140,6 +140,59 @@ static void test_gaussian_outliers(void **state) {
   gaussian_case(200000, 8, 40.0f, false);
 }
 
+/* The entropy method computes KL per group from prefix sums; this is the
+ * same algorithm written out (P and Q built bin by bin for every candidate):
+ * both must choose the same threshold. */
+static double entropy_direct(const kn_hist *h) {
+  int nb = h->bins;
+  double *c = malloc(sizeof(double) * (size_t)nb * 3), *P = c + nb, *Q = P + nb;
+  for (int j = 0; j < nb; j++) c[j] = (double)h->count[j];
+  c[0] = c[1];
+  double total = 0, best = INFINITY;
+  for (int j = 0; j < nb; j++) total += c[j];
+  int bi = nb;
+  for (int i = 128; i <= nb; i++) {
+    double outl = 0, kept = 0;
+    for (int j = i; j < nb; j++) outl += c[j];
+    for (int j = 0; j < i; j++) P[j] = c[j], kept += c[j];
+    P[i - 1] += outl;
+    for (int g = 0; g < 128; g++) {
+      int a = (int)((int64_t)g * i / 128), e = (int)((int64_t)(g + 1) * i / 128), nz = 0;
+      double sum = 0;
+      for (int j = a; j < e; j++) sum += c[j], nz += P[j] > 0;
+      for (int j = a; j < e; j++) Q[j] = P[j] > 0 ? (sum > 0 ? sum / nz / kept : 1e-30) : 0;
+    }
+    double kl = 0;
+    for (int j = 0; j < i; j++)
+      if (P[j] > 0) kl += P[j] / total * log(P[j] / total / Q[j]);
+    if (kl < best) best = kl, bi = i;
+  }
+  free(c);
+  double t = (bi + 0.5) * h->width;
+  return t < h->amax ? t : h->amax;
+}
+
+static void test_entropy_direct(void **state) {
+  (void)state;
+  rng r = {5};
+  for (int trial = 0; trial < 4; trial++) {
+    int n = 40000;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+      double g = gaussian(&r);
+      /* ReLU-like, or heavy-tailed (g^3), each with one outlier */
+      x[i] = (float)(trial % 2 ? fmax(g, 0) * (1 + trial) : g * g * g);
+    }
+    x[0] = 30.0f + (float)trial;
+    kn_hist h = hist_of(x, n, 512 << (trial % 3));
+    double fast = kn_hist_threshold(&h, KN_CALIB_ENTROPY, 0), direct = entropy_direct(&h);
+    if (fabs(fast - direct) > 1e-9 * direct)
+      fail_msg("trial %d: entropy %.9g, written out %.9g", trial, fast, direct);
+    kn_hist_free(&h);
+    free(x);
+  }
+}
+
 static void test_percentile_known(void **state) {
   (void)state;
   /* |x| uniform over 1 .. 10000 in steps of 1: the P-th percentile is
@@ -563,6 +616,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uniform),
       cmocka_unit_test(test_gaussian_outliers),
+      cmocka_unit_test(test_entropy_direct),
       cmocka_unit_test(test_percentile_known),
       cmocka_unit_test(test_histogram_merging),
       cmocka_unit_test(test_edge_histograms),
