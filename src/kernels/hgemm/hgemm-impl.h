@@ -175,7 +175,9 @@ UK(2, 2)
 UK(3, 1)
 UK(4, 1)
 UK(5, 1)
+#if MR > 5
 UK(6, 1)
+#endif
 #if MR > 6
 UK(7, 1)
 UK(8, 1)
@@ -194,7 +196,10 @@ const kn_hgemm_ukernels HK_TABLE = {
     MR,
     NR,
     false,
-    {hk_ukernel_1, hk_ukernel_2, hk_ukernel_3, hk_ukernel_4, hk_ukernel_5, hk_ukernel_6,
+    {hk_ukernel_1, hk_ukernel_2, hk_ukernel_3, hk_ukernel_4, hk_ukernel_5,
+#if MR > 5
+     hk_ukernel_6,
+#endif
 #if MR > 6
      hk_ukernel_7, hk_ukernel_8, hk_ukernel_9, hk_ukernel_10, hk_ukernel_11, hk_ukernel_12,
 #endif

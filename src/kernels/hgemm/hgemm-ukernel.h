@@ -37,7 +37,7 @@ typedef struct kn_hgemm_ukernels {
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_6x8__portable;
 extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_6x8__portable;
 #ifdef KN_HAVE_X86_KERNELS
-extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_6x16__avx2;
+extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_5x16__avx2;
 extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_6x16__avx2;
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_12x32__avx512;
 extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_14x32__avx512;

@@ -42,7 +42,7 @@ static const kn_hgemm_ukernels *ukernels(kn_isa isa, kn_hgemm_type type, bool do
            : dot ? &kn_bf16_gemm_ukernel_14x32__avx512bf16
                  : &kn_bf16_gemm_ukernel_12x32__avx512;
   if (isa == KN_ISA_AVX2)
-    return f16 ? &kn_f16_gemm_ukernel_6x16__avx2 : &kn_bf16_gemm_ukernel_6x16__avx2;
+    return f16 ? &kn_f16_gemm_ukernel_6x16__avx2 : &kn_bf16_gemm_ukernel_5x16__avx2;
 #else
   (void)isa;
   (void)dot;
@@ -144,15 +144,16 @@ kn_sgemm_blocking kn_hgemm_blocking_for(kn_isa isa, size_t l1d, size_t l2, size_
   /* a B micro-panel (kc x NR halves) in two thirds of L1, as kn_sgemm */
   b.kc = (int64_t)(c.l1d * 2 / 3) / (nr * 2);
   b.kc = max64(64, min64(512, b.kc / 16 * 16));
-  /* the A block (mc x kc fp32) in a quarter of L2, the C block (mc x nc
-   * fp32) in another, the B block (kc x nc halves) in a quarter */
+  /* the A block (mc x kc fp32) in a quarter of L2 */
   b.mc = (int64_t)(c.l2 / 4) / (b.kc * 4) / mr * mr;
   b.mc = max64(mr, min64(b.mc, 32 * mr));
-  size_t share = c.l3 / 4 < c.l2 ? c.l3 / 4 : c.l2;
-  b.nc = (int64_t)(share / 4) / (b.kc * 2) / nr * nr;
-  b.nc = max64(4 * nr, min64(b.nc, 64 * nr));
-  if (b.nc * b.mc * 4 > (int64_t)(c.l2 / 2))
-    b.nc = max64(4 * nr, (int64_t)(c.l2 / 2) / (b.mc * 4) / nr * nr);
+  /* the C block (mc x nc fp32), accumulated over the k blocks, in half of
+   * L2; wide, because A is packed (and converted) again per column block:
+   * with nc = 128 that packing cost BERT's FFN up (n 3072) a third of its
+   * time on AVX2.  B streams past from L3 or DRAM, a micro-panel at a
+   * time, mc flops per byte. */
+  b.nc = (int64_t)(c.l2 / 2) / (b.mc * 4) / nr * nr;
+  b.nc = max64(4 * nr, min64(b.nc, 128 * nr));
   return b;
 }
 
