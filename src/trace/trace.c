@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -193,14 +194,27 @@ KT_FN static void thread_exited(void *arg) {
   pthread_mutex_unlock(&g.lock);
 }
 
+/* Chunks are mapped with MAP_POPULATE: their pages are faulted in by one
+ * system call, not by 24 page faults on the recording path (each one a
+ * chance for the scheduler to preempt a busy thread). */
+KT_FN static kt_chunk *chunk_new(void) {
+  void *p = mmap(NULL, sizeof(kt_chunk), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return p == MAP_FAILED ? NULL : p; /* zeroed */
+}
+
+KT_FN static void chunk_free(kt_chunk *c) {
+  if (c) munmap(c, sizeof *c);
+}
+
 /* The calling thread's first event: its kt_thread, published on g.threads. */
 KT_FN static kt_thread *thread_register(void) {
   if (!g.ready || atomic_load_explicit(&g.finished, memory_order_acquire)) return NULL;
   kt_thread *t = calloc(1, sizeof *t);
-  kt_chunk *c = calloc(1, sizeof *c);
+  kt_chunk *c = chunk_new();
   if (!t || !c) {
     free(t);
-    free(c);
+    chunk_free(c);
     return NULL;
   }
   t->tid = (int32_t)syscall(SYS_gettid);
@@ -270,7 +284,7 @@ KT_FN static void append(kt_thread *t, const void *id, uint64_t ts, uint64_t dur
   }
   kt_chunk *c = t->cur;
   if (t->cur_n == KT_CHUNK) {
-    kt_chunk *n = calloc(1, sizeof *n);
+    kt_chunk *n = chunk_new();
     if (!n) {
       count(&t->dropped);
       return;
@@ -482,7 +496,7 @@ KT_FN static int consume(kt_thread *t) {
     if (n < KT_CHUNK) return 0;
     kt_chunk *next = atomic_load_explicit(&c->next, memory_order_acquire);
     if (!next) return 0;
-    free(c);
+    chunk_free(c);
     t->read = next;
     t->read_n = 0;
   }
