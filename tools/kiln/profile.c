@@ -137,6 +137,7 @@ static int sweep_parse(const profile_opts *o, sweep_plan *sp) {
   size_t nl = (size_t)(eq - o->sweep);
   if (nl == 0 || nl >= sizeof sp->name || strlen(eq + 1) >= sizeof sp->text)
     return kn_cli_usage(cmd, "--sweep %s: name or values too long", o->sweep);
+  memset(sp, 0, sizeof *sp);
   memcpy(sp->name, o->sweep, nl);
   sp->name[nl] = 0;
   strcpy(sp->text, eq + 1);
