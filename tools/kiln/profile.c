@@ -350,6 +350,8 @@ static int run_profiled(const profile_opts *o, kn_cli_session *s, profile *p) {
     memcpy(p->spans + p->n_spans, sp, (size_t)n * sizeof *sp);
     p->run_start[r] = p->n_spans;
     p->n_spans += n;
+    for (int32_t k = 0; k < n; k++)
+      if (sp[k].thread == 0) p->run_steps_ms[r] += (double)(sp[k].end_ns - sp[k].start_ns) * 1e-6;
   }
   if (kn_context_set_profiling(s->ctx, 0, &err)) return kn_cli_error(&err);
   /* per step over the runs: thread 0's span is the step's time */
@@ -376,12 +378,6 @@ static int run_profiled(const profile_opts *o, kn_cli_session *s, profile *p) {
     t->median_us = kn_cli_percentile(v, n, 0.5);
     t->min_us = v[0];
     t->max_us = v[n - 1];
-  }
-  for (int64_t r = 0; r < p->runs; r++) {
-    int64_t end = r + 1 < p->runs ? p->run_start[r + 1] : p->n_spans;
-    for (int64_t k = p->run_start[r]; k < end; k++)
-      if (p->spans[k].thread == 0)
-        p->run_steps_ms[r] += (double)(p->spans[k].end_ns - p->spans[k].start_ns) * 1e-6;
   }
   free(v);
   return KN_EXIT_OK;
