@@ -237,6 +237,7 @@ const char *kn_machine_cache_path(char *buf, size_t len);
 enum { KN_TACTICS_DEFAULT = 0, KN_TACTICS_TIMED = 1, KN_TACTICS_HEURISTIC = 2 };
 
 /* How `kn_model_build` turns a loaded model into an optimized engine. */
+typedef struct kn_calibration kn_calibration; /* int8 ranges (below) */
 typedef struct kn_build_options {
   /* Fixed sizes for dynamic inputs, each "NAME=1x3x224x224". */
   const char *const *shapes;
@@ -272,7 +273,47 @@ typedef struct kn_build_options {
   int32_t tactic_candidates;
   int32_t threads;
   const char *timing_cache;
+  /* Reduced precision (docs/PRECISION.md).  precision: what the steps that
+   * can run in reduced precision (GEMMs and convolutions with constant
+   * weights) run in: a kn_precision (KN_PRECISION_FP32 by default), or
+   * KN_PRECISION_BEST: per step, the precision the IO model predicts
+   * fastest on the build's machine among those it has an instruction for
+   * (int8 only where `calibration` has the step's input).  Steps of other
+   * ops stay fp32.  int8 needs `calibration` (borrowed during the build):
+   * without it the build is refused. */
+  int32_t precision;
+  /* Per-step overrides, each "PATTERN=PRECISION" (fp32, bf16, fp16, int8):
+   * PATTERN an ONNX node name or a glob (fnmatch: * ? [...]) matched
+   * against each step's name and the ONNX nodes it covers; the last
+   * override that matches wins.  A pattern that matches no step fails the
+   * build (a typo would otherwise pass silently). */
+  const char *const *layer_precisions;
+  int32_t n_layer_precisions;
+  /* Weight-only compression of the steps left in fp32: KN_WEIGHTS_FP32
+   * (0: none), KN_WEIGHTS_FP16 or KN_WEIGHTS_INT8 (per output channel):
+   * weights stored compressed, activations and arithmetic in fp32. */
+  int32_t weights;
+  const kn_calibration *calibration;
 } kn_build_options;
+
+/* kn_build_options.precision, kn_step_info.precision */
+typedef enum kn_precision {
+  KN_PRECISION_FP32 = 0,
+  KN_PRECISION_BF16 = 1,   /* bf16 weights, activations rounded to bf16, fp32 sums */
+  KN_PRECISION_FP16 = 2,   /* fp16 weights, activations rounded to fp16, fp32 sums */
+  KN_PRECISION_INT8 = 3,   /* u8 activations x s8 weights, exact s32 sums */
+  KN_PRECISION_FP16_WEIGHTS = 4, /* weight-only: fp16 weights, fp32 compute */
+  KN_PRECISION_INT8_WEIGHTS = 5, /* weight-only: s8 weights, fp32 compute */
+  KN_PRECISION_COUNT,
+  KN_PRECISION_BEST = 64   /* build option only */
+} kn_precision;
+/* kn_build_options.weights */
+enum { KN_WEIGHTS_FP32 = 0, KN_WEIGHTS_FP16 = 1, KN_WEIGHTS_INT8 = 2 };
+/* "fp32", "bf16", "fp16", "int8", "fp16-weights", "int8-weights", "best";
+ * NULL for anything else. */
+const char *kn_precision_name(int32_t precision);
+/* The inverse (exact names); -1 when unknown. */
+int32_t kn_precision_from_name(const char *name);
 
 /* Zero/default options. */
 void kn_build_options_init(kn_build_options *o);
@@ -309,6 +350,9 @@ typedef struct kn_step_info {
   uint64_t arena_live_bytes; /* the memory plan's arena bytes in use while the
                                 step runs (its inputs, outputs and every tensor
                                 live across it); 0 when not planned */
+  int32_t precision;         /* kn_precision the step runs in */
+  float input_scale;         /* int8 steps: the u8 quantization of input 0 */
+  int32_t input_zero;
 } kn_step_info;
 
 int32_t kn_model_step_count(const kn_model *model);
@@ -458,7 +502,6 @@ typedef struct kn_calib_options {
 void kn_calib_options_init(kn_calib_options *o);
 
 typedef struct kn_calibrator kn_calibrator;
-typedef struct kn_calibration kn_calibration; /* a table, below */
 /* A calibrator over `model`, which it borrows (it must outlive the
  * calibrator): an ONNX model, loaded and either not built or built with
  * no_optimize (and any shapes); an engine or an optimized build is refused
@@ -528,6 +571,56 @@ kn_status kn_calibration_entry(const kn_calibration *cal, int32_t index, kn_cali
 /* The range of the tensor named `name` (exact bytes); 1 when found, 0 when
  * the table has no such tensor (*out untouched).  O(log n): for builders. */
 int32_t kn_calibration_get(const kn_calibration *cal, const char *name, kn_calib_range *out);
+
+/* The asymmetric u8 quantization of a tensor with range r, as kiln's int8
+ * steps and `kiln quantize` use it for activations:
+ *   real = scale * (q - zero),  q = clamp(round(x / scale) + zero, 0, 255)
+ * over [lo, hi] = [max(min, -amax), min(max, amax)] widened to hold 0 (so
+ * that 0, ReLU's floor and padding, is exact), scale = (hi - lo) / 255 and
+ * zero = round(-lo / scale) in [0, 255].  A range of all zeros gives
+ * scale 1, zero 0. */
+void kn_calib_u8_params(const kn_calib_range *r, float *scale, int32_t *zero);
+
+/* ---- Q/DQ ONNX models (`kiln quantize`; docs/CALIBRATION.md) ----------------
+ * kn_quantize_onnx_file writes the ONNX model at model_path as a Q/DQ model
+ * (the "QDQ format" of ONNX Runtime's quantize_static) to out_path, through
+ * out_path.tmp and a rename.  For every Conv, ConvTranspose, Gemm and
+ * MatMul of the top-level graph whose weight (input 1) is an initializer:
+ *  - its data input (input 0) gets QuantizeLinear -> DequantizeLinear, u8
+ *    per tensor with kn_calib_u8_params of that tensor's entry in cal (one
+ *    pair per tensor, shared by the ops it feeds);
+ *  - its float weight W becomes an int8 initializer W_quantized, symmetric
+ *    per output channel (Conv axis 0, ConvTranspose axis 1, MatMul the last
+ *    axis, Gemm axis 0 with transB else 1): scale max|w| / 127 (1 for a
+ *    channel of zeros), q = clamp(round half to even(w / scale), -127, 127),
+ *    a float scale and an int8 zero point of zeros, read by a
+ *    DequantizeLinear with `axis`; per tensor (one scale) when the model's
+ *    default-domain opset is below 13, which has no `axis`.  W itself is
+ *    dropped once nothing else reads it.  Biases stay float.
+ * An op whose input has no entry in cal (or whose weight is not float32,
+ * or is also a graph input) is left in fp32, and note(line, note_arg) is
+ * called with one line naming it and why (note may be NULL); so is a line
+ * when the opset forces per-tensor weights.  Everything else (other nodes
+ * and initializers, value_info, opsets, metadata) is written as read;
+ * added names collide with none of the model's.
+ * Fails (nothing written) on a file that is not an ONNX model, a model
+ * with external data (KN_ERR_UNSUPPORTED), a default-domain opset below 10
+ * (no QuantizeLinear), a model with no op to quantize
+ * (KN_ERR_INVALID_ARG) or none whose input cal has (KN_ERR_MISSING). */
+typedef void (*kn_note_fn)(const char *line, void *arg);
+typedef struct kn_quantize_report {
+  int32_t candidates;        /* Conv/ConvTranspose/Gemm/MatMul with an initializer weight */
+  int32_t ops_quantized;     /* of those, given Q/DQ inputs (the others: a note each) */
+  int32_t activation_pairs;  /* QuantizeLinear -> DequantizeLinear pairs added */
+  int32_t weights_quantized; /* int8 weights added, each with its DequantizeLinear */
+  int32_t per_channel;       /* 1: weight scales per output channel; 0: per tensor */
+  int64_t opset;             /* the model's default-domain opset (kept) */
+  uint64_t bytes;            /* size of the file written */
+} kn_quantize_report;
+kn_status kn_quantize_onnx_file(const char *model_path, const kn_calibration *cal,
+                                const char *out_path, kn_note_fn note, void *note_arg,
+                                kn_quantize_report *report, kn_error *err)
+    __attribute__((warn_unused_result));
 
 #ifdef __cplusplus
 }

@@ -383,7 +383,7 @@ if cmp -s "$TMP/good.kiln" "$TMP/good2.kiln"; then pass build_deterministic
 else fail build_deterministic "two builds of one model differ"; fi
 expect inspect_engine 0 "" inspect "$TMP/good.kiln"
 expect inspect_engine_json 0 "" inspect "$TMP/good.kiln" --json
-if grep -q '"format_version": 2' "$OUT" && grep -q '"step_list"' "$OUT"; then pass inspect_engine_json_keys
+if grep -q '"format_version": 3' "$OUT" && grep -q '"step_list"' "$OUT"; then pass inspect_engine_json_keys
 else fail inspect_engine_json_keys "format_version/step_list missing"; fi
 expect compare_engine 0 "" compare "$B/good.onnx" "$TMP/good.kiln" --per-layer
 expect compare_model 0 "" compare "$M/model.onnx" --per-layer

@@ -21,6 +21,7 @@ struct kn_model {
   int32_t n_shapes, n_disabled, n_profiles;
   char **shapes, **disabled, **profiles;
   uint64_t workspace;
+  char precision[48]; /* "fp32", "int8", "best weights=fp16", ... */
   /* per model input: the profile's range (rank -1: no profile) */
   kn_value_info *prof_min, *prof_max;
   /* per top-level node: its prepacked weights (op->pack), or NULL */

@@ -229,6 +229,7 @@ static kn_status write_graph(writer *w, const kn_graph *g) {
     put_str(b, n->name);
     put_optstr(b, n->covers);
     put_u32(b, (uint32_t)n->tactic);
+    put_u32(b, (uint32_t)n->precision);
     put_str(b, n->op_type);
     put_str(b, n->domain);
     put_u32(b, (uint32_t)n->n_inputs);
@@ -603,6 +604,7 @@ typedef struct reader {
   const uint8_t *tensors; /* first entry of the tensor table */
   kn_graph **graphs;
   uint32_t n_graphs, graphs_seen;
+  uint32_t version; /* the file's format version */
 } reader;
 
 /* Cursor reads inside GRAPH; each returns false (after failing) when the
@@ -973,6 +975,15 @@ static kn_status read_graph(reader *r, kn_graph *parent, int depth, kn_graph **o
                      "%s: node '%.200s' uses tactic %u, which this kiln lacks; rebuild the engine",
                      r->label, n->name, tactic);
     n->tactic = (int32_t)tactic;
+    if (r->version >= 3) {
+      uint32_t prec;
+      TRY(get_u32(r, &prec));
+      if (prec >= KN_PRECISION_COUNT)
+        return bad(r, "section GRAPH is inconsistent: node '%.200s' has precision %u "
+                      "(expected 0..%d)",
+                   n->name, prec, KN_PRECISION_COUNT - 1);
+      n->precision = (int32_t)prec;
+    }
     TRY(get_str(r, &n->op_type, NULL, false, true));
     TRY(get_str(r, &n->domain, NULL, false, true));
     char owner[300];
@@ -1101,6 +1112,7 @@ static kn_status verify(reader *r, kn_engine_info *info) {
                    "rebuild it",
                    r->label, version, KN_ENGINE_FORMAT_VERSION);
   if (version == 0) return bad(r, "engine format version 0 is not valid");
+  r->version = version;
   if (size < KN_ENGINE_HEADER_BYTES)
     return bad(r, "truncated: the header needs bytes 0..%u but the file has %zu",
                KN_ENGINE_HEADER_BYTES, size);

@@ -1,5 +1,6 @@
 /*
- * kiln engine file format, version 2 (a reader also reads version 1: no PACKED)
+ * kiln engine file format, version 3 (a reader also reads versions 1, without
+ * PACKED, and 2, without step precisions)
  *
  * An engine is one file.  Every integer is little-endian and fixed-width
  * (u8/u32/i32/u64/i64; f32 is an IEEE-754 binary32 in its little-endian bit
@@ -76,7 +77,10 @@
  *      u32 node count, per node (in execution order):
  *        string name; optional string covers (the ONNX nodes a fused step
  *        replaces, comma-separated); u32 tactic id (the kernel that runs the
- *        step: src/plan/tactics.inc; 0 = reference); string op_type; string domain;
+ *        step: src/plan/tactics.inc; 0 = reference); u32 precision (from
+ *        version 3: kiln.h kn_precision, 0 fp32 .. 5 int8-weights; int8
+ *        steps keep their input's quantization in the attributes
+ *        kiln.a_scale and kiln.a_zero); string op_type; string domain;
  *        u32 input count, i32 value index each (-1: omitted);
  *        u32 output count, i32 value index each (-1: omitted);
  *        u32 attribute count, per attribute:
@@ -149,7 +153,7 @@
 #include "plan/plan.h"
 
 #define KN_ENGINE_MAGIC "KILNENG"           /* 8 bytes with its NUL */
-#define KN_ENGINE_FORMAT_VERSION 2u
+#define KN_ENGINE_FORMAT_VERSION 3u
 #define KN_ENGINE_HEADER_BYTES 96u
 #define KN_ENGINE_ALIGN 64u
 

@@ -2,6 +2,7 @@
 #include "core/cpu.h"
 #include "core/machine.h"
 #include "kernels/kernels.h"
+#include "plan/precision.h"
 #include "plan/tactic.h"
 #include "plan/iomodel.h"
 #include "plan/timing.h"
@@ -449,6 +450,39 @@ static kn_status apply_shape(kn_model *m, const char *spec, kn_error *err) {
   return KN_OK;
 }
 
+/* Each step's precision (src/plan/precision.c), recorded as decisions. */
+static kn_status assign_precisions(kn_model *m, const kn_build_options *o, kn_error *err) {
+  bool reduced = o->precision != KN_PRECISION_FP32 || o->n_layer_precisions || o->weights;
+  const char *pn = kn_precision_name(o->precision);
+  if (!pn || (o->precision >= KN_PRECISION_FP16_WEIGHTS && o->precision != KN_PRECISION_BEST))
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "precision %d: expected fp32, bf16, fp16, int8 or best (weight-only "
+                   "compression is the weights option)",
+                   (int)o->precision);
+  if (o->weights < KN_WEIGHTS_FP32 || o->weights > KN_WEIGHTS_INT8)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "weights %d: expected fp32, fp16 or int8",
+                   (int)o->weights);
+  if (reduced && o->reference_kernels)
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "%s: reference kernels run fp32 only; drop the precision, layer precision "
+                   "and weights options, or the reference-kernels one",
+                   m->ir->label);
+  snprintf(m->precision, sizeof m->precision, "%s%s", pn,
+           o->weights == KN_WEIGHTS_FP16   ? " weights=fp16"
+           : o->weights == KN_WEIGHTS_INT8 ? " weights=int8"
+                                           : "");
+  kn_precision_options po = {.precision = o->precision,
+                             .overrides = o->layer_precisions,
+                             .n_overrides = o->n_layer_precisions,
+                             .weights = o->weights,
+                             .calibration = o->calibration,
+                             .isa = build_isa(m),
+                             .machine = &m->machine,
+                             .threads = o->threads > 0 ? o->threads : kn_default_threads(),
+                             .decisions = &m->timing.decisions};
+  return kn_precision_assign(m->ir, &po, err);
+}
+
 kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) {
   kn_build_options dflt;
   if (!o) {
@@ -456,7 +490,8 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     o = &dflt;
   }
   if (m->from_engine) {
-    if (o->n_shapes || o->n_disabled_passes || o->workspace || o->machine)
+    if (o->n_shapes || o->n_disabled_passes || o->workspace || o->machine || o->precision ||
+        o->n_layer_precisions || o->weights)
       return kn_fail(err, KN_ERR_INVALID_ARG,
                      "%s is an engine: it was built already; build options apply to a model",
                      m->ir->label);
@@ -497,6 +532,7 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   kn_mem_plan_free(&m->plan);
   st = plan_for_max(m, o->workspace, err);
   if (st) return st;
+  if ((st = assign_precisions(m, o, err))) return st;
   kn_tactics_select(m->ir, build_isa(m), o->reference_kernels != 0);
   if (!o->reference_kernels) {
     const char *te = getenv("KILN_TACTICS");
@@ -562,7 +598,8 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
                           .profiles = (const char *const *)m->profiles,
                           .n_disabled_passes = m->n_disabled,
                           .disabled_passes = (const char *const *)m->disabled,
-                          .workspace_bytes = m->workspace};
+                          .workspace_bytes = m->workspace,
+                          .precision = m->precision[0] ? m->precision : NULL};
   char *mj = NULL;
   if (m->has_machine && !(mj = kn_machine_to_json_compact(&m->machine))) {
     free(pk);

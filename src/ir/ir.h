@@ -81,6 +81,9 @@ typedef struct kn_node {
   char *covers;               /* fused nodes: the original ONNX node names they
                                  replace, comma-separated; NULL: just `name` */
   int32_t tactic;             /* kernel implementation (src/plan/tactics.inc) */
+  int32_t precision;          /* kn_precision (kiln.h) the step runs in; int8
+                                 steps carry their input's quantization as
+                                 attributes kiln.a_scale and kiln.a_zero */
 } kn_node;
 
 struct kn_graph {

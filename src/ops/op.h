@@ -138,6 +138,12 @@ typedef struct kn_op_def {
                         int32_t max);
   /* The input output 0 may share with `inplace` (0 unless set). */
   uint8_t inplace_input;
+  /* precisions: bit p (1u << kn_precision) for every precision node n can
+   * run in with some tactic on `isa`; fp32 is always allowed.  NULL: fp32
+   * only.  The builder sets n->precision (src/plan/precision.c) before
+   * tactics are selected: `select`, `candidates` and `pack` then honour
+   * it, and `run` reads it from ctx->node. */
+  uint32_t (*precisions)(const kn_graph *g, const kn_node *n, int32_t isa);
 } kn_op_def;
 
 /* kn_op_def.inplace */

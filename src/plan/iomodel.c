@@ -268,6 +268,36 @@ void kn_io_predict_nest(const kn_ir_model *m, const kn_loopnest *l, const kn_mac
   finish(mach, threads, 1.0, in_b, out_b, overhead_s(threads), out);
 }
 
+/* Bytes per weight element a step of precision p streams. */
+static uint32_t precision_weight_bytes(int32_t p) {
+  switch (p) {
+  case KN_PRECISION_BF16:
+  case KN_PRECISION_FP16:
+  case KN_PRECISION_FP16_WEIGHTS: return 2;
+  case KN_PRECISION_INT8:
+  case KN_PRECISION_INT8_WEIGHTS: return 1;
+  default: return 4;
+  }
+}
+
+/* Compute time of precision p relative to fp32 FMAs: the machine's bf16
+ * and int8 dot-product peaks where it has them (the probe measures them;
+ * 0 means no such instruction: the portable paths emulate at about fp32's
+ * rate, a little slower for the conversions). */
+static double precision_compute_scale(const kn_machine *mach, int32_t threads, int32_t p) {
+  int32_t ti = threads > 1 ? 1 : 0;
+  double f = mach->fp32_gflops[ti];
+  if (f <= 0) return 1.0;
+  switch (p) {
+  case KN_PRECISION_BF16: return mach->bf16_gflops[ti] > 0 ? f / mach->bf16_gflops[ti] : 1.2;
+  case KN_PRECISION_INT8: return mach->int8_gops[ti] > 0 ? f / mach->int8_gops[ti] : 1.2;
+  case KN_PRECISION_FP16:
+  case KN_PRECISION_FP16_WEIGHTS:
+  case KN_PRECISION_INT8_WEIGHTS: return 1.05;
+  default: return 1.0;
+  }
+}
+
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
                    kn_io_step *out) {
   const kn_graph *g = m->graph;
@@ -288,6 +318,14 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   if (n->op && n->op->loops && n->op->loops(g, n, &l) && l.n_tensors > 0) {
     out->modelled = true;
     out->flops = l.flops;
+    /* reduced precision: the weights are stored smaller (activations stay
+     * fp32 in memory; they are converted as the kernel packs them) */
+    uint32_t wb = precision_weight_bytes(n->precision);
+    for (int32_t t = 0; t < l.n_tensors; t++)
+      if (l.t[t].constant && l.t[t].elem_bytes == 4) {
+        if (l.t[t].real_bytes > 0) l.t[t].real_bytes *= wb / 4.0;
+        l.t[t].elem_bytes = wb;
+      }
     nest_bytes(&l, mach, threads, wtotal, in_b, out_b, &out->unfit);
   } else if (n->op && n->op->inplace == KN_INPLACE_ALIAS) {
     /* Reshape and the like: planned over their input, the executor skips
@@ -315,6 +353,7 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   double scale = n->tactic == KN_TACTIC_conv_winograd || n->tactic == KN_TACTIC_conv_winograd_nhwc
                      ? 0.4
                      : 1.0;
+  scale *= precision_compute_scale(mach, threads, n->precision);
   double over = n->op && n->op->inplace == KN_INPLACE_ALIAS ? OVERHEAD_ALIAS_S : overhead_s(threads);
   finish(mach, threads, scale, in_b, out_b, over, out);
 }

@@ -137,6 +137,22 @@ int32_t kn_calibration_get(const kn_calibration *c, const char *name, kn_calib_r
   return 0;
 }
 
+void kn_calib_u8_params(const kn_calib_range *r, float *scale, int32_t *zero) {
+  float lo = r->min > -r->amax ? r->min : -r->amax;
+  float hi = r->max < r->amax ? r->max : r->amax;
+  if (!(lo < 0.0f)) lo = 0.0f; /* NaN-safe: widened to hold 0 */
+  if (!(hi > 0.0f)) hi = 0.0f;
+  if (!(hi - lo > 0.0f) || !isfinite(hi - lo)) {
+    *scale = 1.0f;
+    *zero = 0;
+    return;
+  }
+  float s = (hi - lo) / 255.0f;
+  float z = nearbyintf(-lo / s);
+  *scale = s;
+  *zero = z < 0.0f ? 0 : z > 255.0f ? 255 : (int32_t)z;
+}
+
 /* ---- writing ------------------------------------------------------------------ */
 
 static const char *const keywords[] = {"kiln-calibration", "method", "samples", "end"};

@@ -16,6 +16,8 @@ void kn_cmd_build_usage(FILE *f) {
           "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
           "                  [--machine FILE|fallback] [--threads N] [--tactics timed|heuristic]\n"
           "                  [--tactic-candidates N] [--timing-cache FILE]\n"
+          "                  [--precision fp32|bf16|fp16|int8|best] [--calibration CALIB]\n"
+          "                  [--layer-precision PATTERN=PRECISION]... [--weights fp16|int8]\n"
           "                  [--max-p99-ms X] [--max-rss BYTES] [--max-abs-error E]\n"
           "                  [--min-cosine C] [--data DIR] [--runs N] [--warmup N] [--seed N]\n\n"
           "Optimizes MODEL (.onnx), plans its memory and writes ENGINE, a single\n"
@@ -45,6 +47,20 @@ void kn_cmd_build_usage(FILE *f) {
           "  --tactic-candidates N      how many to time per step (default 3)\n"
           "  --timing-cache FILE        reuse and extend the timings kept in FILE; safe to\n"
           "                             share between builds running at the same time\n"
+          "  --precision P              what GEMMs and convolutions with constant weights\n"
+          "                             run in (docs/PRECISION.md): fp32 (default); bf16\n"
+          "                             (bf16 weights and inputs, fp32 sums); fp16 (the\n"
+          "                             same in half precision); int8 (u8 inputs per tensor\n"
+          "                             from --calibration, s8 weights per channel); best:\n"
+          "                             per step the fastest the IO model predicts among\n"
+          "                             those this machine has instructions for\n"
+          "  --calibration CALIB        int8 activation ranges (`kiln calibrate`)\n"
+          "  --layer-precision PATTERN=PRECISION\n"
+          "                             run the steps whose name or covered ONNX nodes\n"
+          "                             match PATTERN (a name or a glob) in PRECISION;\n"
+          "                             the last match wins (repeatable)\n"
+          "  --weights fp16|int8        weight-only compression of the steps left in fp32\n"
+          "                             (fp32 arithmetic; for memory-bound models)\n"
           "  --max-p99-ms X, --max-rss BYTES, --max-abs-error E, --min-cosine C\n"
           "                             limits as for kiln validate, checked against\n"
           "                             MODEL's reference path (on --threads threads;\n"
@@ -138,15 +154,21 @@ static int build_gated(const char *model_path, const char *out_path, const kn_bu
   return KN_EXIT_OK;
 }
 
+static int build_with(const char *model_path, const char *out_path, const char *machine_path,
+                      kn_build_options *bo, kn_cli_gates *gates, const char **shapes,
+                      int n_shapes);
+
 int kn_cmd_build(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("build");
   const char *model_path = NULL, *out_path = NULL, *machine_path = NULL;
   const char *shapes[MAX_OPTS], *disabled[MAX_OPTS], *profiles[MAX_OPTS];
-  int n_shapes = 0, n_disabled = 0, n_profiles = 0;
+  const char *layer_prec[MAX_OPTS], *calib_path = NULL;
+  int n_shapes = 0, n_disabled = 0, n_profiles = 0, n_layer_prec = 0;
   kn_build_options bo;
   kn_build_options_init(&bo);
   enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE,
-         O_MACHINE, O_THREADS, O_TACTICS, O_CANDIDATES, O_TIMING_CACHE };
+         O_MACHINE, O_THREADS, O_TACTICS, O_CANDIDATES, O_TIMING_CACHE, O_PRECISION,
+         O_LAYER_PRECISION, O_WEIGHTS, O_CALIBRATION };
   kn_cli_gates gates;
   kn_cli_gates_init(&gates);
   static const kn_cli_opt opts[] = {{"output", 'o', true, O_OUTPUT},
@@ -160,6 +182,10 @@ int kn_cmd_build(int argc, char **argv) {
                                     {"tactics", 0, true, O_TACTICS},
                                     {"tactic-candidates", 0, true, O_CANDIDATES},
                                     {"timing-cache", 0, true, O_TIMING_CACHE},
+                                    {"precision", 0, true, O_PRECISION},
+                                    {"layer-precision", 0, true, O_LAYER_PRECISION},
+                                    {"weights", 0, true, O_WEIGHTS},
+                                    {"calibration", 0, true, O_CALIBRATION},
                                     KN_CLI_GATE_OPTS,
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
@@ -206,6 +232,25 @@ int kn_cmd_build(int argc, char **argv) {
       break;
     }
     case O_TIMING_CACHE: bo.timing_cache = args.arg; break;
+    case O_PRECISION: {
+      int32_t p = kn_precision_from_name(args.arg);
+      if (p < 0 || (p > KN_PRECISION_INT8 && p != KN_PRECISION_BEST))
+        return kn_cli_usage(cmd, "--precision takes fp32, bf16, fp16, int8 or best, got '%s'",
+                            args.arg);
+      bo.precision = p;
+      break;
+    }
+    case O_LAYER_PRECISION:
+      if (n_layer_prec == MAX_OPTS) return kn_cli_usage(cmd, "too many --layer-precision options");
+      layer_prec[n_layer_prec++] = args.arg;
+      break;
+    case O_WEIGHTS:
+      if (!strcmp(args.arg, "fp16")) bo.weights = KN_WEIGHTS_FP16;
+      else if (!strcmp(args.arg, "int8")) bo.weights = KN_WEIGHTS_INT8;
+      else if (!strcmp(args.arg, "fp32")) bo.weights = KN_WEIGHTS_FP32;
+      else return kn_cli_usage(cmd, "--weights takes fp16 or int8, got '%s'", args.arg);
+      break;
+    case O_CALIBRATION: calib_path = args.arg; break;
     case KN_CLI_POSITIONAL:
       if (model_path) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
       model_path = args.arg;
@@ -227,7 +272,25 @@ int kn_cmd_build(int argc, char **argv) {
   bo.n_profiles = n_profiles;
   bo.disabled_passes = disabled;
   bo.n_disabled_passes = n_disabled;
+  bo.layer_precisions = layer_prec;
+  bo.n_layer_precisions = n_layer_prec;
 
+  kn_error err = {0};
+  kn_calibration *cal = NULL;
+  if (calib_path) {
+    if (kn_calibration_load(calib_path, &cal, &err)) return kn_cli_error(&err);
+    bo.calibration = cal;
+  }
+  int rc = build_with(model_path, out_path, machine_path, &bo, &gates, shapes, n_shapes);
+  kn_calibration_free(cal);
+  return rc;
+}
+
+static int build_with(const char *model_path, const char *out_path, const char *machine_path,
+                      kn_build_options *bo_in, kn_cli_gates *gates_in, const char **shapes,
+                      int n_shapes) {
+  kn_build_options bo = *bo_in;
+  kn_cli_gates gates = *gates_in;
   kn_error err = {0};
   kn_machine machine;
   if (machine_path) {

@@ -218,6 +218,11 @@ char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
     json_covers(f, si.covers);
     fprintf(f, ", \"tactic\": ");
     json_str(f, si.tactic);
+    fprintf(f, ", \"precision\": ");
+    json_str(f, kn_precision_name(si.precision));
+    if (si.precision == KN_PRECISION_INT8)
+      fprintf(f, ", \"input_scale\": %.9g, \"input_zero\": %d", (double)si.input_scale,
+              si.input_zero);
     fprintf(f, ", \"tiling\": ");
     json_str(f, si.tiling);
     fprintf(f, ", \"inputs\": [");
@@ -367,11 +372,11 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
-  printf("steps (%d; predicted for %lld thread%s%s):\n  %-4s %-28s %-20s %-18s %-20s %10s %10s "
-         "%9s %9s %-8s %7s %-4s  %-24s %s\n",
+  printf("steps (%d; predicted for %lld thread%s%s):\n  %-4s %-28s %-20s %-18s %-12s %-20s %10s "
+         "%10s %9s %9s %-8s %7s %-4s  %-24s %s\n",
          nsteps, (long long)threads, threads == 1 ? "" : "s",
          measured_match ? ", measured by kiln bench --per-step" : "", "#", "name", "op", "kernel",
-         "output", "MFLOP", "KiB r+w", "pred us", "meas us", "bound", "FLOP/B", "lay",
+         "prec", "output", "MFLOP", "KiB r+w", "pred us", "meas us", "bound", "FLOP/B", "lay",
          "tiling", "covers");
   for (int32_t i = 0; i < nsteps; i++) {
     kn_step_info si;
@@ -382,9 +387,11 @@ int kn_cmd_inspect(int argc, char **argv) {
     if (kn_model_step_io(m, i, (int32_t)threads, &io)) memset(&io, 0, sizeof io);
     char meas[32] = "-";
     if (measured_match) snprintf(meas, sizeof meas, "%.1f", measured[i]);
-    printf("  %-4d %-28.28s %-20.20s %-18.18s %-20.20s %10.3f %10.1f %9.1f %9s %-8s %7.1f "
+    printf("  %-4d %-28.28s %-20.20s %-18.18s %-12s %-20.20s %10.3f %10.1f %9.1f %9s %-8s %7.1f "
            "%-4s  %-24.24s %.80s\n",
-           i, si.name, si.op, si.tactic ? si.tactic : "reference", shape, si.flops / 1e6,
+           i, si.name, si.op, si.tactic ? si.tactic : "reference",
+           kn_precision_name(si.precision) ? kn_precision_name(si.precision) : "?",
+           shape, si.flops / 1e6,
            (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us, meas,
            io.bound ? io.bound : "-", io.intensity, io.layout && io.layout[0] ? io.layout : "-",
            si.tiling[0] ? si.tiling : "-", si.covers);
