@@ -620,7 +620,8 @@ kn_status kn_context_create(const kn_model *m, kn_context **out, kn_error *err) 
   if (!c) return kn_fail(err, KN_ERR_OOM, "out of memory");
   c->model = m;
   c->threads = kn_default_threads();
-  c->rt.isa = kn_isa_detect(kn_cpu_features());
+  c->rt.features = kn_cpu_features();
+  c->rt.isa = kn_isa_detect(c->rt.features);
   /* tiles for the machine the model was built for, else for this one */
   kn_machine os;
   const kn_machine *mach = m->has_machine ? &m->machine : NULL;

@@ -57,6 +57,8 @@ typedef struct kn_rt {
   void *scratch;        /* 64-byte aligned */
   size_t scratch_bytes; /* its size */
   kn_caches caches;     /* fixed when the context is created */
+  uint64_t features;    /* kn_cpu_features() bits the kernels may use (the
+                           int8 and bf16 instructions), read once */
 } kn_rt;
 
 /* The capacities with defaults filled in (c may be NULL). */

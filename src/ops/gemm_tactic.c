@@ -2,6 +2,8 @@
 
 #include "core/machine.h"
 
+#include <math.h>
+
 void kn_target_caches(const kn_target *t, size_t *l1d, size_t *l2, size_t *l3) {
   kn_machine os;
   const kn_machine *m = t->machine;
@@ -115,4 +117,43 @@ kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t thread
   *extra_out = s;
   *gemm_out = s + extra;
   return KN_OK;
+}
+
+void kn_quantize_weights_s8(const float *b, int64_t rows, int64_t cols, bool per_row,
+                            const float *given, int8_t *q, float *scale) {
+  int64_t nch = per_row ? rows : cols;
+  for (int64_t ch = 0; ch < nch; ch++) {
+    float s;
+    if (given) {
+      s = given[ch] > 0.0f && isfinite(given[ch]) ? given[ch] : 1.0f;
+    } else {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < (per_row ? cols : rows); i++) {
+        float v = fabsf(per_row ? b[ch * cols + i] : b[i * cols + ch]);
+        if (v > amax) amax = v; /* NaN is skipped */
+      }
+      s = amax > 0.0f && isfinite(amax) ? amax / 127.0f : 1.0f;
+    }
+    scale[ch] = s;
+    for (int64_t i = 0; i < (per_row ? cols : rows); i++) {
+      int64_t at = per_row ? ch * cols + i : i * cols + ch;
+      float r = nearbyintf(b[at] / s);
+      q[at] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? (int)r : 0);
+    }
+  }
+}
+
+bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero) {
+  const kn_attr *as = kn_node_attr(n, "kiln.a_scale"), *az = kn_node_attr(n, "kiln.a_zero");
+  if (!as || !az || as->type != KN_ATTR_FLOAT || az->type != KN_ATTR_INT || !(as->f > 0.0f) ||
+      !isfinite(as->f) || az->i < 0 || az->i > 255)
+    return false;
+  *scale = as->f;
+  *zero = (int32_t)az->i;
+  return true;
+}
+
+const float *kn_node_weight_scales(const kn_node *n, int64_t channels) {
+  const kn_attr *a = kn_node_attr(n, "kiln.w_scale");
+  return a && a->type == KN_ATTR_FLOATS && a->n == channels ? a->floats : NULL;
 }

@@ -48,4 +48,24 @@ bool kn_gemm_f32_rank(const kn_graph *g, int32_t v, int32_t min_rank, int32_t ma
 kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t threads,
                           size_t extra, void **extra_out, void **gemm_out) KN_WUR;
 
+/* ---- reduced precision (docs/PRECISION.md) -------------------------------
+ * Helpers the GEMM and convolution ops share for steps whose
+ * n->precision is not fp32 (src/plan/precision.c chose it). */
+
+/* Symmetric int8 quantization of a weight per output channel, the
+ * channels being the rows (per_row: B stored n x k, as transB and conv
+ * weights [m][c/g * kh * kw]) or the columns (B stored k x n) of a rows x
+ * cols fp32 matrix b: scale[ch] = max |w| / 127 over the channel (1 when
+ * it is all zero), q = clamp(round_half_even(w / scale[ch]), -127, 127),
+ * written in b's layout.  When `given` is not NULL its scales are used
+ * instead (a Q/DQ model's; q then recovers its int8 weights exactly). */
+void kn_quantize_weights_s8(const float *b, int64_t rows, int64_t cols, bool per_row,
+                            const float *given, int8_t *q, float *scale);
+/* The u8 quantization of node n's input 0 (attributes kiln.a_scale,
+ * kiln.a_zero, set by the builder for int8 steps); false when n has none. */
+bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero);
+/* The per-channel weight scales a Q/DQ import recorded (attribute
+ * kiln.w_scale, `channels` floats), or NULL. */
+const float *kn_node_weight_scales(const kn_node *n, int64_t channels);
+
 #endif

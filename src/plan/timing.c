@@ -348,7 +348,7 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
   double t0 = now_s();
   cache c = {0}, mine = {0};
   kn_status st = o->cache_path ? cache_load(&c, o->cache_path, err) : KN_OK;
-  kn_rt rt = {.isa = (kn_isa)o->isa};
+  kn_rt rt = {.isa = (kn_isa)o->isa, .features = kn_cpu_features()};
   kn_machine_caches(o->machine, 1, &rt.caches.l1d, &rt.caches.l2, &rt.caches.l3);
   kn_target target = {o->isa, o->machine};
   /* A step is timed with its weights warm, run after run.  In the model
