@@ -35,4 +35,13 @@ kn_status kn_npy_decode(const void *buf, size_t size, const char *label,
  * *out is malloc'd. */
 kn_status kn_onnx_tensor_encode(const kn_tensor *t, const char *name,
                                 void **out, size_t *size, kn_error *err) KN_WUR;
+
+/* The Q/DQ rewrite of a serialized ModelProto behind kn_quantize_onnx_file
+ * (kiln.h): *out (malloc'd, *out_size bytes) is the Q/DQ model; notes
+ * and the report as documented there; `label` names the model in
+ * messages. */
+kn_status kn_onnx_write_qdq(const void *buf, size_t size, const char *label,
+                            const kn_calibration *cal, kn_note_fn note, void *note_arg,
+                            kn_quantize_report *report, void **out, size_t *out_size,
+                            kn_error *err) KN_WUR;
 #endif

@@ -308,5 +308,7 @@ int kn_cli_sample_read(const char *dir, const char *label, const char *const *na
 
 int kn_cmd_calibrate(int argc, char **argv);
 void kn_cmd_calibrate_usage(FILE *f);
+int kn_cmd_quantize(int argc, char **argv); /* quantize.c: a Q/DQ ONNX model */
+void kn_cmd_quantize_usage(FILE *f);
 
 #endif

@@ -24,6 +24,8 @@ static const kn_cli_cmd commands[] = {
      kn_cmd_trace, kn_cmd_trace_usage},
     {"validate", "check an engine against its model: accuracy, p99, peak RSS limits", kn_cmd_validate, kn_cmd_validate_usage},
     {"calibrate", "int8 calibration: tensor ranges over sample inputs, the calibration cache", kn_cmd_calibrate, kn_cmd_calibrate_usage},
+    {"quantize", "write a Q/DQ ONNX model (int8) from a model and its calibration cache",
+     kn_cmd_quantize, kn_cmd_quantize_usage},
 };
 
 const kn_cli_cmd *kn_cli_find(const char *name) {
