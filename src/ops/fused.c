@@ -623,7 +623,7 @@ static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor 
     ep.bias = bias;
     ep.bias_per_row = per_row;
   }
-  kn_sgemm(rt->isa, rt->pool, &g, scratch);
+  kn_gemm_run(ctx, &g, scratch);
   if (fused) return KN_OK;
   st = fgemm_general_epilogue(ctx, c, beta, e, rows, n, y);
   if (!st && rn.sc)
@@ -736,6 +736,12 @@ static kn_status fgemm_pack(const kn_graph *g, const kn_node *n, const kn_target
   return kn_gemm_pack_const_b(g, n, target, 1, tb && tb->i != 0, packed, err);
 }
 
+static uint32_t fgemm_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  const kn_attr *tb = kn_node_attr(n, "transB");
+  return kn_gemm_precisions(g, n, tb && tb->i != 0);
+}
+
 static double fgemm_flops(const kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0);
   const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
@@ -756,6 +762,6 @@ const kn_op_def kn_ops_fused[] = {
      .candidates = kn_conv_candidates},
     {"FusedGemm", KN_DOMAIN, 2, 6, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
      .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},
+     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = fgemm_precisions},
     KN_OP_END,
 };

@@ -21,6 +21,8 @@ kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_tar
   int32_t v = input < n->n_inputs ? n->inputs[input] : -1;
   const kn_tensor *t = v >= 0 ? g->values[v].constant : NULL;
   if (!t || t->dtype != KN_DTYPE_F32 || t->rank != 2) return KN_OK; /* packs per run */
+  if (n->precision != KN_PRECISION_FP32)
+    return kn_gemm_lowp_pack(n, t, trans, target, packed, err);
   int64_t k = trans ? t->dims[1] : t->dims[0], nn = trans ? t->dims[0] : t->dims[1];
   size_t floats = kn_sgemm_pack_b_size((kn_isa)isa, k, nn);
   size_t head = (sizeof(kn_gemm_packed) + 63) & ~(size_t)63;
@@ -98,6 +100,7 @@ void kn_gemm_tiling(const kn_graph *g, const kn_node *n, const void *packed,
 const kn_gemm_packed *kn_gemm_packed_for(const kn_op_ctx *ctx, int64_t k, int64_t n) {
   const kn_gemm_packed *p = ctx->packed;
   if (!p || !ctx->rt || p->hdr.isa != (int32_t)ctx->rt->isa || p->k != k || p->n != n) return NULL;
+  if (ctx->node->precision != KN_PRECISION_FP32 && !kn_gemm_lowp_block_ok(ctx, p)) return NULL;
   return p;
 }
 
@@ -111,7 +114,9 @@ bool kn_gemm_f32_rank(const kn_graph *g, int32_t v, int32_t min_rank, int32_t ma
 kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t threads,
                           size_t extra, void **extra_out, void **gemm_out) {
   extra = (extra + 63) / 64 * 64;
-  size_t total = extra + kn_sgemm_scratch_size(ctx->rt->isa, g, threads);
+  size_t total = extra + (ctx->node->precision == KN_PRECISION_FP32
+                              ? kn_sgemm_scratch_size(ctx->rt->isa, g, threads)
+                              : kn_gemm_lowp_scratch_size(ctx, g, threads));
   char *s = kn_rt_scratch(ctx->rt, total);
   if (!s) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for %zu bytes of GEMM scratch", total);
   *extra_out = s;

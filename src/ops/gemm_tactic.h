@@ -61,6 +61,28 @@ kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t thread
  * instead (a Q/DQ model's; q then recovers its int8 weights exactly). */
 void kn_quantize_weights_s8(const float *b, int64_t rows, int64_t cols, bool per_row,
                             const float *given, int8_t *q, float *scale);
+/* Steps with constant B in reduced precision (gemm_lowp.c).  Bytes of
+ * the block kn_gemm_lowp_pack makes (0 when `precision` packs no such
+ * block: fp32). */
+size_t kn_gemm_lowp_block_size(int32_t precision, kn_isa isa, uint64_t features, int64_t k,
+                               int64_t n);
+/* Pack hook body for a node whose precision is not fp32: t the 2-D fp32
+ * constant B (trans: stored n x k). */
+kn_status kn_gemm_lowp_pack(const kn_node *n, const kn_tensor *t, bool trans,
+                            const kn_target *target, void **packed, kn_error *err) KN_WUR;
+/* Whether block p can run here for ctx's node. */
+bool kn_gemm_lowp_block_ok(const kn_op_ctx *ctx, const kn_gemm_packed *p);
+/* Scratch and run of g (as the op would run it on kn_sgemm: raw A without
+ * trans_a, B raw or g->b NULL and ctx->packed its block) at ctx->node's
+ * precision. */
+size_t kn_gemm_lowp_scratch_size(const kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t threads);
+void kn_gemm_lowp_run(kn_op_ctx *ctx, const kn_sgemm_args *g, void *scratch);
+/* What the GEMM ops call instead of kn_sgemm: the node's precision. */
+void kn_gemm_run(kn_op_ctx *ctx, const kn_sgemm_args *g, void *scratch);
+/* The `precisions` hook body of a GEMM node with B = input 1 (trans_b as
+ * given): reduced precisions for a 2-D fp32 constant B without transA. */
+uint32_t kn_gemm_precisions(const kn_graph *g, const kn_node *n, bool trans_b);
+
 /* The u8 quantization of node n's input 0 (attributes kiln.a_scale,
  * kiln.a_zero, set by the builder for int8 steps); false when n has none. */
 bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero);

@@ -451,7 +451,7 @@ static kn_status matmul_fast(kn_op_ctx *ctx, const mm_geom *gm, const kn_tensor 
       g.blocking = &pk->blocking;
     }
     if ((st = kn_gemm_scratch(ctx, &g, threads, 0, &extra, &scratch))) return st;
-    kn_sgemm(rt->isa, rt->pool, &g, scratch);
+    kn_gemm_run(ctx, &g, scratch);
     return KN_OK;
   }
   mm_batch_task t = {.g = gm, .isa = rt->isa, .args = g};
@@ -509,6 +509,17 @@ static kn_status matmul_pack(const kn_graph *g, const kn_node *n, const kn_targe
   *packed = NULL;
   if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
   return kn_gemm_pack_const_b(g, n, target, 1, false, packed, err);
+}
+
+static uint32_t matmul_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  return strcmp(n->op_type, "MatMul") ? 0 : kn_gemm_precisions(g, n, false);
+}
+
+static uint32_t gemm_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  const kn_attr *tb = kn_node_attr(n, "transB");
+  return kn_gemm_precisions(g, n, tb && tb->i != 0);
 }
 
 /* 2 * M * N * K per output matrix; unknown dims count as 1, and when the
@@ -643,7 +654,7 @@ static kn_status gemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *
     ep.res = cd;
     ep.ldr = n;
   }
-  kn_sgemm(rt->isa, rt->pool, &g, scratch);
+  kn_gemm_run(ctx, &g, scratch);
   if (cd && !g.ep) {
     int64_t cs[2] = {0, 0}, od[2] = {m, n};
     kn_broadcast_strides(c->rank, c->dims, 2, od, cs);
@@ -1057,10 +1068,10 @@ static kn_status det_run(kn_op_ctx *ctx) {
 const kn_op_def kn_ops_matmul[] = {
     {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops,
      .select = matmul_select, .pack = matmul_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},
+     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = matmul_precisions},
     {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops,
      .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops},
+     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = gemm_precisions},
     {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},
