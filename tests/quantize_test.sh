@@ -275,6 +275,10 @@ for n in quantized:
                     % (n.name, int((q != want_q).sum())))
     if n.op_type == "Conv" and per_channel and axis != 0:
         fail.append("%s: Conv weight axis %s, expected 0" % (n.name, axis))
+    if n.op_type == "ConvTranspose" and per_channel and axis != 1:
+        fail.append("%s: ConvTranspose weight axis %s, expected 1" % (n.name, axis))
+    if n.op_type == "MatMul" and per_channel and axis != w.ndim - 1:
+        fail.append("%s: MatMul weight axis %s, expected %d" % (n.name, axis, w.ndim - 1))
     if n.op_type == "Gemm" and per_channel:
         tb = {t.name: t.i for t in n.attribute}.get("transB", 0)
         if axis != (0 if tb else 1):
@@ -441,6 +445,90 @@ EOF
     pass name_collisions_same_result
   else
     fail name_collisions_same_result "exit $rc, or outputs differ from the plain Q/DQ model's"
+  fi
+
+  # every op kind, an input shared by two convolutions (one pair), a weight
+  # shared by two Gemms (one DequantizeLinear, the float weight dropped) and
+  # a weight also read by an Identity (kept)
+  "$PY" - "$TMP/ops.onnx" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(7)
+def w(name, *shape):
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.5, name)
+inits = [w("Wc", 8, 4, 3, 3), w("Wc2", 8, 4, 1, 1), w("Wt", 8, 4, 2, 2), w("Wm", 4, 5),
+         w("Wg", 5, 3), w("bg", 3)]
+nodes = [
+    helper.make_node("Conv", ["x", "Wc"], ["c1"], "conv_a", pads=[1, 1, 1, 1]),
+    helper.make_node("Conv", ["x", "Wc2"], ["c2"], "conv_b"),
+    helper.make_node("Add", ["c1", "c2"], ["s"], "add"),
+    helper.make_node("Relu", ["s"], ["r"], "relu"),
+    helper.make_node("ConvTranspose", ["r", "Wt"], ["t"], "convt", strides=[2, 2]),
+    helper.make_node("ReduceMean", ["t"], ["v"], "mean", axes=[2, 3], keepdims=0),
+    helper.make_node("MatMul", ["v", "Wm"], ["m"], "matmul"),
+    helper.make_node("Relu", ["m"], ["m2"], "relu_m"),
+    helper.make_node("Gemm", ["m", "Wg", "bg"], ["g1"], "gemm_1"),
+    helper.make_node("Gemm", ["m2", "Wg", "bg"], ["g2"], "gemm_2"),
+    helper.make_node("Identity", ["Wm"], ["wm_out"], "identity"),
+]
+g = helper.make_graph(nodes, "ops",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                      [helper.make_tensor_value_info(n, TensorProto.FLOAT, d)
+                       for n, d in (("g1", [1, 3]), ("g2", [1, 3]), ("wm_out", [4, 5]))],
+                      inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                      producer_name="quantize_test")
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+EOF
+  mkdir -p "$TMP/ops_data"
+  for k in 1 2 3 4 99; do
+    timeout "$TIMEOUT" "$KILN" bench "$TMP/ops.onnx" --runs 1 --warmup 0 --seed "$k" \
+      --save-inputs "$TMP/ops_data/sample_$k" >"$OUT" 2>"$ERR" || fail ops_inputs "kiln bench"
+  done
+  mv "$TMP/ops_data/sample_99" "$TMP/ops_eval"
+  expect ops_calibrate 0 "" calibrate "$TMP/ops.onnx" --data "$TMP/ops_data" \
+    -o "$TMP/ops.calib" --method minmax
+  expect ops_quantize 0 "" quantize "$TMP/ops.onnx" --calibration "$TMP/ops.calib" \
+    -o "$TMP/ops.qdq.onnx"
+  if grep -qF '6 of 6 Conv/ConvTranspose/Gemm/MatMul ops, 5 activation Q/DQ pairs' "$OUT" &&
+     grep -qF '5 int8 weights' "$OUT"; then
+    pass ops_summary
+  else
+    fail ops_summary "expected 6 of 6 ops, 5 pairs (x shared) and 5 weights (Wg shared)"
+  fi
+  if check_structure "$TMP/ops.onnx" "$TMP/ops.qdq.onnx" "$TMP/ops.calib" 6 1 >"$OUT" 2>"$ERR"; then
+    pass "ops_structure ($(cat "$OUT"))"
+  else
+    fail ops_structure "$(tail -n 1 "$OUT")"
+  fi
+  kiln run "$TMP/ops.onnx" --input-dir "$TMP/ops_eval" --output-dir "$TMP/ops_fp32" \
+    --output-format npy --no-optimize
+  kiln run "$TMP/ops.qdq.onnx" --input-dir "$TMP/ops_eval" --output-dir "$TMP/ops_qdq" \
+    --output-format npy --no-optimize
+  if [ "$rc" -eq 0 ] && "$PY" - "$TMP/ops_fp32" "$TMP/ops_qdq" >"$OUT" 2>"$ERR" <<'EOF'; then
+import sys
+import numpy as np
+worst = 1.0
+for i in range(3):
+    a = np.load("%s/output_%d.npy" % (sys.argv[1], i)).astype(np.float64).ravel()
+    b = np.load("%s/output_%d.npy" % (sys.argv[2], i)).astype(np.float64).ravel()
+    worst = min(worst, a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    if i == 2 and not np.array_equal(a, b):
+        print("wm_out (an Identity of a kept float weight) changed")
+        sys.exit(1)
+print("fp32 vs Q/DQ: least cosine %.6f over the 3 outputs" % worst)
+sys.exit(0 if worst >= 0.999 else 1)
+EOF
+    pass "ops_vs_fp32 ($(cat "$OUT"))"
+  else
+    fail ops_vs_fp32 "exit $rc: $(cat "$OUT" "$ERR")"
+  fi
+  if [ "$have_ort" = 1 ]; then
+    ort_vs_kiln ops_ort_output_0 "$TMP/ops.qdq.onnx" "$TMP/ops_eval" "$TMP/ops_qdq/output_0.npy"
   fi
 
   # external data is refused
