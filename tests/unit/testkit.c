@@ -198,6 +198,11 @@ static tk_results run_with(kn_ir_model *m, tk_fill fill, kn_rt *rt, const void *
 tk_results tk_run(kn_ir_model *m, tk_fill fill) { return run_with(m, fill, NULL, NULL); }
 
 tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads) {
+  return tk_run_fast_features(m, fill, isa, threads, kn_cpu_features());
+}
+
+tk_results tk_run_fast_features(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads,
+                                uint64_t features) {
   kn_graph *g = m->graph;
   kn_tactics_select(m, isa, false);
   void **packed = kn_calloc((size_t)g->n_nodes + 1, sizeof *packed);
@@ -208,7 +213,7 @@ tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t thread
     if (n->tactic && n->op->pack && n->op->pack(g, n, &(kn_target){isa, NULL}, &packed[i], &err))
       fail_msg("%s", err.msg);
   }
-  kn_rt rt = {.isa = (kn_isa)isa};
+  kn_rt rt = {.isa = (kn_isa)isa, .features = features};
   if (threads > 1 && kn_pool_create(threads, &rt.pool, &err)) fail_msg("%s", err.msg);
   tk_results r = run_with(m, fill, &rt, (const void *const *)packed);
   for (int32_t i = 0; i < g->n_nodes; i++)

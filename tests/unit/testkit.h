@@ -120,6 +120,11 @@ tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t thread
 
 /* The tactic the first live node of type `op` would get for `isa` (0:
  * reference), or -1 when there is no such node. */
+/* The same with the context's CPU features (kn_rt.features) given: the
+ * weights are packed for this CPU, so features it lacks make the ops
+ * repack per run (tk_run_fast passes kn_cpu_features()). */
+tk_results tk_run_fast_features(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads,
+                                uint64_t features);
 int32_t tk_fast_tactic(const kn_ir_model *m, const char *op, int32_t isa);
 
 void tk_results_free(tk_results *r);

@@ -1,0 +1,251 @@
+/* MatMul, Gemm and FusedGemm in reduced precision (src/ops/gemm_lowp.c),
+ * for every ISA this machine has, on 1 and 2 threads, over shapes with
+ * 1s, primes, vector tails and GEMV rows.
+ *
+ * The oracle is the same graph on the reference kernels with the rounding
+ * made explicit: the input goes through what the precision does to it
+ * (QuantizeLinear -> DequantizeLinear with the step's scale and zero point
+ * for int8; Cast to bfloat16 / float16 and back for bf16 / fp16) and the
+ * weights are replaced by their rounded values (per-channel s8 times its
+ * scale; bf16; fp16).  What is left between the two is the order and
+ * precision of the fp32 sums and of the dequantization, so outputs must
+ * agree to 2e-5 of the output's largest magnitude (a value quantized into
+ * the wrong bucket, a wrong zero point or scale, a dropped epilogue or a
+ * column off by one all miss it by orders of magnitude).
+ *
+ * The int8 cases also run with the CPU features withheld (the packed
+ * block, made for this CPU, is then not used and the op packs per run)
+ * and with alpha != 1 (A quantized ahead). */
+#include "testkit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "kernels/kernels.h"
+#include "ops/gemm_tactic.h"
+#include "ops/op.h"
+#include "plan/tactic.h"
+
+typedef enum { OP_MATMUL, OP_GEMM_TB, OP_FUSED } op_kind;
+
+typedef struct pcase {
+  op_kind op;
+  int64_t m, k, n;
+  int32_t prec;
+  float a_scale;
+  int32_t a_zero;
+  float alpha;
+  kn_act act;
+  bool residual;
+} pcase;
+
+static int32_t const_u8(kn_graph *g, uint8_t v) {
+  kn_tensor t;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_U8, 0, NULL, NULL), KN_OK);
+  *(uint8_t *)t.data = v;
+  int32_t id = kn_graph_add_constant(g, "zp", &t);
+  assert_true(id >= 0);
+  return id;
+}
+
+/* What the precision does to the weights, in place: B is rows x cols,
+ * the output channels its rows (per_row) or columns. */
+static void round_weights(float *b, int64_t rows, int64_t cols, bool per_row, int32_t prec) {
+  int64_t nel = rows * cols;
+  if (prec == KN_PRECISION_INT8) {
+    int8_t *q = malloc((size_t)nel);
+    float *sc = malloc((size_t)(per_row ? rows : cols) * sizeof(float));
+    assert_non_null(q);
+    assert_non_null(sc);
+    kn_quantize_weights_s8(b, rows, cols, per_row, NULL, q, sc);
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++)
+        b[r * cols + c] = (float)q[r * cols + c] * sc[per_row ? r : c];
+    free(q);
+    free(sc);
+  } else if (prec == KN_PRECISION_BF16) {
+    for (int64_t i = 0; i < nel; i++) b[i] = kn_bf16_to_f32(kn_f32_to_bf16(b[i]));
+  } else {
+    for (int64_t i = 0; i < nel; i++) b[i] = kn_f16_to_f32(kn_f32_to_f16(b[i]));
+  }
+}
+
+/* The input as the step sees it (ref: the explicit rounding). */
+static int32_t step_input(kn_graph *g, int32_t x, const pcase *c, bool ref) {
+  if (!ref || c->prec == KN_PRECISION_FP16_WEIGHTS) return x;
+  if (c->prec == KN_PRECISION_INT8) {
+    int32_t in[3] = {x, tk_const_scalar(g, c->a_scale), const_u8(g, (uint8_t)c->a_zero)};
+    int32_t q = tk_node(g, "QuantizeLinear", 3, in);
+    in[0] = q;
+    return tk_node(g, "DequantizeLinear", 3, in);
+  }
+  int32_t h = tk_node(g, "Cast", 1, &x);
+  assert_true(kn_node_set_int(tk_last(g), "to",
+                              c->prec == KN_PRECISION_BF16 ? KN_DTYPE_BF16 : KN_DTYPE_F16));
+  int32_t f = tk_node(g, "Cast", 1, &h);
+  assert_true(kn_node_set_int(tk_last(g), "to", KN_DTYPE_F32));
+  return f;
+}
+
+static kn_ir_model *make(const pcase *c, bool ref) {
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  bool tb = c->op == OP_GEMM_TB;
+  int64_t ad3[3] = {2, c->m, c->k}, ad2[2] = {c->m, c->k};
+  int64_t bd[2] = {tb ? c->n : c->k, tb ? c->k : c->n};
+  bool batched = c->op != OP_GEMM_TB && c->m % 2 == 1 && c->m > 1;
+  int32_t a = batched ? tk_input(g, "a", 3, ad3) : tk_input(g, "a", 2, ad2);
+  int32_t z = -1;
+  if (c->residual) {
+    int64_t zd[3] = {2, c->m, c->n};
+    z = batched ? tk_input(g, "z", 3, zd) : tk_input(g, "z", 2, zd + 1);
+  }
+  int32_t b = tk_const_rand(g, 2, bd, 11, 0.0f);
+  if (ref) round_weights(g->values[b].constant->data, bd[0], bd[1], tb, c->prec);
+  int32_t x = step_input(g, a, c, ref);
+  int32_t y = kn_graph_add_fresh_value(g, "y");
+  int32_t in[4] = {x, b, -1, -1}, nin = 2;
+  if (c->op == OP_MATMUL) {
+    assert_true(kn_graph_new_node(g, "MatMul", "", "mm", 2, in, 1, &y) >= 0);
+  } else {
+    in[nin++] = tk_const_rand(g, 1, &c->n, 5, 0.1f);
+    if (c->op == OP_FUSED && z >= 0) in[nin++] = z;
+    const char *op = c->op == OP_FUSED ? "FusedGemm" : "Gemm";
+    assert_true(kn_graph_new_node(g, op, c->op == OP_FUSED ? KN_DOMAIN : "", "step", nin, in, 1,
+                                  &y) >= 0);
+    kn_node *n = tk_last(g);
+    if (tb) assert_true(kn_node_set_int(n, "transB", 1));
+    assert_true(kn_node_set_float(n, "alpha", c->alpha));
+    if (c->op == OP_FUSED) assert_true(kn_node_set_string(n, "activation", kn_act_name(c->act)));
+  }
+  tk_output(g, y);
+  if (!ref) {
+    kn_node *n = tk_last(g);
+    n->precision = c->prec;
+    if (c->prec == KN_PRECISION_INT8) {
+      assert_true(kn_node_set_float(n, "kiln.a_scale", c->a_scale));
+      assert_true(kn_node_set_int(n, "kiln.a_zero", c->a_zero));
+    }
+  }
+  tk_prepare(m);
+  return m;
+}
+
+static void check(const tk_results *fast, const tk_results *ref, const pcase *c, int isa,
+                  int threads, bool withheld) {
+  assert_int_equal(fast->n, ref->n);
+  const kn_tensor *x = &fast->outs[0].t, *y = &ref->outs[0].t;
+  assert_int_equal(kn_tensor_numel(x), kn_tensor_numel(y));
+  const float *p = x->data, *q = y->data;
+  double amax = 0;
+  for (int64_t i = 0; i < kn_tensor_numel(y); i++) amax = fmax(amax, fabs(q[i]));
+  double tol = 2e-5 * amax + 1e-6;
+  for (int64_t i = 0; i < kn_tensor_numel(y); i++)
+    if (!(fabs((double)p[i] - q[i]) <= tol))
+      fail_msg("%s op %d m %lld k %lld n %lld isa %s threads %d%s: element %lld is %.9g, "
+               "reference %.9g (tolerance %.3g)",
+               kn_precision_name(c->prec), (int)c->op, (long long)c->m, (long long)c->k,
+               (long long)c->n, kn_isa_name((kn_isa)isa), threads,
+               withheld ? " (features withheld)" : "", (long long)i, (double)p[i], (double)q[i],
+               tol);
+}
+
+static void run_case(const pcase *c) {
+  kn_ir_model *fast_m = make(c, false), *ref_m = make(c, true);
+  uint64_t feat = kn_cpu_features();
+  tk_results ref = tk_run(ref_m, TK_FILL_SEEDED);
+  for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+    if (!kn_isa_available((kn_isa)isa, feat)) continue;
+    assert_int_equal(tk_fast_tactic(fast_m, fast_m->graph->nodes[fast_m->graph->n_nodes - 1].op_type,
+                                    isa),
+                     KN_TACTIC_gemm_packed);
+    for (int threads = 1; threads <= 2; threads++) {
+      tk_results fast = tk_run_fast(fast_m, TK_FILL_SEEDED, isa, threads);
+      check(&fast, &ref, c, isa, threads, false);
+      tk_results_free(&fast);
+      if (c->prec == KN_PRECISION_INT8 && isa == KN_ISA_AVX512) {
+        /* a block this CPU "cannot run": packed per run with the AVX2 impl */
+        tk_results again = tk_run_fast_features(fast_m, TK_FILL_SEEDED, isa, threads,
+                                                feat & ~KN_CPU_BIT(AVX512VNNI));
+        check(&again, &ref, c, isa, threads, true);
+        tk_results_free(&again);
+      }
+    }
+  }
+  tk_results_free(&ref);
+  kn_ir_model_free(fast_m);
+  kn_ir_model_free(ref_m);
+}
+
+static const int64_t shapes[][3] = {
+    {1, 64, 100}, {33, 70, 45}, {17, 31, 33}, {5, 1, 7},  {2, 300, 129},
+    {64, 257, 96}, {14, 32, 32}, {15, 33, 31}, {1, 768, 17}, {29, 16, 1},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+static void sweep(int32_t prec) {
+  for (size_t s = 0; s < N_SHAPES; s++)
+    for (int op = 0; op < 3; op++) {
+      pcase c = {.op = (op_kind)op, .m = shapes[s][0], .k = shapes[s][1], .n = shapes[s][2],
+                 .prec = prec, .a_scale = 4.0f / 255.0f, .a_zero = 128, .alpha = 1.0f,
+                 .act = KN_ACT_NONE};
+      if (op == OP_FUSED) {
+        c.act = s % 3 == 0 ? KN_ACT_RELU : s % 3 == 1 ? KN_ACT_GELU : KN_ACT_NONE;
+        c.residual = s % 2 == 0;
+      }
+      if (s % 4 == 3) { /* a narrower range: values past it saturate */
+        c.a_scale = 1.5f / 255.0f;
+        c.a_zero = 60;
+      }
+      if (op == OP_GEMM_TB && s % 3 == 2) c.alpha = 0.5f;
+      run_case(&c);
+    }
+}
+
+static void test_int8(void **state) {
+  (void)state;
+  sweep(KN_PRECISION_INT8);
+}
+
+static void test_bf16(void **state) {
+  (void)state;
+  sweep(KN_PRECISION_BF16);
+}
+
+static void test_fp16_weights(void **state) {
+  (void)state;
+  sweep(KN_PRECISION_FP16_WEIGHTS);
+}
+
+/* The hooks: reduced precisions offered only for a 2-D fp32 constant B. */
+static void test_precisions_hook(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t ad[2] = {4, 8}, bd[2] = {8, 5};
+  int32_t in[2] = {tk_input(g, "a", 2, ad), tk_const_rand(g, 2, bd, 3, 0.0f)};
+  tk_node(g, "MatMul", 2, in);
+  int32_t in2[2] = {in[0], tk_input(g, "b", 2, bd)};
+  tk_node(g, "MatMul", 2, in2);
+  tk_prepare(m);
+  const kn_node *c = &g->nodes[0], *r = &g->nodes[1];
+  uint32_t pc = c->op->precisions(g, c, KN_ISA_PORTABLE);
+  assert_true(pc & (1u << KN_PRECISION_INT8));
+  assert_true(pc & (1u << KN_PRECISION_BF16));
+  assert_int_equal(r->op->precisions(g, r, KN_ISA_PORTABLE), 0);
+  kn_ir_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_precisions_hook),
+      cmocka_unit_test(test_int8),
+      cmocka_unit_test(test_bf16),
+      cmocka_unit_test(test_fp16_weights),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
