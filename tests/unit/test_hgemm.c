@@ -17,7 +17,14 @@
  * bit for bit against the reference conversion (kn_f32_to_f16 /
  * kn_f32_to_bf16) of the same run's fp32 C.  The conversions themselves
  * are checked on every fp16 value and on fp32 specials (NaN, Inf,
- * denormals, ties, overflow). */
+ * denormals, ties, overflow).
+ *
+ * Weight-only int8 (S8W) runs the same cases (fp32 A and C) against a
+ * reference on the dequantized weights w_scale[j] * q, q and w_scale from
+ * a scalar quantization here, which the packed block must hold exactly
+ * (scales, q values, zero padding); some cases have an all-zero column
+ * (scale 1).  round_a (F16 and S8W) against a reference whose A went
+ * through kn_f32_to_f16. */
 #include "testkit.h"
 
 #include <math.h>
@@ -31,6 +38,7 @@
 typedef struct hcase {
   kn_hgemm_type type;
   bool dot;
+  bool round_a; /* fp32 A rounded to fp16 while packing */
   int64_t m, n, k;
   bool a_half, c_half;
   float alpha;
@@ -74,6 +82,58 @@ static void *xalloc(size_t bytes) {
   return p;
 }
 
+static const char *type_name(kn_hgemm_type t) {
+  return t == KN_HGEMM_BF16 ? "bf16" : t == KN_HGEMM_F16 ? "f16" : "s8w";
+}
+
+/* S8W's quantization of column j of B (k x n, row-major), scalar: the
+ * contract of hgemm.h, independent of the packer's loops */
+static float quant_col(const float *b, int64_t k, int64_t n, int64_t j, int8_t *q) {
+  float mx = 0.0f;
+  for (int64_t p = 0; p < k; p++) {
+    float v = fabsf(b[p * n + j]);
+    if (v > mx) mx = v;
+  }
+  float w = mx == 0.0f ? 1.0f : mx / 127.0f;
+  for (int64_t p = 0; p < k; p++) {
+    float v = nearbyintf(b[p * n + j] / w);
+    q[p] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : v);
+  }
+  return w;
+}
+
+/* The packed S8W block against quant_col: scales, q, padding zero;
+ * returns the dequantized B (k x n) for the reference. */
+static double *check_s8w_block(kn_isa isa, const float *b, int64_t k, int64_t n,
+                               const uint16_t *bp, const char *what) {
+  int64_t nr = kn_hgemm_nr(isa), cols = (n + nr - 1) / nr * nr;
+  const float *sc = (const float *)(const void *)bp;
+  const int8_t *qp = (const int8_t *)(const void *)bp + kn_hgemm_s8w_panels_offset(isa, n);
+  assert_true(kn_hgemm_s8w_panels_offset(isa, n) % 64 == 0);
+  assert_true(kn_hgemm_s8w_panels_offset(isa, n) + (size_t)(cols * k) <=
+              kn_hgemm_pack_b_size(isa, KN_HGEMM_S8W, k, n) * 2);
+  double *deq = xalloc((size_t)(k * n) * 8 + 8);
+  int8_t *q = xalloc((size_t)k + 1);
+  for (int64_t j = 0; j < cols; j++) {
+    float w = j < n ? quant_col(b, k, n, j, q) : 0.0f;
+    if (memcmp(&sc[j], &w, 4))
+      fail_msg("%s: w_scale[%lld] = %.9g, want %.9g", what, (long long)j, (double)sc[j],
+               (double)w);
+    int maxq = 0;
+    for (int64_t p = 0; p < k; p++) {
+      int8_t want = j < n ? q[p] : 0, got = qp[(j / nr) * nr * k + p * nr + j % nr];
+      if (got != want)
+        fail_msg("%s: q[%lld][%lld] = %d, want %d", what, (long long)p, (long long)j, got, want);
+      if (abs(got) > maxq) maxq = abs(got);
+      if (j < n) deq[p * n + j] = (double)w * got;
+    }
+    if (j < n && k > 0 && !(w == 1.0f ? maxq == 0 || maxq == 127 : maxq == 127))
+      fail_msg("%s: column %lld's largest |q| is %d", what, (long long)j, maxq);
+  }
+  free(q);
+  return deq;
+}
+
 static const char *isa_label(kn_isa isa, const hcase *hc) {
   if (hc->type == KN_HGEMM_BF16 && hc->dot) return "avx512bf16";
   return kn_isa_name(isa);
@@ -94,18 +154,55 @@ static void run_case(kn_isa isa, const hcase *hc, kn_pool *pool2) {
     ah[i] = to_half(t, a[i]);
   }
   for (int64_t i = 0; i < k * n; i++) b[i] = 2.0f * tk_pseudo(&seed);
+  const bool s8 = t == KN_HGEMM_S8W;
+  if (s8 && n > 2 && (m + n + k) % 2 == 0) /* an all-zero column: scale 1, q 0 */
+    for (int64_t p = 0; p < k; p++) b[p * n + n / 2] = 0.0f;
+  if (s8 && n > 3) /* a column of one large value, the rest far smaller */
+    for (int64_t p = 0; p < k; p++) b[p * n + 1] = p == k / 2 ? 300.0f : 1e-3f * b[p * n + 1];
   for (int64_t i = 0; i < (m > n ? m : n); i++) bias[i] = tk_pseudo(&seed);
   for (int64_t i = 0; i < m * ldc; i++) res[i] = tk_pseudo(&seed);
 
+  char what[240];
+  snprintf(what, sizeof what,
+           "%s %s m%lld n%lld k%lld a_half %d c_half %d round_a %d alpha %g bias %d res %d "
+           "act %s tiny %d pad %lld rows %d",
+           isa_label(isa, hc), type_name(t), (long long)m, (long long)n, (long long)k,
+           hc->a_half, hc->c_half, hc->round_a, hc->alpha, hc->bias, hc->res,
+           kn_act_name(hc->act), hc->tiny, (long long)hc->pad, hc->rows);
+
+  /* B packed: from fp32 (row-major, or transposed for S8W when pad is 1),
+   * or from half values transposed (n x k) when pad is 1 */
+  uint16_t *bp = xalloc(kn_hgemm_pack_b_size(isa, t, k, n) * 2);
+  if (hc->pad == 1) {
+    if (s8) {
+      float *bt = xalloc((size_t)(n * k) * 4 + 4);
+      for (int64_t p = 0; p < k; p++)
+        for (int64_t j = 0; j < n; j++) bt[j * k + p] = b[p * n + j];
+      kn_hgemm_pack_b(isa, t, k, n, bt, k, true, bp);
+      free(bt);
+    } else {
+      uint16_t *bt = xalloc((size_t)(n * k) * 2 + 2);
+      for (int64_t p = 0; p < k; p++)
+        for (int64_t j = 0; j < n; j++) bt[j * k + p] = to_half(t, b[p * n + j]);
+      kn_hgemm_pack_b_half(isa, t, k, n, bt, k, true, bp);
+      free(bt);
+    }
+  } else {
+    kn_hgemm_pack_b(isa, t, k, n, b, n, false, bp);
+  }
+  double *deq = s8 ? check_s8w_block(isa, b, k, n, bp, what) : NULL;
+
   /* reference on the rounded inputs: A rounded for bf16 always, for fp16
-   * when given as fp16; B rounded always */
-  bool round_a = t == KN_HGEMM_BF16 || hc->a_half;
+   * when given as fp16 or round_a; B rounded, or dequantized for S8W */
+  bool a_rounded = t == KN_HGEMM_BF16 || hc->a_half;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double s = 0, sa = 0;
       for (int64_t p = 0; p < k; p++) {
-        double av = round_a ? from_half(t, ah[i * lda + p]) : a[i * lda + p];
-        double bv = from_half(t, to_half(t, b[p * n + j]));
+        double av = a_rounded    ? from_half(t, ah[i * lda + p])
+                    : hc->round_a ? kn_f16_to_f32(kn_f32_to_f16(a[i * lda + p]))
+                                  : a[i * lda + p];
+        double bv = s8 ? deq[p * n + j] : from_half(t, to_half(t, b[p * n + j]));
         s += av * bv;
         sa += fabs(av * bv);
       }
@@ -138,21 +235,12 @@ static void run_case(kn_isa isa, const hcase *hc, kn_pool *pool2) {
       ref[i * ldc + j] = v;
     }
 
-  uint16_t *bp = xalloc(kn_hgemm_pack_b_size(isa, t, k, n) * 2);
-  if (hc->pad == 1) { /* from half values, transposed (n x k) */
-    uint16_t *bt = xalloc((size_t)(n * k) * 2 + 2);
-    for (int64_t p = 0; p < k; p++)
-      for (int64_t j = 0; j < n; j++) bt[j * k + p] = to_half(t, b[p * n + j]);
-    kn_hgemm_pack_b_half(isa, t, k, n, bt, k, true, bp);
-    free(bt);
-  } else {
-    kn_hgemm_pack_b(isa, t, k, n, b, n, false, bp);
-  }
   int32_t nr = kn_hgemm_nr(isa);
   kn_sgemm_blocking tiny = {8 + (k % 3) * 8, 2 * 14, 2 * nr};
   kn_hgemm_args g = {.type = t, .bf16_dot = hc->dot, .m = m, .n = n, .k = k,
                      .alpha = hc->alpha, .a = hc->a_half ? (const void *)ah : (const void *)a,
-                     .lda = lda, .a_half = hc->a_half, .b_packed = bp, .ldc = ldc,
+                     .lda = lda, .a_half = hc->a_half, .round_a = hc->round_a,
+                     .b_packed = bp, .ldc = ldc,
                      .ep = any_ep ? &ep : NULL, .blocking = hc->tiny ? &tiny : NULL};
   size_t csz = (size_t)(m * ldc);
   float *c32[2];
@@ -160,13 +248,6 @@ static void run_case(kn_isa isa, const hcase *hc, kn_pool *pool2) {
   int32_t *calls = calloc((size_t)m + 1, sizeof *calls);
   assert_non_null(calls);
   rows_arg ra = {calls, n, 4, NULL, ldc};
-  char what[240];
-  snprintf(what, sizeof what,
-           "%s %s m%lld n%lld k%lld a_half %d c_half %d alpha %g bias %d res %d act %s tiny %d "
-           "pad %lld rows %d",
-           isa_label(isa, hc), t == KN_HGEMM_BF16 ? "bf16" : "f16", (long long)m, (long long)n,
-           (long long)k, hc->a_half, hc->c_half, hc->alpha, hc->bias, hc->res,
-           kn_act_name(hc->act), hc->tiny, (long long)hc->pad, hc->rows);
   for (int half = 0; half <= (int)hc->c_half; half++) {
     g.c_half = half;
     size_t esz = half ? 2 : 4;
@@ -244,6 +325,7 @@ static void run_case(kn_isa isa, const hcase *hc, kn_pool *pool2) {
   free(ref);
   free(mag);
   free(bp);
+  free(deq);
 }
 
 static uint32_t next(uint32_t *s) {
@@ -263,7 +345,16 @@ static int variants(kn_isa isa, hcase *out) {
   out[nv++] = (hcase){.type = KN_HGEMM_BF16};
   if (kn_hgemm_bf16_dot(isa, kn_cpu_features()))
     out[nv++] = (hcase){.type = KN_HGEMM_BF16, .dot = true};
+  out[nv++] = (hcase){.type = KN_HGEMM_F16, .round_a = true};
+  out[nv++] = (hcase){.type = KN_HGEMM_S8W};
+  out[nv++] = (hcase){.type = KN_HGEMM_S8W, .round_a = true};
   return nv;
+}
+
+/* What a variant allows: S8W has fp32 A and C only; round_a an fp32 A. */
+static void fit(hcase *hc) {
+  if (hc->type == KN_HGEMM_S8W) hc->c_half = false;
+  if (hc->type == KN_HGEMM_S8W || hc->round_a) hc->a_half = false;
 }
 
 static void test_hgemm(void **state) {
@@ -279,15 +370,16 @@ static void test_hgemm(void **state) {
       print_message("%s not available here: not tested\n", kn_isa_name((kn_isa)isa));
       continue;
     }
-    hcase vars[3];
+    hcase vars[8];
     int nv = variants((kn_isa)isa, vars);
     for (int v = 0; v < nv; v++) {
       hcase base = vars[v];
       /* fixed: one element, k = 0, GEMV rows, exact tiles, blocks and
        * thread tiles crossed at the default blocking */
-      const int64_t fixed[][3] = {{1, 1, 1},   {3, 5, 0},     {1, 257, 257}, {1, 1000, 301},
-                                  {14, 32, 33}, {12, 32, 16}, {6, 16, 7},    {129, 200, 600},
-                                  {2, 300, 64}, {200, 70, 45}};
+      const int64_t fixed[][3] = {{1, 1, 1},     {3, 5, 0},     {1, 257, 257}, {1, 1000, 301},
+                                  {14, 32, 33},  {12, 32, 16},  {6, 16, 7},    {129, 200, 600},
+                                  {2, 300, 64},  {200, 70, 45}, {1, 777, 4099}, {4, 100, 3001},
+                                  {16, 65, 2000}, {8, 96, 768}};
       for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++)
         for (int w = 0; w < 3; w++) {
           hcase hc = base;
@@ -301,7 +393,9 @@ static void test_hgemm(void **state) {
           hc.pad = w;
           hc.rows = w == 2;
           hc.bias = (int)(f % 3);
-          hc.act = KN_ACT_NONE;
+          hc.act = f >= 10 ? (kn_act)(f % KN_ACT_COUNT) : KN_ACT_NONE;
+          hc.res = f >= 10 ? (int)(f % 3) : 0;
+          fit(&hc);
           run_case((kn_isa)isa, &hc, pool2);
         }
       /* sampled shapes, every variant rotating through */
@@ -321,6 +415,7 @@ static void test_hgemm(void **state) {
         hc.tiny = (r >> 12) % 3 == 0;
         hc.pad = (r >> 14) % 3;
         hc.rows = (r >> 16) % 3 == 0;
+        fit(&hc);
         run_case((kn_isa)isa, &hc, pool2);
       }
       /* every epilogue on one odd shape, half C and fp32 C */
@@ -336,6 +431,7 @@ static void test_hgemm(void **state) {
           hc.act = (kn_act)act;
           hc.tiny = res == 1;
           hc.c_half = (act + res) % 2;
+          fit(&hc);
           run_case((kn_isa)isa, &hc, pool2);
         }
     }
@@ -351,7 +447,8 @@ static void tiny_product(kn_isa isa, const hcase *hc, int64_t m, int64_t n, cons
   uint16_t *bp = xalloc(kn_hgemm_pack_b_size(isa, hc->type, 1, n) * 2);
   kn_hgemm_pack_b_half(isa, hc->type, 1, n, bh, n, false, bp);
   kn_hgemm_args g = {.type = hc->type, .bf16_dot = hc->dot, .m = m, .n = n, .k = 1,
-                     .alpha = 1.0f, .a = a, .lda = 1, .a_half = a_half, .b_packed = bp,
+                     .alpha = 1.0f, .a = a, .lda = 1, .a_half = a_half,
+                     .round_a = hc->round_a, .b_packed = bp,
                      .c = c, .ldc = n, .c_half = c_half};
   void *scratch = xalloc(kn_hgemm_scratch_size(isa, &g, 1));
   kn_hgemm(isa, NULL, &g, scratch);
@@ -383,11 +480,12 @@ static void test_conversions(void **state) {
   const int ns = (int)(sizeof specials / sizeof specials[0]);
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, feat)) continue;
-    hcase vars[3];
+    hcase vars[8];
     int nv = variants((kn_isa)isa, vars);
     for (int v = 0; v < nv; v++) {
       const hcase *hc = &vars[v];
       kn_hgemm_type t = hc->type;
+      if (t == KN_HGEMM_S8W || hc->round_a) continue; /* test_round_a, test_hgemm */
       const char *name = isa_label((kn_isa)isa, hc);
       const char *tn = t == KN_HGEMM_BF16 ? "bf16" : "f16";
       uint16_t one = t == KN_HGEMM_BF16 ? one_bf16 : one_f16;
@@ -438,9 +536,58 @@ static void test_conversions(void **state) {
   free(c);
 }
 
+/* round_a: every fp32 A value becomes kn_f32_to_f16's fp16 value (then
+ * widened exactly; NaN: any NaN), here through A (n x 1) * B (1 x 1) = 1 on
+ * fp32 specials and on fp32 bit patterns swept over fp16's range (ties,
+ * subnormals, overflow), with A rows of every tail of the packing. */
+static void test_round_a(void **state) {
+  (void)state;
+  uint64_t feat = kn_cpu_features();
+  enum { N = 70001 };
+  float *a = xalloc(N * 4), *c = xalloc(N * 4);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f + 0x1p-11f,
+                            1.0f + 3 * 0x1p-11f, 65519.0f, 65520.0f, -70000.0f, 0x1p-24f,
+                            0x1p-25f, 0x1.8p-25f, 0x1p-15f + 0x1p-25f, 1e-45f, 3.4e38f};
+  const int ns = (int)(sizeof specials / sizeof specials[0]);
+  uint32_t seed = 99;
+  for (int i = 0; i < N; i++) {
+    if (i < ns) {
+      a[i] = specials[i];
+      continue;
+    }
+    /* exponents 2^-26 .. 2^17, low mantissa bits often a tie (0x1000) */
+    uint32_t r = next(&seed), e = 101u + r % 44u, mant = next(&seed) & 0x7fffffu;
+    if (r & 0x100) mant = (mant & ~0x1fffu) | 0x1000u;
+    uint32_t bits = (r & 0x200 ? 0x80000000u : 0u) | e << 23 | mant;
+    memcpy(&a[i], &bits, 4);
+  }
+  const uint16_t one_f16 = 0x3c00;
+  for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+    if (!kn_isa_available((kn_isa)isa, feat)) continue;
+    hcase hc = {.type = KN_HGEMM_F16, .round_a = true};
+    const int64_t counts[] = {N, 1, 15, 17, 33};
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+      int64_t m = counts[ci];
+      tiny_product((kn_isa)isa, &hc, m, 1, a + (ci ? ns : 0), false, &one_f16, c, false);
+      for (int64_t i = 0; i < m; i++) {
+        float x = a[i + (ci ? ns : 0)], want = kn_f16_to_f32(kn_f32_to_f16(x));
+        uint32_t xb;
+        memcpy(&xb, &x, 4);
+        if (!same(c[i], want))
+          fail_msg("%s round_a: fp32 A %.9g (0x%08x) gave %.9g, want %.9g",
+                   kn_isa_name((kn_isa)isa), (double)x, (unsigned)xb, (double)c[i],
+                   (double)want);
+      }
+    }
+  }
+  free(a);
+  free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conversions),
+      cmocka_unit_test(test_round_a),
       cmocka_unit_test(test_hgemm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

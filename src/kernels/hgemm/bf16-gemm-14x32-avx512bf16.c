@@ -141,9 +141,11 @@ ukernel(const int mr, const int split, int64_t kc, const uint32_t *restrict a, i
 }
 
 #define UK(R, S)                                                                      \
-  static void ukernel_##R(int64_t kc, const void *a, int64_t as, const uint16_t *b,  \
-                          float *c, int64_t ldc, int64_t nr, const kn_sgemm_ustore *s) { \
-    ukernel(R, S, kc, (const uint32_t *)a, as, b, c, ldc, nr, s);                     \
+  static void ukernel_##R(int64_t kc, const void *a, int64_t as, const void *b,      \
+                          float *c, int64_t ldc, int64_t nr, const kn_sgemm_ustore *s, \
+                          const float *cs) {                                            \
+    (void)cs; /* bf16: no column scales */                                              \
+    ukernel(R, S, kc, (const uint32_t *)a, as, (const uint16_t *)b, c, ldc, nr, s);     \
   }
 UK(1, 4)
 UK(2, 2)
@@ -167,5 +169,6 @@ const kn_hgemm_ukernels kn_bf16_gemm_ukernel_14x32__avx512bf16 = {
     true,
     {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7, ukernel_8,
      ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14},
+    NULL,
     NULL,
 };

@@ -30,5 +30,6 @@ static void to_half(const float *x, uint16_t *y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = kn_f32_to_f16(x[i]);
 }
 #define HK_TO_HALF to_half
+#define HK_ROUND_HALF hv_round_half
 
 #include "hgemm-impl.h"

@@ -8,16 +8,22 @@
  *            off; the even k's FMAs then the odd k's (k in order).
  *   HK_F16:  B fp16, converted by the vector unit (vcvtph2ps) per depth
  *            step; no extra registers, so the fp32 tile shapes fit.
+ *   HK_S8:   B int8 (S8W), sign-extended to int32 and converted to fp32
+ *            per depth step (vpmovsxbd + vcvtdq2ps: exact), the same
+ *            registers as HK_F16; the column scales applied in the store
+ *            (hgemm-ukernel.h's cs).
  *
  * Tiles of 1 or 2 rows split k over 4 or 2 partial sums (fixed order,
  * deterministic) to have enough FMA chains, as the fp32 kernels do: the
  * GEMV shapes this family is for stream B at memory speed only then.
  *
  * The including file defines V, VL, MR, HK_BF16 or HK_F16, HK_TABLE (the
- * kn_hgemm_ukernels' name), HK_TO_HALF (NULL or a function), and
+ * kn_hgemm_ukernels' name), HK_TO_HALF and HK_ROUND_HALF (NULL, the
+ * default for the latter, or a function), and
  * hv_zero, hv_set1, hv_fma, hv_add, hv_mul, hv_min, hv_max, hv_ld, hv_st,
  * hv_ldn, hv_stn (first n lanes; n may be <= 0 or > VL), and hv_bf16_lo,
- * hv_bf16_hi (VL columns of a pair) or hv_f16 (VL columns of a step).
+ * hv_bf16_hi (VL columns of a pair), hv_f16 (VL columns of a step) or
+ * hv_s8 (VL int8 columns of a step).
  */
 #ifndef HK_TABLE
 #error "define the vector operations and HK_TABLE before including hgemm-impl.h"
@@ -28,16 +34,26 @@
  * (the fp32 kernels' reason: weights come from DRAM in a model). */
 #define PF_K 64
 
+#ifndef HK_ROUND_HALF
+#define HK_ROUND_HALF NULL
+#endif
+
+/* STEP_HALVES: B elements per depth step (of type BT) */
 #ifdef HK_BF16
 #define STEP_HALVES (2 * NR) /* one k pair */
 #else
 #define STEP_HALVES NR
 #endif
+#ifdef HK_S8
+typedef int8_t BT;
+#else
+typedef uint16_t BT;
+#endif
 
 static inline __attribute__((always_inline)) void
 hk_ukernel(const int mr, const int split, int64_t kc, const float *restrict a, int64_t as,
-           const uint16_t *restrict b, float *restrict c, int64_t ldc, int64_t nr,
-           const kn_sgemm_ustore *s) {
+           const BT *restrict b, float *restrict c, int64_t ldc, int64_t nr,
+           const kn_sgemm_ustore *s, const float *restrict cs) {
   V c0[4][MR], c1[4][MR];
 #pragma GCC unroll 4
   for (int q = 0; q < split; q++)
@@ -65,9 +81,14 @@ hk_ukernel(const int mr, const int split, int64_t kc, const float *restrict a, i
   } while (0)
 #else
   const int64_t steps = kc;
+#ifdef HK_S8
+#define HK_LOADB(p) hv_s8(p)
+#else
+#define HK_LOADB(p) hv_f16(p)
+#endif
 #define HK_STEP(q)                                                           \
   do {                                                                       \
-    V b0 = hv_f16(b), b1 = hv_f16(b + VL);                                   \
+    V b0 = HK_LOADB(b), b1 = HK_LOADB(b + VL);                               \
     _Pragma("GCC unroll 14") for (int r = 0; r < mr; r++) {                  \
       V av = hv_set1(a[r]);                                                  \
       c0[q][r] = hv_fma(av, b0, c0[q][r]);                                   \
@@ -88,6 +109,7 @@ hk_ukernel(const int mr, const int split, int64_t kc, const float *restrict a, i
     HK_STEP(0);
   }
 #undef HK_STEP
+#undef HK_LOADB
 #ifdef HK_BF16
   if (kc & 1) { /* the last pair's even half (its odd half is padding) */
     V b0 = hv_bf16_lo(b), b1 = hv_bf16_lo(b + NR);
@@ -114,7 +136,11 @@ hk_ukernel(const int mr, const int split, int64_t kc, const float *restrict a, i
 
   const bool full = nr >= NR;
   const V alpha = hv_set1(s->alpha), lo = hv_set1(s->lo), hi = hv_set1(s->hi);
-  V bc0 = hv_zero(), bc1 = hv_zero();
+  V bc0 = hv_zero(), bc1 = hv_zero(), sc0 = hv_zero(), sc1 = hv_zero();
+  if (cs) { /* alpha * the column scales: zero past nr */
+    sc0 = hv_mul(hv_ldn(cs, nr), alpha);
+    sc1 = hv_mul(hv_ldn(cs + VL, nr - VL), alpha);
+  }
   if (s->bias_col) {
     bc0 = hv_ldn(s->bias_col, nr);
     bc1 = hv_ldn(s->bias_col + VL, nr - VL);
@@ -135,6 +161,10 @@ hk_ukernel(const int mr, const int split, int64_t kc, const float *restrict a, i
         v0 = hv_add(v0, hv_ldn(cr, nr));
         v1 = hv_add(v1, hv_ldn(cr + VL, nr - VL));
       }
+    }
+    if (cs) {
+      v0 = hv_mul(v0, sc0);
+      v1 = hv_mul(v1, sc1);
     }
     if (s->bias_row) {
       V br = hv_set1(s->bias_row[r]);
@@ -165,10 +195,10 @@ hk_ukernel(const int mr, const int split, int64_t kc, const float *restrict a, i
 }
 
 #define UK(R, S)                                                                      \
-  static void hk_ukernel_##R(int64_t kc, const void *a, int64_t as, const uint16_t *b, \
+  static void hk_ukernel_##R(int64_t kc, const void *a, int64_t as, const void *b,     \
                              float *c, int64_t ldc, int64_t nr,                        \
-                             const kn_sgemm_ustore *s) {                               \
-    hk_ukernel(R, S, kc, (const float *)a, as, b, c, ldc, nr, s);                      \
+                             const kn_sgemm_ustore *s, const float *cs) {              \
+    hk_ukernel(R, S, kc, (const float *)a, as, (const BT *)b, c, ldc, nr, s, cs);      \
   }
 UK(1, 4)
 UK(2, 2)
@@ -208,4 +238,5 @@ const kn_hgemm_ukernels HK_TABLE = {
 #endif
     },
     HK_TO_HALF,
+    HK_ROUND_HALF,
 };

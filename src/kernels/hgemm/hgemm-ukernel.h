@@ -9,21 +9,28 @@
  *   C[r][j] = (accumulate ? C[r][j] : 0) + alpha * t[r][j], then bias,
  *             residual and clamp as kn_sgemm_ustore says (gemm/ukernel.h)
  *
- * b: the packed B panel (hgemm.h's layout) at depth k0 (even for bf16).
+ * b: the packed B panel (hgemm.h's layout) at depth k0 (even for bf16):
+ * uint16 halves, or int8 for S8W.
  * a, when !a_pairs: fp32 values, a(r, kk) = a[kk*as + r] (a packed panel,
  * as = MR, or one raw row, as = 1).  When a_pairs (vdpbf16ps): a packed
  * panel of uint32, a[p*MR + r] = bf16 A(r, 2p) | bf16 A(r, 2p+1) << 16,
  * the odd half zero past kc.  C is fp32 (the driver's tile buffer when C
  * is half).  Columns j >= nr are computed and dropped.
+ *
+ * cs (S8W only, on the last k block; else NULL): the per-column weight
+ * scales of the tile's columns.  Then alpha is not applied per block
+ * (s->scale is false) but once, with the scale, after the accumulation:
+ *   C[r][j] = (C[r][j] + t[r][j]) * (alpha * cs[j]), then bias, ...
+ * and the blocks before the last only accumulate t (s->alpha is alpha).
  */
 #ifndef KN_HGEMM_UKERNEL_H
 #define KN_HGEMM_UKERNEL_H
 
 #include "kernels/gemm/ukernel.h"
 
-typedef void (*kn_hgemm_ukernel_fn)(int64_t kc, const void *a, int64_t as, const uint16_t *b,
+typedef void (*kn_hgemm_ukernel_fn)(int64_t kc, const void *a, int64_t as, const void *b,
                                     float *c, int64_t ldc, int64_t nr,
-                                    const kn_sgemm_ustore *s);
+                                    const kn_sgemm_ustore *s, const float *cs);
 
 /* One ISA's kernels for one type. */
 typedef struct kn_hgemm_ukernels {
@@ -32,15 +39,21 @@ typedef struct kn_hgemm_ukernels {
   kn_hgemm_ukernel_fn fn[KN_SGEMM_MR_MAX];
   /* fp32 -> fp16 of n values, to nearest even (a half C); NULL for bf16 */
   void (*to_half)(const float *x, uint16_t *y, int64_t n);
+  /* x[i] = fp16-rounded x[i] (to nearest even, kn_f32_to_f16 then back)
+   * for n values: a packed fp32 A block when round_a; NULL for bf16 */
+  void (*round_half)(float *x, int64_t n);
 } kn_hgemm_ukernels;
 
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_6x8__portable;
 extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_6x8__portable;
+extern const kn_hgemm_ukernels kn_s8w_gemm_ukernel_6x8__portable;
 #ifdef KN_HAVE_X86_KERNELS
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_5x16__avx2;
 extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_6x16__avx2;
+extern const kn_hgemm_ukernels kn_s8w_gemm_ukernel_6x16__avx2;
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_12x32__avx512;
 extern const kn_hgemm_ukernels kn_f16_gemm_ukernel_14x32__avx512;
+extern const kn_hgemm_ukernels kn_s8w_gemm_ukernel_14x32__avx512;
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_14x32__avx512bf16;
 #endif
 

@@ -12,9 +12,9 @@
  *           for ir in steps of MR  micro-kernel; on the last pc the
  *                                  epilogue, and a half C rounded
  *
- * A is packed (and converted: rounded to bf16, or fp16 widened) per
- * (ic, pc) block, except one fp32 row for fp16 weights, which is read in
- * place.  A half C accumulates in an fp32 block buffer (mc x nc) and is
+ * A is packed (and converted: rounded to bf16, or fp16 widened, or
+ * rounded to fp16 for round_a) per (ic, pc) block, except one fp32 row for
+ * fp16 or int8 weights, which is read in place (GEMV: only B streams).  A half C accumulates in an fp32 block buffer (mc x nc) and is
  * rounded per tile after its epilogue, while the tile is in L1.
  *
  * The epilogue splits as kn_sgemm's does: bias, a residual before the
@@ -35,19 +35,24 @@
 #include "hgemm-ukernel.h"
 
 static const kn_hgemm_ukernels *ukernels(kn_isa isa, kn_hgemm_type type, bool dot) {
-  bool f16 = type == KN_HGEMM_F16;
+  bool f16 = type == KN_HGEMM_F16, s8 = type == KN_HGEMM_S8W;
 #ifdef KN_HAVE_X86_KERNELS
   if (isa == KN_ISA_AVX512)
     return f16   ? &kn_f16_gemm_ukernel_14x32__avx512
+           : s8  ? &kn_s8w_gemm_ukernel_14x32__avx512
            : dot ? &kn_bf16_gemm_ukernel_14x32__avx512bf16
                  : &kn_bf16_gemm_ukernel_12x32__avx512;
   if (isa == KN_ISA_AVX2)
-    return f16 ? &kn_f16_gemm_ukernel_6x16__avx2 : &kn_bf16_gemm_ukernel_5x16__avx2;
+    return f16  ? &kn_f16_gemm_ukernel_6x16__avx2
+           : s8 ? &kn_s8w_gemm_ukernel_6x16__avx2
+                : &kn_bf16_gemm_ukernel_5x16__avx2;
 #else
   (void)isa;
   (void)dot;
 #endif
-  return f16 ? &kn_f16_gemm_ukernel_6x8__portable : &kn_bf16_gemm_ukernel_6x8__portable;
+  return f16  ? &kn_f16_gemm_ukernel_6x8__portable
+         : s8 ? &kn_s8w_gemm_ukernel_6x8__portable
+              : &kn_bf16_gemm_ukernel_6x8__portable;
 }
 
 int32_t kn_hgemm_nr(kn_isa isa) { return ukernels(isa, KN_HGEMM_F16, false)->nr; }
@@ -103,9 +108,43 @@ static int64_t packed_depth(kn_hgemm_type type, int64_t k) {
   return type == KN_HGEMM_BF16 ? round_up(k, 2) : k;
 }
 
+size_t kn_hgemm_s8w_panels_offset(kn_isa isa, int64_t n) {
+  return (size_t)round_up(4 * round_up(max64(n, 1), kn_hgemm_nr(isa)), 64);
+}
+
 size_t kn_hgemm_pack_b_size(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n) {
-  int64_t nr = kn_hgemm_nr(isa);
-  return (size_t)(round_up(max64(n, 1), nr) * max64(packed_depth(type, k), 2));
+  int64_t nr = kn_hgemm_nr(isa), cols = round_up(max64(n, 1), nr);
+  if (type == KN_HGEMM_S8W) {
+    size_t bytes = kn_hgemm_s8w_panels_offset(isa, n) + (size_t)(cols * max64(k, 2));
+    return (bytes + 1) / 2;
+  }
+  return (size_t)(cols * max64(packed_depth(type, k), 2));
+}
+
+/* S8W (hgemm.h): per column j, w = max|B[.][j]| / 127 (1 when zero) and
+ * q = clamp(nearbyint(B / w), -127, 127) in the default rounding mode
+ * (to nearest even), all in fp32; every byte of the block written. */
+static void pack_s8w(kn_isa isa, int64_t k, int64_t n, const float *b, int64_t ldb, bool trans,
+                     uint16_t *dst) {
+  int64_t nr = kn_hgemm_nr(isa), cols = round_up(max64(n, 1), nr);
+  size_t off = kn_hgemm_s8w_panels_offset(isa, n);
+  memset(dst, 0, kn_hgemm_pack_b_size(isa, KN_HGEMM_S8W, k, n) * 2);
+  KN_ASSERT(((uintptr_t)dst & 3) == 0);
+  float *scale = (float *)(void *)dst;
+  int8_t *q = (int8_t *)dst + off;
+  for (int64_t j = 0; j < n; j++) {
+    float mx = 0.0f;
+    for (int64_t kk = 0; kk < k; kk++)
+      mx = fmaxf(mx, fabsf(trans ? b[j * ldb + kk] : b[kk * ldb + j]));
+    float w = mx > 0.0f ? mx / 127.0f : 1.0f;
+    scale[j] = w;
+    int8_t *panel = q + (j / nr) * nr * k + (j % nr);
+    for (int64_t kk = 0; kk < k; kk++) {
+      float v = nearbyintf((trans ? b[j * ldb + kk] : b[kk * ldb + j]) / w);
+      panel[kk * nr] = (int8_t)fminf(127.0f, fmaxf(-127.0f, v));
+    }
+  }
+  (void)cols;
 }
 
 static void pack_b(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n, const float *bf,
@@ -127,11 +166,16 @@ static void pack_b(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n, const f
 
 void kn_hgemm_pack_b(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n, const float *b,
                      int64_t ldb, bool trans, uint16_t *dst) {
+  if (type == KN_HGEMM_S8W) {
+    pack_s8w(isa, k, n, b, ldb, trans, dst);
+    return;
+  }
   pack_b(isa, type, k, n, b, NULL, ldb, trans, dst);
 }
 
 void kn_hgemm_pack_b_half(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n,
                           const uint16_t *b, int64_t ldb, bool trans, uint16_t *dst) {
+  KN_ASSERT(type != KN_HGEMM_S8W);
   pack_b(isa, type, k, n, NULL, b, ldb, trans, dst);
 }
 
@@ -185,9 +229,11 @@ static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
 static void make_plan(kn_isa isa, const kn_hgemm_args *g, int32_t threads, plan *p) {
   memset(p, 0, sizeof *p);
-  bool bf16 = g->type == KN_HGEMM_BF16;
-  KN_ASSERT(g->type == KN_HGEMM_BF16 || g->type == KN_HGEMM_F16);
+  bool bf16 = g->type == KN_HGEMM_BF16, s8 = g->type == KN_HGEMM_S8W;
+  KN_ASSERT(g->type == KN_HGEMM_BF16 || g->type == KN_HGEMM_F16 || s8);
   KN_ASSERT(!(bf16 && g->bf16_dot) || isa == KN_ISA_AVX512);
+  KN_ASSERT(!s8 || (!g->a_half && !g->c_half)); /* S8W: fp32 A and C */
+  KN_ASSERT(!g->round_a || (!bf16 && !g->a_half));
   p->g = g;
   p->isa = isa;
   p->uk = ukernels(isa, g->type, bf16 && g->bf16_dot);
@@ -198,7 +244,7 @@ static void make_plan(kn_isa isa, const kn_hgemm_args *g, int32_t threads, plan 
   p->k = g->alpha == 0.0f ? 0 : g->k; /* as kn_sgemm: no product at all */
   p->kp = packed_depth(g->type, g->k);
   p->amode = bf16 ? (g->a_half ? A_BF16 : A_F32_TO_BF16) : (g->a_half ? A_F16 : A_F32);
-  p->a_direct = p->amode == A_F32 && p->m == 1;
+  p->a_direct = p->amode == A_F32 && p->m == 1 && !g->round_a;
   kn_sgemm_blocking bl = g->blocking ? *g->blocking : kn_hgemm_blocking_for(isa, 0, 0, 0);
   int64_t m = p->m, n = p->n, k = p->k, mr = p->mr, nr = p->nr;
   p->kc = bl.kc;
@@ -371,7 +417,13 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
   kn_sgemm_ustore s;
   memset(&s, 0, sizeof s);
   s.alpha = g->alpha;
-  s.scale = g->alpha != 1.0f;
+  /* S8W: alpha goes with the column scales, once, on the last k block */
+  const bool s8 = g->type == KN_HGEMM_S8W;
+  s.scale = g->alpha != 1.0f && !s8;
+  const float *wscale = s8 ? (const float *)(const void *)g->b_packed : NULL;
+  const int8_t *q8 = s8 ? (const int8_t *)(const void *)g->b_packed +
+                              kn_hgemm_s8w_panels_offset(p->isa, n)
+                        : NULL;
   bool rows_per_block = g->rows_done && j0 == 0 && j1 == n && p->nc >= n;
 
   for (int64_t jc = j0; jc < j1; jc += p->nc) {
@@ -382,10 +434,14 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
       for (int64_t pc = 0;; pc += p->kc) {
         int64_t kcur = min64(p->kc, k - pc);
         bool first = pc == 0, last = pc + kcur >= k;
-        if (!p->a_direct) pack_a_block(p, ic, mcur, pc, kcur, abuf);
+        if (!p->a_direct) {
+          pack_a_block(p, ic, mcur, pc, kcur, abuf);
+          if (g->round_a) uk->round_half(abuf, ceil_div(mcur, mr) * mr * kcur);
+        }
         for (int64_t q = 0; q < npan; q++) {
           int64_t col = jc + q * nr, w = min64(nr, n - col);
-          const uint16_t *bp = g->b_packed + (col / nr) * nr * p->kp + pc * nr;
+          const void *bp = s8 ? (const void *)(q8 + (col / nr) * nr * p->kp + pc * nr)
+                              : (const void *)(g->b_packed + (col / nr) * nr * p->kp + pc * nr);
           for (int64_t ir = ic; ir < ic + mcur; ir += mr) {
             int64_t h = min64(mr, ic + mcur - ir);
             const void *ap;
@@ -415,7 +471,7 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
               c = (float *)g->c + ir * g->ldc + col;
               ldc = g->ldc;
             }
-            uk->fn[h - 1](kcur, ap, as, bp, c, ldc, w, &s);
+            uk->fn[h - 1](kcur, ap, as, bp, c, ldc, w, &s, last && s8 ? wscale + col : NULL);
             if (last && p->has_rest) kn_f32_epilogue(p->isa, &p->rest, c, ldc, ir, h, col, w);
             if (last && g->c_half)
               store_half(p, c, ldc, (uint16_t *)g->c + ir * g->ldc + col, g->ldc, h, w);
@@ -435,6 +491,7 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
 
 void kn_hgemm(kn_isa isa, kn_pool *pool, const kn_hgemm_args *g, void *scratch) {
   if (g->m <= 0 || g->n <= 0) return;
+  KN_ASSERT(g->type != KN_HGEMM_S8W || ((uintptr_t)g->b_packed & 3) == 0);
   plan p;
   make_plan(isa, g, kn_pool_threads(pool), &p);
   p.scratch = scratch;

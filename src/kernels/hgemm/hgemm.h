@@ -27,7 +27,22 @@
  *                  (vcvtph2ps); A fp32, or fp16 converted exactly while
  *                  packing; fp32 FMAs as kn_sgemm.  An fp16 C is rounded to
  *                  nearest even (vcvtps2ph; kn_f32_to_f16 in portable C,
- *                  the same bits for all but NaN payloads).
+ *                  the same bits for all but NaN payloads).  With round_a
+ *                  an fp32 A is rounded to fp16 (nearest even, as
+ *                  kn_f32_to_f16) while it is packed: the product of
+ *                  fp16-stored activations (KN_PRECISION_FP16 steps).
+ *   KN_HGEMM_S8W   weight-only int8: B quantized per output column,
+ *                  symmetric, w_scale[j] = max_k |B[k][j]| / 127 (1 for an
+ *                  all-zero column), q = clamp(round_half_even(B /
+ *                  w_scale[j]), -127, 127), in fp32 arithmetic (B finite).
+ *                  A quarter of fp32's weight bytes, for memory-bound GEMV
+ *                  and small-M shapes.  The micro-kernel widens q to fp32
+ *                  exactly (vpmovsxbd + vcvtdq2ps), sums A * q with fp32
+ *                  FMAs over all of k, and scales each output once:
+ *                  C = (alpha * w_scale[j]) * sum_k A * q, then the
+ *                  epilogue as F16's.  A fp32 (round_a as F16: to fp16
+ *                  while packing), C fp32; no half A or C.  Bound as
+ *                  F16's on the dequantized weights w_scale[j] * q.
  *
  * Packed B (what kn_hgemm_pack_b writes; uint16 elements): panels of
  * NR = kn_hgemm_nr(isa) columns, panel-major, zero-padded past n:
@@ -38,6 +53,14 @@
  *         c in [j*NR, j*NR+NR): the layout vdpbf16ps multiplies, and the
  *         AVX2 kernel splits by a 16-bit shift (low half) and a mask
  *         (high half).
+ *   S8W:  one relocatable block of bytes (offsets from its start, no
+ *         pointers; the block 4-byte aligned), N = round_up(max(n,1), NR):
+ *           [0, 4N)           float w_scale[N] (0 past n)
+ *           [S, S + N*k)      S = round_up(4N, 64): int8 panels as F16's,
+ *                             panel j holds, for each kk in [0, k), the NR
+ *                             values q[kk][j*NR .. j*NR+NR) (0 past n)
+ *         so a GEMV streams the panels in address order, NR bytes a step;
+ *         kn_hgemm_pack_b_size counts it in uint16 elements, as the others.
  * The layout depends on the ISA only through NR (8 portable, 16 AVX2, 32
  * AVX-512, with or without AVX512_BF16), not on the cache blocking.
  *
@@ -54,6 +77,7 @@
 typedef enum kn_hgemm_type {
   KN_HGEMM_BF16 = 0, /* bfloat16: 8-bit exponent, 7-bit mantissa */
   KN_HGEMM_F16 = 1,  /* IEEE binary16 */
+  KN_HGEMM_S8W = 2,  /* int8 weights, fp32 per-column scales (weight-only) */
   KN_HGEMM_TYPE_COUNT
 } kn_hgemm_type;
 
@@ -65,13 +89,19 @@ int32_t kn_hgemm_nr(kn_isa isa);
  * KN_CPU_AVX512BF16.  Packed B is the same either way. */
 bool kn_hgemm_bf16_dot(kn_isa isa, uint64_t cpu_features);
 
-/* uint16 elements of a packed B (k x n) of `type`. */
+/* uint16 elements of a packed B (k x n) of `type` (S8W: its block of
+ * bytes, rounded up to a whole element). */
 size_t kn_hgemm_pack_b_size(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n);
 /* Pack op(B) (trans: B is stored n x k) from fp32, each value rounded to
- * `type` to nearest even (kn_f32_to_bf16 / kn_f32_to_f16). */
+ * `type` to nearest even (kn_f32_to_bf16 / kn_f32_to_f16), or for S8W
+ * quantized per column (above; every byte of the block written). */
 void kn_hgemm_pack_b(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n, const float *b,
                      int64_t ldb, bool trans, uint16_t *dst);
-/* The same from values already of `type` (bf16 or fp16 initializers). */
+/* S8W: byte offset S of the int8 panels in a packed block (the fp32
+ * scales are at offset 0). */
+size_t kn_hgemm_s8w_panels_offset(kn_isa isa, int64_t n);
+/* The same from values already of `type` (bf16 or fp16 initializers; not
+ * S8W). */
 void kn_hgemm_pack_b_half(kn_isa isa, kn_hgemm_type type, int64_t k, int64_t n,
                           const uint16_t *b, int64_t ldb, bool trans, uint16_t *dst);
 
@@ -103,7 +133,11 @@ typedef struct kn_hgemm_args {
   const void *a;
   int64_t lda;
   bool a_half;
-  /* B: packed by kn_hgemm_pack_b for this ISA and type */
+  /* F16 and S8W with an fp32 A: round A to fp16 (nearest even) while it
+   * is packed; false: A used as fp32 */
+  bool round_a;
+  /* B: packed by kn_hgemm_pack_b for this ISA and type (S8W: its block,
+   * 4-byte aligned) */
   const uint16_t *b_packed;
   /* C, overwritten (never read): float, or uint16 of `type` when c_half;
    * row stride ldc elements */

@@ -20,3 +20,18 @@ static inline __m256i hv_mask(int64_t n) {
 }
 static inline V hv_ldn(const float *p, int64_t n) { return _mm256_maskload_ps(p, hv_mask(n)); }
 static inline void hv_stn(float *p, V v, int64_t n) { _mm256_maskstore_ps(p, hv_mask(n), v); }
+
+/* x = fp16-rounded x, to nearest even (vcvtps2ph then vcvtph2ps: the
+ * values of kn_f32_to_f16 / kn_f16_to_f32); the tail masked.  A packed A
+ * block's rounding for round_a. */
+static inline void hv_round_half(float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                            _MM_FROUND_TO_NEAREST_INT)));
+  if (i < n) {
+    __m256i m = hv_mask(n - i);
+    __m128i h = _mm256_cvtps_ph(_mm256_maskload_ps(x + i, m), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_maskstore_ps(x + i, m, _mm256_cvtph_ps(h));
+  }
+}

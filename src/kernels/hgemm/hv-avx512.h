@@ -19,3 +19,18 @@ static inline __mmask16 hv_mask(int64_t n) {
 }
 static inline V hv_ldn(const float *p, int64_t n) { return _mm512_maskz_loadu_ps(hv_mask(n), p); }
 static inline void hv_stn(float *p, V v, int64_t n) { _mm512_mask_storeu_ps(p, hv_mask(n), v); }
+
+/* x = fp16-rounded x, to nearest even (vcvtps2ph then vcvtph2ps: the
+ * values of kn_f32_to_f16 / kn_f16_to_f32); the tail masked.  A packed A
+ * block's rounding for round_a. */
+static inline void hv_round_half(float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i),
+                                                            _MM_FROUND_TO_NEAREST_INT)));
+  if (i < n) {
+    __mmask16 m = hv_mask(n - i);
+    __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_cvtph_ps(h));
+  }
+}

@@ -3,6 +3,8 @@
  * reasons of gemm/f32-gemm-6x8-portable.c). */
 #include <string.h>
 
+#include "core/core.h"
+
 typedef float V __attribute__((vector_size(16)));
 typedef uint32_t HU __attribute__((vector_size(16)));
 typedef int32_t HI __attribute__((vector_size(16)));
@@ -36,4 +38,10 @@ static inline V hv_ldn(const float *p, int64_t n) {
 }
 static inline void hv_stn(float *p, V v, int64_t n) {
   for (int64_t l = 0; l < n && l < VL; l++) p[l] = v[l];
+}
+
+/* x = fp16-rounded x, to nearest even (kn_f32_to_f16 then kn_f16_to_f32).
+ * A packed A block's rounding for round_a. */
+static inline void hv_round_half(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = kn_f16_to_f32(kn_f32_to_f16(x[i]));
 }
