@@ -31,7 +31,6 @@ typedef struct name_entry {
   int32_t producer;    /* top-level node making it, -1 */
   int32_t uses;        /* node inputs naming it (any graph) + graph outputs */
   int32_t redirected;  /* of those, now reading its DequantizeLinear */
-  bool is_input;       /* a top-level graph input */
   bool sparse;         /* a sparse initializer */
   const char *act_dq;  /* its activation Q/DQ pair's output, once made */
   const char *w_dq;    /* its weight DequantizeLinear's output, once made */
@@ -199,13 +198,11 @@ static kn_status scan_nodes(qdq *q, KnOnnx__NodeProto *const *nodes, size_t n, i
   return KN_OK;
 }
 
-static kn_status scan_values(qdq *q, KnOnnx__ValueInfoProto *const *v, size_t n, bool top_input,
-                             bool output) {
+static kn_status scan_values(qdq *q, KnOnnx__ValueInfoProto *const *v, size_t n, bool output) {
   for (size_t i = 0; i < n; i++) {
     if (!v[i]->name || !*v[i]->name) continue;
     name_entry *e = tab_get(q, v[i]->name);
     if (!e) return oom(q);
-    if (top_input) e->is_input = true;
     if (output) e->uses++;
   }
   return KN_OK;
@@ -232,9 +229,9 @@ static kn_status scan_graph(qdq *q, const KnOnnx__GraphProto *g, int depth) {
     if (!e) return oom(q);
     if (depth == 0) e->sparse = true;
   }
-  kn_status st = scan_values(q, g->input, g->n_input, depth == 0, false);
-  if (!st) st = scan_values(q, g->output, g->n_output, false, true);
-  if (!st) st = scan_values(q, g->value_info, g->n_value_info, false, false);
+  kn_status st = scan_values(q, g->input, g->n_input, false);
+  if (!st) st = scan_values(q, g->output, g->n_output, true);
+  if (!st) st = scan_values(q, g->value_info, g->n_value_info, false);
   if (!st) st = scan_nodes(q, g->node, g->n_node, depth);
   return st;
 }
@@ -441,7 +438,6 @@ static kn_status rewrite_node(qdq *q, const KnOnnx__GraphProto *g, size_t i) {
   char buf[640];
   int32_t rank = wt ? (int32_t)wt->n_dims : 0;
   if (w->sparse) why = "its weight is a sparse initializer";
-  else if (w->is_input) why = "its weight is also a graph input (it can be fed at run time)";
   else if (!wt->has_data_type || wt->data_type != KN_DTYPE_F32) why = "its weight is not float32";
   else if ((conv || convt) && rank < 3) why = "its weight has fewer than 3 dims";
   else if (gemm && rank != 2) why = "its weight does not have 2 dims";
@@ -506,7 +502,10 @@ kn_status kn_onnx_write_qdq(const void *buf, size_t size, const char *label,
   KnOnnx__NodeProto **old_nodes = g ? g->node : NULL;
   KnOnnx__TensorProto **old_inits = g ? g->initializer : NULL;
   size_t old_n_nodes = g ? g->n_node : 0, old_n_inits = g ? g->n_initializer : 0;
+  KnOnnx__ValueInfoProto **old_inputs = g ? g->input : NULL;
+  size_t old_n_inputs = g ? g->n_input : 0;
   KnOnnx__TensorProto **inits = NULL;
+  KnOnnx__ValueInfoProto **inputs = NULL;
   if (!g) {
     st = kn_fail(err, KN_ERR_PARSE, "%s: the model has no graph", label);
     goto done;
@@ -575,10 +574,37 @@ kn_status kn_onnx_write_qdq(const void *buf, size_t size, const char *label,
     inits[n_inits++] = old_inits[i];
   }
   for (int32_t i = 0; i < q.n_inits; i++) inits[n_inits++] = q.inits[i];
+  /* a weight also listed as a graph input (a default that may be fed, as
+   * older exporters wrote every initializer) leaves the inputs with it */
+  inputs = kn_calloc(old_n_inputs + 1, sizeof *inputs);
+  if (!inputs) {
+    st = oom(&q);
+    goto done;
+  }
+  size_t n_inputs = 0;
+  int32_t n_dropped_inputs = 0;
+  for (size_t i = 0; i < old_n_inputs; i++) {
+    const char *nm = old_inputs[i]->name;
+    name_entry *e = nm && *nm ? tab_find(&q, nm) : NULL;
+    if (e && e->init >= 0 && e->redirected && e->redirected == e->uses) {
+      n_dropped_inputs++;
+      continue;
+    }
+    inputs[n_inputs++] = old_inputs[i];
+  }
+  if (n_dropped_inputs)
+    note(&q, "%d quantized weight%s also listed as graph input%s (defaults that could be "
+             "fed at run time); the Q/DQ model reads %s int8 copies and no longer lists "
+             "%s as inputs",
+         (int)n_dropped_inputs, n_dropped_inputs == 1 ? " was" : "s were",
+         n_dropped_inputs == 1 ? "" : "s", n_dropped_inputs == 1 ? "its" : "their",
+         n_dropped_inputs == 1 ? "it" : "them");
   g->node = q.nodes;
   g->n_node = (size_t)q.n_nodes;
   g->initializer = inits;
   g->n_initializer = n_inits;
+  g->input = inputs;
+  g->n_input = n_inputs;
   size_t n = kn_onnx__model_proto__get_packed_size(mp);
   if (n > (size_t)INT32_MAX) {
     st = kn_fail(err, KN_ERR_LIMIT,
@@ -597,9 +623,12 @@ done:
     g->n_node = old_n_nodes;
     g->initializer = old_inits;
     g->n_initializer = old_n_inits;
+    g->input = old_inputs;
+    g->n_input = old_n_inputs;
   }
   kn_onnx__model_proto__free_unpacked(mp, NULL);
   free(inits);
+  free(inputs);
   for (int32_t i = 0; i < q.n_owned; i++) free(q.owned[i]);
   free(q.owned);
   free(q.nodes);
