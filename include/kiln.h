@@ -596,11 +596,12 @@ void kn_calib_u8_params(const kn_calib_range *r, float *scale, int32_t *zero);
  *    a float scale and an int8 zero point of zeros, read by a
  *    DequantizeLinear with `axis`; per tensor (one scale) when the model's
  *    default-domain opset is below 13, which has no `axis`.  W itself is
- *    dropped once nothing else reads it.  Biases stay float.
- * An op whose input has no entry in cal (or whose weight is not float32,
- * or is also a graph input) is left in fp32, and note(line, note_arg) is
- * called with one line naming it and why (note may be NULL); so is a line
- * when the opset forces per-tensor weights.  Everything else (other nodes
+ *    dropped once nothing else reads it (and so is its graph input, when
+ *    the model lists it as one).  Biases stay float.
+ * An op whose input has no entry in cal (or whose weight is not float32)
+ * is left in fp32, and note(line, note_arg) is called with one line naming
+ * it and why (note may be NULL); so is a line when the opset forces
+ * per-tensor weights, and one when weight inputs were dropped.  Everything else (other nodes
  * and initializers, value_info, opsets, metadata) is written as read;
  * added names collide with none of the model's.
  * Fails (nothing written) on a file that is not an ONNX model, a model
