@@ -601,9 +601,10 @@ void kn_calib_u8_params(const kn_calib_range *r, float *scale, int32_t *zero);
  * An op whose input has no entry in cal (or whose weight is not float32)
  * is left in fp32, and note(line, note_arg) is called with one line naming
  * it and why (note may be NULL); so is a line when the opset forces
- * per-tensor weights, and one when weight inputs were dropped.  Everything else (other nodes
- * and initializers, value_info, opsets, metadata) is written as read;
- * added names collide with none of the model's.
+ * per-tensor weights, and one when weight inputs were dropped.
+ * Everything else (other nodes and initializers, value_info, opsets,
+ * metadata) is written as read; added names collide with none of the
+ * model's.
  * Fails (nothing written) on a file that is not an ONNX model, a model
  * with external data (KN_ERR_UNSUPPORTED), a default-domain opset below 10
  * (no QuantizeLinear), a model with no op to quantize
