@@ -129,14 +129,16 @@ void kn_quantize_weights_s8(const float *b, int64_t rows, int64_t cols, bool per
   int64_t nch = per_row ? rows : cols;
   for (int64_t ch = 0; ch < nch; ch++) {
     float s;
-    if (given) {
-      s = given[ch] > 0.0f && isfinite(given[ch]) ? given[ch] : 1.0f;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < (per_row ? cols : rows); i++) {
+      float v = fabsf(per_row ? b[ch * cols + i] : b[i * cols + ch]);
+      if (v > amax) amax = v; /* NaN is skipped */
+    }
+    /* a given scale is kept when it still holds the channel (a pass such
+     * as fold_bn may have rescaled the weights since) */
+    if (given && given[ch] > 0.0f && isfinite(given[ch]) && amax / given[ch] <= 127.5f) {
+      s = given[ch];
     } else {
-      float amax = 0.0f;
-      for (int64_t i = 0; i < (per_row ? cols : rows); i++) {
-        float v = fabsf(per_row ? b[ch * cols + i] : b[i * cols + ch]);
-        if (v > amax) amax = v; /* NaN is skipped */
-      }
       s = amax > 0.0f && isfinite(amax) ? amax / 127.0f : 1.0f;
     }
     scale[ch] = s;

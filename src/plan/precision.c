@@ -4,6 +4,7 @@
 #include "core/cpu.h"
 #include "kernels/kernels.h"
 #include "iomodel.h"
+#include "ops/gemm_tactic.h"
 #include "ops/op.h"
 
 #include <fnmatch.h>
@@ -115,8 +116,13 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
         forced = ov[k].precision;
         ov[k].used = true;
       }
-    int32_t want = forced >= 0 ? forced : o->precision;
+    /* a Q/DQ model's quantization (the qdq pass) wins over the default:
+     * nothing is re-calibrated */
+    const kn_attr *qa = kn_node_attr(n, "kiln.qdq");
+    bool qdq = qa && qa->type == KN_ATTR_INT && qa->i;
+    int32_t want = forced >= 0 ? forced : qdq ? KN_PRECISION_INT8 : o->precision;
     char why[160] = "";
+    if (qdq && forced < 0) snprintf(why, sizeof why, " (Q/DQ)");
     if (want == KN_PRECISION_BEST) {
       /* the fastest the IO model predicts among what the machine has */
       int32_t best = KN_PRECISION_FP32;
@@ -142,6 +148,15 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
       snprintf(why, sizeof why, " (best: predicted %.1f us)", best_s * 1e6);
     }
     if (want != KN_PRECISION_FP32 && !(can & (1u << want))) {
+      if (qdq && forced < 0 && o->decisions) {
+        char line[512];
+        snprintf(line, sizeof line, "%s: precision fp32 (its Q/DQ int8 quantization has no "
+                 "int8 kernel for this step; it reads the unrounded input)", n->name);
+        if (!kn_lines_add(o->decisions, line)) {
+          st = fail_oom(err);
+          goto done;
+        }
+      }
       if (forced >= 0) {
         st = kn_fail(err, KN_ERR_UNSUPPORTED,
                      "%s: --layer-precision asks step '%s' (%s) for %s, which it cannot run "
@@ -151,7 +166,12 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
       }
       want = KN_PRECISION_FP32;
     }
-    if (want == KN_PRECISION_INT8) {
+    float qs;
+    int32_t qz;
+    if (want == KN_PRECISION_INT8 && qdq && kn_node_input_quant(n, &qs, &qz)) {
+      snprintf(why + strlen(why), sizeof why - strlen(why), " input scale %.6g zero %d",
+               (double)qs, qz);
+    } else if (want == KN_PRECISION_INT8) {
       kn_calib_range r;
       const char *nm = NULL;
       if (n->n_inputs < 1 || !find_range(g, n->inputs[0], o->calibration, &r, &nm)) {
