@@ -69,7 +69,7 @@ static name_entry *tab_find(const qdq *q, const char *key) {
 }
 
 static bool tab_grow(qdq *q) {
-  size_t cap = q->cap ? q->cap * 2 : 256;
+  size_t cap = q->cap ? q->cap * 2 : 16; /* small: tests grow it too */
   name_entry *t = kn_calloc(cap, sizeof *t);
   if (!t) return false;
   for (size_t i = 0; i < q->cap; i++) {
@@ -305,46 +305,51 @@ static bool add_node(qdq *q, const char *op, const char *name, const char *const
   return add_node_to_list(q, n);
 }
 
-/* QuantizeLinear -> DequantizeLinear on activation x (u8, per tensor, from
- * its calibration range); the DequantizeLinear's output name. */
-static const char *activation_pair(qdq *q, name_entry *x, const kn_calib_range *r) {
+/* QuantizeLinear -> DequantizeLinear on activation `key` (u8, per tensor,
+ * from its calibration range); the DequantizeLinear's output name.
+ * unique_name may grow the table, so entries are looked up by key, never
+ * held across it. */
+static const char *activation_pair(qdq *q, const char *key, const kn_calib_range *r) {
+  const name_entry *x = tab_find(q, key);
   if (x->act_dq) return x->act_dq;
   float scale;
   int32_t zero;
   kn_calib_u8_params(r, &scale, &zero);
   uint8_t z = (uint8_t)zero;
-  const char *s = unique_name(q, x->key, "_scale");
-  const char *zp = unique_name(q, x->key, "_zero_point");
-  const char *qv = unique_name(q, x->key, "_quantized");
-  const char *dq = unique_name(q, x->key, "_DequantizeLinear_Output");
-  const char *qn = unique_name(q, x->key, "_QuantizeLinear");
-  const char *dqn = unique_name(q, x->key, "_DequantizeLinear");
+  const char *s = unique_name(q, key, "_scale");
+  const char *zp = unique_name(q, key, "_zero_point");
+  const char *qv = unique_name(q, key, "_quantized");
+  const char *dq = unique_name(q, key, "_DequantizeLinear_Output");
+  const char *qn = unique_name(q, key, "_QuantizeLinear");
+  const char *dqn = unique_name(q, key, "_DequantizeLinear");
   if (!s || !zp || !qv || !dq || !qn || !dqn) return NULL;
   if (!add_init(q, s, KN_DTYPE_F32, 0, NULL, &scale, sizeof scale) ||
       !add_init(q, zp, KN_DTYPE_U8, 0, NULL, &z, 1))
     return NULL;
-  const char *qin[3] = {x->key, s, zp}, *dqin[3] = {qv, s, zp};
+  const char *qin[3] = {key, s, zp}, *dqin[3] = {qv, s, zp};
   if (!add_node(q, "QuantizeLinear", qn, qin, 3, qv, -1) ||
       !add_node(q, "DequantizeLinear", dqn, dqin, 3, dq, -1))
     return NULL;
   q->rep->activation_pairs++;
-  x->act_dq = dq;
+  tab_find(q, key)->act_dq = dq;
   return dq;
 }
 
-/* The int8 weight of w (float [dims], channels along `axis`, -1 per
- * tensor) and its DequantizeLinear; the output name in *out.  Weights that
- * cannot be quantized leave *out NULL with a note (KN_OK). */
-static kn_status weight_dq(qdq *q, const KnOnnx__GraphProto *g, name_entry *w, int32_t axis,
+/* The int8 weight of initializer `key` (float [dims], channels along
+ * `axis`, -1 per tensor) and its DequantizeLinear; the output name in
+ * *out.  Weights that cannot be quantized leave *out NULL with a note
+ * (KN_OK).  Entries are looked up by key, as in activation_pair. */
+static kn_status weight_dq(qdq *q, const KnOnnx__GraphProto *g, const char *key, int32_t axis,
                            const char *node_what, const char **out) {
   *out = NULL;
+  const name_entry *w = tab_find(q, key);
   if (w->w_dq && w->w_axis == axis) {
     *out = w->w_dq;
     return KN_OK;
   }
   const KnOnnx__TensorProto *tp = g->initializer[w->init];
   char what[640];
-  snprintf(what, sizeof what, "%s: initializer '%s'", q->label, w->key);
+  snprintf(what, sizeof what, "%s: initializer '%s'", q->label, key);
   kn_tensor t = {0};
   kn_status st = kn_onnx_tensor_from_proto(tp, NULL, what, &t, q->err);
   if (st) return st;
@@ -372,7 +377,7 @@ static kn_status weight_dq(qdq *q, const KnOnnx__GraphProto *g, name_entry *w, i
   }
   if (!finite || n == 0) {
     kn_tensor_release(&t);
-    note(q, "%s: left in fp32: its weight '%s' %s", node_what, w->key,
+    note(q, "%s: left in fp32: its weight '%s' %s", node_what, key,
          n == 0 ? "is empty" : "holds NaN or infinite values");
     return KN_OK;
   }
@@ -381,11 +386,11 @@ static kn_status weight_dq(qdq *q, const KnOnnx__GraphProto *g, name_entry *w, i
     float v = nearbyintf(x[i] / scale[axis >= 0 ? i / inner % ch : 0]); /* half to even */
     qw[i] = (int8_t)(v < -127.0f ? -127 : v > 127.0f ? 127 : (int)v);
   }
-  const char *qn = unique_name(q, w->key, "_quantized");
-  const char *sn = unique_name(q, w->key, "_scale");
-  const char *zn = unique_name(q, w->key, "_zero_point");
-  const char *dq = unique_name(q, w->key, "_DequantizeLinear_Output");
-  const char *dqn = unique_name(q, w->key, "_DequantizeLinear");
+  const char *qn = unique_name(q, key, "_quantized");
+  const char *sn = unique_name(q, key, "_scale");
+  const char *zn = unique_name(q, key, "_zero_point");
+  const char *dq = unique_name(q, key, "_DequantizeLinear_Output");
+  const char *dqn = unique_name(q, key, "_DequantizeLinear");
   int32_t vec = axis >= 0 ? 1 : 0;
   if (!qn || !sn || !zn || !dq || !dqn ||
       !add_init(q, qn, KN_DTYPE_I8, t.rank, t.dims, qw, (size_t)n) ||
@@ -398,8 +403,9 @@ static kn_status weight_dq(qdq *q, const KnOnnx__GraphProto *g, name_entry *w, i
   const char *in[3] = {qn, sn, zn};
   if (!add_node(q, "DequantizeLinear", dqn, in, 3, dq, axis >= 0 ? axis : -1)) return oom(q);
   q->rep->weights_quantized++;
-  w->w_dq = dq;
-  w->w_axis = axis;
+  name_entry *e = tab_find(q, key);
+  e->w_dq = dq;
+  e->w_axis = axis;
   *out = dq;
   return KN_OK;
 }
@@ -463,10 +469,11 @@ static kn_status rewrite_node(qdq *q, const KnOnnx__GraphProto *g, size_t i) {
   if (!q->per_channel) axis = -1;
 
   const char *wdq = NULL;
-  kn_status st = weight_dq(q, g, w, axis, what, &wdq);
+  const char *wname = w->key;
+  kn_status st = weight_dq(q, g, wname, axis, what, &wdq); /* w and x are stale after it */
   if (st) return st;
   if (!wdq) return add_node_to_list(q, np) ? KN_OK : oom(q);
-  const char *xdq = activation_pair(q, x, &r);
+  const char *xdq = activation_pair(q, xname, &r);
   if (!xdq) return oom(q);
   /* a shallow copy with the two inputs replaced: the original stays the
    * unpacked message's */
@@ -478,7 +485,7 @@ static kn_status rewrite_node(qdq *q, const KnOnnx__GraphProto *g, size_t i) {
   in[0] = (char *)xdq;
   in[1] = (char *)wdq;
   c->input = in;
-  w->redirected++;
+  tab_find(q, wname)->redirected++;
   q->rep->ops_quantized++;
   return add_node_to_list(q, c) ? KN_OK : oom(q);
 }
