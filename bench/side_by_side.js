@@ -4,7 +4,7 @@
 //
 //   node bench/side_by_side.js [--models a,b] [--threads 1,2] [--quick]
 //        [--rounds R] [--seconds S] [--kiln PATH] [--out FILE] [--limit GFLOPS]
-//        [--no-pin]
+//        [--no-pin] [--precisions fp32,bf16,int8]
 //
 //   --models   subset, comma-separated (default: resnet50, mobilenet_v2,
 //              squeezenet1_1, efficientnet_b0, bert_base, bert_tiny, tinycnn)
@@ -16,6 +16,12 @@
 //   --out      the report (default bench/RESULTS.md)
 //   --limit    fp32 GFLOP/s of one core (default 250, ../shared/BENCHMARKING.md)
 //   --no-pin   let the OS place the processes (default: see "CPUs" below)
+//   --precisions  kiln engines to measure, each against ONNX Runtime's fp32
+//              (default fp32): bf16, fp16 and int8 engines are built with
+//              `kiln build --precision`, int8 calibrated (`kiln calibrate`,
+//              entropy) on the inputs of the model's test_data_set_* folders;
+//              their outputs are reported as the cosine to ORT's (reduced
+//              precision is not expected to meet the fp32 tolerance)
 //
 // Models come from $KILN_CACHE (default ~/.cache/kiln/models;
 // scripts/make_reference.sh exports them); tinycnn also from models/tinycnn.
@@ -59,7 +65,7 @@ function usage(msg) {
 function parseArgs(argv) {
   const a = {models: ALL, threads: [1, 2], rounds: 5, seconds: 1.5, quick: false, pin: true,
              kiln: process.env.KILN_BIN || path.join(ROOT, 'build', 'kiln'),
-             out: path.join(ROOT, 'bench', 'RESULTS.md'), limit: 250};
+             out: path.join(ROOT, 'bench', 'RESULTS.md'), limit: 250, precisions: ['fp32']};
   const set = {};
   for (let i = 0; i < argv.length; i++) {
     let s = argv[i], v = null;
@@ -87,6 +93,11 @@ function parseArgs(argv) {
     else if (s === '--out') a.out = path.resolve(val());
     else if (s === '--limit') a.limit = num(1);
     else if (s === '--no-pin') a.pin = false;
+    else if (s === '--precisions') {
+      a.precisions = val().split(',').filter(Boolean);
+      if (!a.precisions.length || a.precisions.some((x) => !['fp32', 'bf16', 'fp16', 'int8'].includes(x)))
+        usage('--precisions takes fp32, bf16, fp16, int8, comma-separated');
+    }
     else if (s === '-h' || s === '--help') {
       const src = fs.readFileSync(__filename, 'utf8').split('\n');
       console.log(src.slice(1, 39).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
@@ -154,6 +165,25 @@ function compareOutputs(kdir, odir) {
   }
   return {ok: bad === 0 && n > 0,
           text: bad ? `${bad} of ${n} differ, max ${worst.toExponential(1)}` : `max ${worst.toExponential(1)}`};
+}
+
+// The lowest cosine, over the outputs, of kiln's against ORT's.
+function cosineOutputs(kdir, odir) {
+  let low = 1;
+  for (let i = 0; fs.existsSync(path.join(odir, `output_${i}.pb`)); i++) {
+    const kf = path.join(kdir, `output_${i}.pb`);
+    if (!fs.existsSync(kf)) return {ok: false, text: `kiln wrote no output_${i}`};
+    const [o] = readInputsFile(path.join(odir, `output_${i}.pb`)), [k] = readInputsFile(kf);
+    if (k.data.length !== o.data.length) return {ok: false, text: `output_${i}: sizes differ`};
+    let d = 0, na = 0, nb = 0;
+    for (let j = 0; j < o.data.length; j++) {
+      const x = Number(k.data[j]), y = Number(o.data[j]);
+      d += x * y; na += x * x; nb += y * y;
+    }
+    const c = na === 0 && nb === 0 ? 1 : d / Math.sqrt(na * nb);
+    if (!(c >= low)) low = Number.isNaN(c) ? -1 : Math.min(low, c);
+  }
+  return {ok: low >= 0.99, text: `cosine ${low.toFixed(6)}`};
 }
 function readInputsFile(file) {
   return [parseTensor(fs.readFileSync(file), path.basename(file))];
@@ -243,6 +273,39 @@ function prepare(a, name, cache, tmp) {
                          ctx.inputs, '--runs', '1', '--warmup', '0', '--output-dir', oout],
       `ort_bench ${name}`);
   ctx.check = compareOutputs(kout, oout);
+  // reduced-precision engines of the same model, each checked against ORT
+  ctx.variants = [];
+  for (const prec of a.precisions.filter((x) => x !== 'fp32')) {
+    const v = {prec, engine: path.join(tmp, `${name}_${prec}.kiln`)};
+    const extra = ['--precision', prec];
+    if (prec === 'int8') {
+      const calDir = path.join(tmp, name + '_calib_data');
+      const parent = path.dirname(found.data);
+      let k = 0;
+      for (const d of fs.readdirSync(parent).filter((x) => x.startsWith('test_data_set')).sort()) {
+        const sd = path.join(calDir, `s${k++}`);
+        fs.mkdirSync(sd, {recursive: true});
+        for (const f of fs.readdirSync(path.join(parent, d)).filter((x) => x.startsWith('input_')))
+          fs.copyFileSync(path.join(parent, d, f), path.join(sd, f));
+      }
+      if (!k) {
+        fs.mkdirSync(path.join(calDir, 's0'), {recursive: true});
+        for (const f of fs.readdirSync(ctx.inputs).filter((x) => x.startsWith('input_')))
+          fs.copyFileSync(path.join(ctx.inputs, f), path.join(calDir, 's0', f));
+      }
+      const cal = path.join(tmp, name + '.calib');
+      run(a.kiln, ['calibrate', found.model, '--data', calDir, '--method', 'entropy', '-o', cal],
+          `kiln calibrate ${name}`);
+      extra.push('--calibration', cal);
+    }
+    run(a.kiln, ['build', found.model, '-o', v.engine, ...shapes.flatMap((s) => ['--shape', s]),
+                 ...extra], `kiln build ${name} --precision ${prec}`);
+    const vout = path.join(tmp, `${name}_${prec}_out`);
+    run(a.kiln, ['run', v.engine, '--input-dir', ctx.inputs, '--output-dir', vout],
+        `kiln run ${name} ${prec}`);
+    v.check = cosineOutputs(vout, oout);
+    ctx.variants.push(v);
+  }
   return ctx;
 }
 
@@ -375,13 +438,18 @@ function main() {
         skipped.push(ctx.skip);
         continue;
       }
-      for (const t of a.threads) {
-        const row = {name, threads: t, shapes: ctx.shapes, flops: ctx.flops, check: ctx.check};
+      const jobs = [];
+      if (a.precisions.includes('fp32')) jobs.push({label: name, engine: ctx.engine, check: ctx.check});
+      for (const v of ctx.variants)
+        jobs.push({label: `${name} (${v.prec})`, engine: v.engine, check: v.check});
+      for (const t of a.threads) for (const job of jobs) {
+        const name = job.label;
+        const row = {name, threads: t, shapes: ctx.shapes, flops: ctx.flops, check: job.check};
         try {
-          row.m = measure(a, ctx, t);
+          row.m = measure(a, {...ctx, engine: job.engine}, t);
           const k = row.m.kiln, o = row.m.ort;
           console.error(`${name} ${t}t: kiln ${f1(k.p50)} ms, ORT ${f1(o.p50)} ms, ` +
-                        `speed-up ${(o.p50 / k.p50).toFixed(2)}x, outputs ${ctx.check.text}; ` +
+                        `speed-up ${(o.p50 / k.p50).toFixed(2)}x, outputs ${job.check.text}; ` +
                         `rounds: kiln ${k.p50s.map(f1).join(' ')}, ORT ${o.p50s.map(f1).join(' ')}`);
         } catch (e) {
           row.error = e.message;
@@ -390,6 +458,7 @@ function main() {
         rows.push(row);
       }
       fs.rmSync(ctx.engine, {force: true});
+      for (const v of ctx.variants) fs.rmSync(v.engine, {force: true});
     }
   } finally {
     fs.rmSync(tmp, {recursive: true, force: true});
