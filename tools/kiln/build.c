@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -19,7 +20,8 @@ void kn_cmd_build_usage(FILE *f) {
           "                  [--precision fp32|bf16|fp16|int8|best] [--calibration CALIB]\n"
           "                  [--layer-precision PATTERN=PRECISION]... [--weights fp16|int8]\n"
           "                  [--max-p99-ms X] [--max-rss BYTES] [--max-abs-error E]\n"
-          "                  [--min-cosine C] [--data DIR] [--runs N] [--warmup N] [--seed N]\n\n"
+          "                  [--min-cosine C] [--max-accuracy-drop P] [--labels FILE]\n"
+          "                  [--data DIR] [--runs N] [--warmup N] [--seed N]\n\n"
           "Optimizes MODEL (.onnx), plans its memory and writes ENGINE, a single\n"
           "versioned, checksummed file (docs/ENGINE_FORMAT.md) that `kiln run`,\n"
           "`kiln inspect` and `kiln compare` accept wherever they take a model.\n\n"
@@ -66,6 +68,17 @@ void kn_cmd_build_usage(FILE *f) {
           "                             MODEL's reference path (on --threads threads;\n"
           "                             --data, --runs, --warmup, --seed as there): an\n"
           "                             engine that fails one is not written (exit 1)\n"
+          "  --max-accuracy-drop P      top-1 accuracy of output 0 (argmax of its last axis)\n"
+          "                             at most P points below the reference path's, on\n"
+          "                             labelled --data: --labels FILE (one integer per\n"
+          "                             prediction, in sample order), default DIR/labels.txt\n"
+          "With a reduced --precision (or --layer-precision) and an accuracy budget\n"
+          "(--min-cosine, --max-abs-error, --max-accuracy-drop), an engine that breaks\n"
+          "the budget is not refused at once: each reduced step's sensitivity is measured\n"
+          "(the error with only that step reduced, every other step in fp32), and the most\n"
+          "sensitive are kept in fp32, as few as a bisection over that order finds, until\n"
+          "the budget holds; the build names them, times the engines at 1 thread and\n"
+          "writes the engine only when the budget holds (docs/PRECISION.md).\n"
           "Options also take the --name=VALUE form (-o ENGINE, -oENGINE, --output=ENGINE).\n\n"
           "Passes, in the order they run:\n");
   kn_cli_print_passes(f);
@@ -75,6 +88,26 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The build's summary lines. */
+static int print_summary(const kn_model *m, const char *model_path, const char *label,
+                         double load_ms, double build_ms) {
+  kn_error err = {0};
+  kn_model_stats st;
+  if (kn_model_stats_get(m, &st, &err)) return kn_cli_error(&err);
+  printf("%s -> %s: %lld ONNX nodes -> %lld steps, weights %.1f MiB, arena %.2f MiB "
+         "(lower bound %.2f MiB, unplanned %.2f MiB); load %.0f ms, build %.0f ms\n",
+         model_path, label, (long long)st.onnx_nodes, (long long)st.nodes,
+         (double)st.param_bytes / 1048576.0, (double)st.arena_bytes / 1048576.0,
+         (double)st.lower_bound_bytes / 1048576.0,
+         (double)st.naive_activation_bytes / 1048576.0, load_ms, build_ms);
+  if (st.tactic_choices)
+    printf("tactics: %d steps with a choice, %d shapes timed (%.1f s), %d steps from the "
+           "timing cache, %d not the first choice\n",
+           st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
+           st.tactic_changed);
+  return KN_EXIT_OK;
 }
 
 /* Loads, builds and saves to save_path; messages name the engine `label`. */
@@ -87,27 +120,173 @@ static int build_engine(const char *model_path, const char *save_path, const cha
   double t1 = now_ms();
   int rc = KN_EXIT_OK;
   kn_cli_note_probe(m, bo);
-  if (kn_model_build(m, bo, &err) || kn_model_save(m, save_path, &err)) {
+  if (kn_model_build(m, bo, &err) || kn_model_save(m, save_path, &err))
     rc = kn_cli_error(&err);
-  } else {
-    kn_model_stats st;
-    if (kn_model_stats_get(m, &st, &err)) {
-      rc = kn_cli_error(&err);
-    } else {
-      printf("%s -> %s: %lld ONNX nodes -> %lld steps, weights %.1f MiB, arena %.2f MiB "
-             "(lower bound %.2f MiB, unplanned %.2f MiB); load %.0f ms, build %.0f ms\n",
-             model_path, label, (long long)st.onnx_nodes, (long long)st.nodes,
-             (double)st.param_bytes / 1048576.0, (double)st.arena_bytes / 1048576.0,
-             (double)st.lower_bound_bytes / 1048576.0,
-             (double)st.naive_activation_bytes / 1048576.0, t1 - t0, now_ms() - t1);
-      if (st.tactic_choices)
-        printf("tactics: %d steps with a choice, %d shapes timed (%.1f s), %d steps from the "
-               "timing cache, %d not the first choice\n",
-               st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
-               st.tactic_changed);
+  else
+    rc = print_summary(m, model_path, label, t1 - t0, now_ms() - t1);
+  kn_model_free(m);
+  return rc;
+}
+
+/* ---- reduced precision under an accuracy budget ------------------------------
+ * Sensitivity: for each step the requested build runs in reduced precision,
+ * the error with only that step reduced and every other in fp32.  Errors
+ * this small add up nearly linearly (first order), so a step's error alone
+ * ranks it by what it contributes, measured against a clean background;
+ * the alternative, all reduced but that step, measures a difference of two
+ * nearly equal errors and is lost in the other steps' noise.  Then the
+ * smallest k for which the k most sensitive steps in fp32 keep the budget,
+ * by bisection over k (all reduced fails, all fp32 must pass): 1 + N + 1 +
+ * log2(N) builds in all, each a fresh load and build in this process. */
+
+typedef struct ranked {
+  int32_t step;
+  kn_cli_trial r;
+} ranked;
+
+static int by_sensitivity(const void *pa, const void *pb) {
+  const ranked *a = pa, *b = pb;
+  double ua = isnan(a->r.used) ? INFINITY : a->r.used, ub = isnan(b->r.used) ? INFINITY : b->r.used;
+  if (ua != ub) return ua > ub ? -1 : 1;
+  double ca = isnan(a->r.cosine) ? -2 : a->r.cosine, cb = isnan(b->r.cosine) ? -2 : b->r.cosine;
+  if (ca != cb) return ca < cb ? -1 : 1;
+  if (a->r.max_abs != b->r.max_abs) return a->r.max_abs > b->r.max_abs ? -1 : 1;
+  return a->step - b->step;
+}
+
+static const char *precision_text(const kn_build_options *bo) {
+  return bo->precision == KN_PRECISION_FP32 ? "fp32 with --layer-precision"
+                                            : kn_precision_name(bo->precision);
+}
+
+/* The fallback search in this (child) process; saves the engine that keeps
+ * the budget to save_path, or fails naming the budget. */
+static int build_mixed(const char *model_path, const char *save_path, const char *label,
+                       const kn_build_options *bo, const kn_cli_gates *g) {
+  kn_cli_budget b = {g->has_cos, g->has_abs, g->has_drop, g->min_cosine, g->max_abs_error,
+                     g->max_drop};
+  char btext[256], rt[256];
+  kn_cli_budget_text(&b, btext, sizeof btext);
+  kn_cli_trials t;
+  kn_model *req = NULL, *all32 = NULL, *fin = NULL, *m = NULL;
+  bool *mask = NULL;
+  ranked *rk = NULL;
+  kn_error err = {0};
+  double t0 = now_ms();
+  int rc = kn_cli_trials_open(&t, model_path, "kiln build", bo, g->data, g->labels, g->shapes,
+                              g->n_shapes, g->seed, g->threads, &b);
+  if (rc) goto done;
+  kn_cli_trial r;
+  if ((rc = kn_cli_trials_run(&t, NULL, &r, &req))) goto done;
+  kn_cli_trial_text(&t, &r, rt, sizeof rt);
+  printf("precision %s: %d step%s in reduced precision; on %s: %s: %s (%s)\n",
+         precision_text(bo), t.n_steps, t.n_steps == 1 ? "" : "s", t.data_text, rt,
+         r.pass ? "PASS" : "FAIL", btext);
+  if (r.pass) {
+    fin = req;
+    req = NULL;
+    printf("the budget holds: no step kept in fp32\n");
+    goto save;
+  }
+  int32_t n = t.n_steps;
+  if (n == 0) {
+    rc = kn_cli_fail("%s not written: no step runs in reduced precision, and the fp32 build "
+                     "breaks %s (%s): the budget is tighter than fusion's rounding", label,
+                     btext, rt);
+    goto done;
+  }
+  mask = calloc((size_t)n, sizeof *mask);
+  rk = calloc((size_t)n, sizeof *rk);
+  if (!mask || !rk) {
+    rc = kn_cli_fail("out of memory");
+    goto done;
+  }
+  /* every step in fp32 first: when that fails, no fallback can help */
+  for (int32_t i = 0; i < n; i++) mask[i] = true;
+  kn_cli_trial r32;
+  if ((rc = kn_cli_trials_run(&t, mask, &r32, &all32))) goto done;
+  kn_cli_trial_text(&t, &r32, rt, sizeof rt);
+  if (!r32.pass) {
+    rc = kn_cli_fail("%s not written: %s breaks even with every step in fp32 (%s): the budget "
+                     "is tighter than fp32's rounding differences with the reference path",
+                     label, btext, rt);
+    goto done;
+  }
+  for (int32_t i = 0; i < n; i++) rk[i].step = i;
+  if (n > 1) {
+    printf("sensitivity (each step alone in reduced precision, the others in fp32):\n");
+    for (int32_t i = 0; i < n; i++) {
+      for (int32_t j = 0; j < n; j++) mask[j] = j != i;
+      if ((rc = kn_cli_trials_run(&t, mask, &rk[i].r, NULL))) goto done;
+    }
+    qsort(rk, (size_t)n, sizeof *rk, by_sensitivity);
+    for (int32_t i = 0; i < n; i++) {
+      kn_cli_trial_text(&t, &rk[i].r, rt, sizeof rt);
+      printf("  %-32s %-5s %s (%.0f%% of the budget)\n", t.steps[rk[i].step],
+             kn_precision_name(t.precision[rk[i].step]), rt, 100 * rk[i].r.used);
     }
   }
+  /* the smallest k: lo fails, hi passes */
+  int32_t lo = 0, hi = n;
+  fin = all32;
+  while (hi - lo > 1) {
+    int32_t mid = lo + (hi - lo) / 2;
+    for (int32_t j = 0; j < n; j++) mask[j] = false;
+    for (int32_t j = 0; j < mid; j++) mask[rk[j].step] = true;
+    if ((rc = kn_cli_trials_run(&t, mask, &r, &m))) goto done;
+    kn_cli_trial_text(&t, &r, rt, sizeof rt);
+    printf("  %d most sensitive in fp32: %s: %s\n", mid, rt, r.pass ? "PASS" : "FAIL");
+    if (r.pass) {
+      hi = mid;
+      if (fin != all32) kn_model_free(fin);
+      fin = m;
+    } else {
+      lo = mid;
+      kn_model_free(m);
+    }
+    m = NULL;
+  }
+  if (fin == all32) all32 = NULL;
+  printf("kept in fp32 (%d of %d steps): ", hi, n);
+  for (int32_t j = 0; j < hi; j++) printf("%s'%s'", j ? ", " : "", t.steps[rk[j].step]);
+  printf("\nas flags:");
+  for (int32_t j = 0; j < hi; j++) {
+    char spec[1200], q[2600];
+    snprintf(spec, sizeof spec, "%sfp32", t.patterns[rk[j].step]);
+    kn_cli_shell_quote(spec, q, sizeof q);
+    printf(" --layer-precision %s", q);
+  }
+  printf("\n");
+  {
+    int64_t runs = g->runs, warmup = g->warmup;
+    double a = kn_cli_trials_time(&t, req, runs, warmup);
+    double f = a < 0 ? -1 : kn_cli_trials_time(&t, fin, runs, warmup);
+    double z = f < 0 || !all32 ? f : kn_cli_trials_time(&t, all32, runs, warmup);
+    if (a < 0 || f < 0 || z < 0) {
+      rc = KN_EXIT_ERROR;
+      goto done;
+    }
+    printf("speed at 1 thread (median of %lld runs on the first sample): %s %.4f ms; with %d "
+           "step%s in fp32 %.4f ms (%+.1f%%); all fp32 %.4f ms\n",
+           (long long)runs, precision_text(bo), a, hi, hi == 1 ? "" : "s", f,
+           100 * (f / a - 1), z);
+  }
+save:
+  printf("search: %d trial build%s in %.1f s\n", t.builds, t.builds == 1 ? "" : "s",
+         (now_ms() - t0) / 1e3);
+  if (kn_model_save(fin, save_path, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  rc = print_summary(fin, model_path, label, 0, now_ms() - t0);
+done:
+  if (fin != all32) kn_model_free(fin);
+  kn_model_free(all32);
+  kn_model_free(req);
   kn_model_free(m);
+  free(mask);
+  free(rk);
+  kn_cli_trials_close(&t);
   return rc;
 }
 
@@ -116,7 +295,7 @@ static int build_engine(const char *model_path, const char *save_path, const cha
  * The child keeps the build's memory (the ONNX model, packing, tactic
  * timing) out of this process's peak RSS, which --max-rss checks. */
 static int build_gated(const char *model_path, const char *out_path, const kn_build_options *bo,
-                       kn_cli_gates *gates) {
+                       kn_cli_gates *gates, bool mixed) {
   char tmp[4096];
   if ((size_t)snprintf(tmp, sizeof tmp, "%s.validate%ld", out_path, (long)getpid()) >= sizeof tmp)
     return kn_cli_fail("%s: path too long", out_path);
@@ -125,7 +304,12 @@ static int build_gated(const char *model_path, const char *out_path, const kn_bu
   pid_t pid = fork();
   if (pid < 0) return kn_cli_fail("cannot start the build of %s: fork: %s", model_path,
                                   strerror(errno));
-  if (pid == 0) exit(build_engine(model_path, tmp, out_path, bo));
+  if (pid == 0) {
+    int rc = mixed ? build_mixed(model_path, tmp, out_path, bo, gates)
+                   : build_engine(model_path, tmp, out_path, bo);
+    fflush(stdout);
+    exit(rc);
+  }
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
@@ -187,6 +371,7 @@ int kn_cmd_build(int argc, char **argv) {
                                     {"weights", 0, true, O_WEIGHTS},
                                     {"calibration", 0, true, O_CALIBRATION},
                                     KN_CLI_GATE_OPTS,
+                                    KN_CLI_ACCURACY_OPTS,
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
@@ -264,8 +449,11 @@ int kn_cmd_build(int argc, char **argv) {
   if (!model_path) return kn_cli_usage(cmd, "MODEL is required");
   if (!out_path) return kn_cli_usage(cmd, "-o ENGINE is required");
   if (gates.run_opts_given && !kn_cli_gates_any(&gates))
-    return kn_cli_usage(cmd, "--data, --runs, --warmup and --seed are for the limits: give "
-                             "--max-p99-ms, --max-rss, --max-abs-error or --min-cosine");
+    return kn_cli_usage(cmd, "--data, --labels, --runs, --warmup and --seed are for the limits: "
+                             "give --max-p99-ms, --max-rss, --max-abs-error, --min-cosine or "
+                             "--max-accuracy-drop");
+  if (gates.labels && !gates.has_drop)
+    return kn_cli_usage(cmd, "--labels is for --max-accuracy-drop");
   bo.shapes = shapes;
   bo.n_shapes = n_shapes;
   bo.profiles = profiles;
@@ -305,5 +493,8 @@ static int build_with(const char *model_path, const char *out_path, const char *
   gates.shapes = shapes;
   gates.n_shapes = n_shapes;
   gates.threads = bo.threads;
-  return build_gated(model_path, out_path, &bo, &gates);
+  /* a reduced precision under an accuracy budget falls back to fp32 where it must */
+  bool reduced = bo.precision != KN_PRECISION_FP32 || bo.n_layer_precisions > 0;
+  bool budget = gates.has_abs || gates.has_cos || gates.has_drop;
+  return build_gated(model_path, out_path, &bo, &gates, reduced && budget);
 }

@@ -156,8 +156,13 @@ bool kn_cli_diff_tensors(const kn_tensor *ref, const kn_tensor *opt, double atol
  * every id to kn_cli_gate_option. */
 enum {
   KN_CLI_O_MAX_P99 = 2000, KN_CLI_O_MAX_RSS, KN_CLI_O_MAX_ABS, KN_CLI_O_MIN_COS, KN_CLI_O_DATA,
-  KN_CLI_O_RUNS, KN_CLI_O_WARMUP, KN_CLI_O_GATE_SEED
+  KN_CLI_O_RUNS, KN_CLI_O_WARMUP, KN_CLI_O_GATE_SEED, KN_CLI_O_MAX_DROP, KN_CLI_O_LABELS
 };
+/* The top-1 budget (kiln build, kiln debug precision; not in validate's
+ * table): --max-accuracy-drop P in percentage points against the reference
+ * path, on labelled --data (--labels FILE, default DIR/labels.txt). */
+#define KN_CLI_ACCURACY_OPTS                                                                  \
+  {"max-accuracy-drop", 0, true, KN_CLI_O_MAX_DROP}, {"labels", 0, true, KN_CLI_O_LABELS}
 #define KN_CLI_GATE_OPTS                                                                      \
   {"max-p99-ms", 0, true, KN_CLI_O_MAX_P99}, {"max-rss", 0, true, KN_CLI_O_MAX_RSS},         \
       {"max-abs-error", 0, true, KN_CLI_O_MAX_ABS}, {"min-cosine", 0, true, KN_CLI_O_MIN_COS}, \
@@ -177,16 +182,17 @@ typedef struct kn_cli_gates {
   bool json;           /* print the JSON report instead of the text */
   bool run_opts_given; /* --data, --runs, --warmup or --seed */
   /* the limits, each checked only when its has_ flag is set */
-  bool has_p99, has_rss, has_abs, has_cos;
-  double max_p99_ms, max_abs_error, min_cosine;
+  bool has_p99, has_rss, has_abs, has_cos, has_drop;
+  double max_p99_ms, max_abs_error, min_cosine, max_drop;
   uint64_t max_rss;
+  const char *labels; /* --labels FILE; NULL: DIR/labels.txt */
 } kn_cli_gates;
 void kn_cli_gates_init(kn_cli_gates *g);
 /* Applies option `id` of a->cmd: KN_EXIT_OK, KN_EXIT_USAGE after a one-line
  * usage message, or -1 when id is not a gate option. */
 int kn_cli_gate_option(const kn_cli_args *a, int id, kn_cli_gates *g);
 static inline bool kn_cli_gates_any(const kn_cli_gates *g) {
-  return g->has_p99 || g->has_rss || g->has_abs || g->has_cos;
+  return g->has_p99 || g->has_rss || g->has_abs || g->has_cos || g->has_drop;
 }
 /* Measures and checks, printing the report on stdout.  KN_EXIT_OK when
  * every limit given passes; KN_EXIT_ERROR when one fails (`failed` then
@@ -305,6 +311,81 @@ int kn_cli_samples_find(const char *dir, int32_t nin, kn_cli_samples *s);
 void kn_cli_samples_free(kn_cli_samples *s);
 int kn_cli_sample_read(const char *dir, const char *label, const char *const *names,
                        int32_t nin, kn_tensor *ins);
+
+/* ---- labels (accuracy.c) ------------------------------------------------
+ * A labels file: one integer class per line (blank lines and '#' comments
+ * skipped), the k-th for the k-th prediction; a sample whose output 0 is
+ * [B, C] makes B predictions (the argmax over the last axis of each row),
+ * so batch-1 samples take one line each (train_models.py's heldout/).
+ * KN_EXIT_ERROR after one line "FILE:LINE: ..." when malformed. */
+int kn_cli_labels_read(const char *path, int64_t **labels, int64_t *n);
+/* Predictions of output t: numel / last dim rows; argmax of each into
+ * pred (rows entries).  Returns rows (0 for a non-numeric or empty one). */
+int64_t kn_cli_argmax_rows(const kn_tensor *t, int64_t *pred, int64_t cap);
+
+/* ---- precision trials (accuracy.c): kiln build's fallback to fp32 under
+ * an accuracy budget and kiln debug precision ----------------------------
+ * One set of samples (--data DIR, else one generated as validate makes
+ * it), the fp32 reference path's outputs on them, and the labels; then any
+ * number of trial builds of MODEL in this process, each the requested
+ * build with some of its reduced-precision steps kept at fp32 (by
+ * --layer-precision overrides naming each step exactly), run on every
+ * sample and measured against the reference.  The metrics are those of
+ * validate: the worst cosine and max |error| over outputs and samples, and
+ * the top-1 accuracy of output 0 against the labels. */
+typedef struct kn_cli_budget {
+  bool has_cos, has_abs, has_drop;
+  double min_cosine, max_abs_error, max_drop; /* max_drop in points */
+} kn_cli_budget;
+typedef struct kn_cli_trial {
+  double cosine, max_abs;
+  double accuracy, drop; /* percent and points; -1 / 0 without labels */
+  bool pass;             /* every budget given holds */
+  double used;           /* the largest fraction of a budget used (> 1: broken) */
+} kn_cli_trial;
+typedef struct kn_cli_trials {
+  const char *model, *label; /* MODEL, and the command's name for messages */
+  kn_build_options bo;       /* the requested build; overrides copied into ov */
+  const char **ov;           /* the user's overrides, then one per step */
+  kn_cli_budget budget;
+  int64_t threads;           /* of the trial runs; 0: the default */
+  int32_t nin, nout, n_samples;
+  kn_tensor *inputs, *ref;   /* [sample * nin + i], [sample * nout + o] */
+  int64_t *labels, n_labels;
+  double ref_accuracy;       /* percent; -1 without labels */
+  /* the steps the requested build runs in bf16, fp16 or int8, step order */
+  int32_t n_steps;
+  char **steps, **patterns;  /* names, and the names as exact patterns */
+  int32_t *precision;
+  int32_t builds;            /* trial builds so far */
+  char data_text[256];       /* "542 samples from DIR" */
+} kn_cli_trials;
+/* KN_EXIT_OK, or KN_EXIT_ERROR after one line (bad data, labels that do
+ * not match the samples, a reference run that fails); close it either way.
+ * bo is copied (its strings borrowed); labels NULL: DATA/labels.txt. */
+int kn_cli_trials_open(kn_cli_trials *t, const char *model, const char *label,
+                       const kn_build_options *bo, const char *data, const char *labels,
+                       const char *const *shapes, int n_shapes, uint64_t seed,
+                       int64_t threads, const kn_cli_budget *budget);
+/* One trial: fp32 NULL is the requested build as given (and the first
+ * call records its reduced steps); else step i is kept at fp32 where
+ * fp32[i], the other steps run in their requested precision.  *keep (when
+ * not NULL) receives the built model (the caller frees it). */
+int kn_cli_trials_run(kn_cli_trials *t, const bool *fp32, kn_cli_trial *r, kn_model **keep);
+void kn_cli_trials_close(kn_cli_trials *t);
+/* "cosine 0.999953210 max_abs 0.0121 top-1 97.23% (-0.37)" */
+void kn_cli_trial_text(const kn_cli_trials *t, const kn_cli_trial *r, char *buf, size_t n);
+/* The budget as given: "--min-cosine 0.9999 --max-accuracy-drop 1" */
+void kn_cli_budget_text(const kn_cli_budget *b, char *buf, size_t n);
+/* Median latency in ms of `runs` runs (after `warmup`) of m on the first
+ * sample at 1 thread; < 0 after a one-line message. */
+double kn_cli_trials_time(const kn_cli_trials *t, const kn_model *m, int64_t runs,
+                          int64_t warmup);
+/* A step name as a shell word: '...' with ' written '\'' */
+void kn_cli_shell_quote(const char *s, char *buf, size_t n);
+
+int kn_cmd_debug(int argc, char **argv); /* debug.c: kiln debug precision */
+void kn_cmd_debug_usage(FILE *f);
 
 int kn_cmd_calibrate(int argc, char **argv);
 void kn_cmd_calibrate_usage(FILE *f);

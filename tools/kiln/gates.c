@@ -51,6 +51,14 @@ int kn_cli_gate_option(const kn_cli_args *a, int id, kn_cli_gates *g) {
     if (!kn_cli_double(a, -1, 1, &g->min_cosine)) return KN_EXIT_USAGE;
     g->has_cos = true;
     return KN_EXIT_OK;
+  case KN_CLI_O_MAX_DROP:
+    if (!kn_cli_double(a, 0, 100, &g->max_drop)) return KN_EXIT_USAGE;
+    g->has_drop = true;
+    return KN_EXIT_OK;
+  case KN_CLI_O_LABELS:
+    g->labels = a->arg;
+    g->run_opts_given = true;
+    return KN_EXIT_OK;
   case KN_CLI_O_DATA:
     g->data = a->arg;
     g->run_opts_given = true;
@@ -168,6 +176,9 @@ typedef struct gate_state {
   int32_t threads;
   uint64_t rss;
   char inputs_text[512];
+  /* --max-accuracy-drop: the labels and each side's correct predictions */
+  int64_t *labels, n_labels, ref_seen, eng_seen, ref_correct, eng_correct;
+  char labels_path[4096];
 } gate_state;
 
 static void state_free(gate_state *s) {
@@ -180,6 +191,7 @@ static void state_free(gate_state *s) {
   release_all(s->outputs, s->n_samples * s->nout);
   free(s->outputs);
   free(s->times);
+  free(s->labels);
   kn_cli_samples_free(&s->samples);
 }
 
@@ -391,6 +403,27 @@ static bool worse_cosine(double c, double than) {
   return !isnan(than) && (isnan(c) || c < than);
 }
 
+/* Top-1 of output 0 of one sample (its rows' argmax) against the next
+ * labels; *seen and *correct advance. */
+static int count_correct(gate_state *s, const kn_tensor *t, int64_t *seen, int64_t *correct) {
+  int64_t c = t && t->rank > 0 ? t->dims[t->rank - 1] : 1;
+  int64_t rows = t && t->rank >= 0 && c > 0 ? kn_tensor_numel(t) / c : 0;
+  if (!t || t->dtype == KN_DTYPE_STRING || rows <= 0)
+    return kn_cli_fail("%s: output 0 is not a numeric tensor: --max-accuracy-drop needs logits",
+                       s->label);
+  if (*seen + rows > s->n_labels)
+    return kn_cli_fail("%s: %lld label%s, fewer than the predictions of the samples (output "
+                       "0's rows): one label per row, in sample order", s->labels_path,
+                       (long long)s->n_labels, s->n_labels == 1 ? "" : "s");
+  int64_t *pred = malloc((size_t)rows * sizeof *pred);
+  if (!pred) return kn_cli_fail("out of memory");
+  rows = kn_cli_argmax_rows(t, pred, rows);
+  for (int64_t r = 0; r < rows; r++) *correct += pred[r] == s->labels[*seen + r];
+  *seen += rows;
+  free(pred);
+  return KN_EXIT_OK;
+}
+
 /* The reference path (the graph as imported, reference kernels' order of
  * operations) on the same samples; accuracy per output, worst over them. */
 static int reference_phase(gate_state *s) {
@@ -461,6 +494,13 @@ static int reference_phase(gate_state *s) {
         a->cosine = d.cosine, a->cos_sample = k;
       a->compared = true;
     }
+    if (s->labels && s->nout > 0) {
+      const kn_tensor *ref = kn_context_output(ctx, 0), *opt = &s->outputs[k * s->nout];
+      if ((rc = count_correct(s, ref, &s->ref_seen, &s->ref_correct)) ||
+          (rc = count_correct(s, opt, &s->eng_seen, &s->eng_correct)))
+        goto done;
+      rc = KN_EXIT_ERROR;
+    }
     if (s->samples.n) release_all(buf, s->nin);
   }
   rc = KN_EXIT_OK;
@@ -474,7 +514,7 @@ done:
 
 /* ---- the limits --------------------------------------------------------------- */
 
-enum { LIM_P99, LIM_RSS, LIM_ABS, LIM_COS, N_LIMITS };
+enum { LIM_P99, LIM_RSS, LIM_ABS, LIM_COS, LIM_DROP, N_LIMITS };
 
 typedef struct limit_result {
   const char *name; /* "max-p99-ms" */
@@ -504,6 +544,11 @@ static void measure_limits(const gate_state *s, limit_result *lim) {
   lim[LIM_COS] = (limit_result){"min-cosine", g->has_cos, false, false, worst_cos,
                                 g->min_cosine, 0, cos_o,
                                 cos_o >= 0 ? s->out[cos_o].cos_sample : -1};
+  double drop = 0;
+  if (s->labels && s->ref_seen)
+    drop = 100.0 * (double)(s->ref_correct - s->eng_correct) / (double)s->ref_seen;
+  lim[LIM_DROP] = (limit_result){"max-accuracy-drop", g->has_drop, false, true, drop,
+                                 g->max_drop, 0, -1, -1};
   for (int i = 0; i < N_LIMITS; i++) {
     limit_result *l = &lim[i];
     /* written so that a NaN measurement fails */
@@ -519,6 +564,7 @@ static void value_text(int which, double v, bool sign, char *buf, size_t n) {
   case LIM_P99: snprintf(buf, n, "%s%.4g ms", plus, v); break;
   case LIM_RSS: snprintf(buf, n, "%s%.1f MiB", plus, v / 1048576.0); break;
   case LIM_COS: snprintf(buf, n, sign ? "%s%.3g" : "%s%.9f", plus, v); break;
+  case LIM_DROP: snprintf(buf, n, "%s%.3g points", plus, v); break;
   default: snprintf(buf, n, "%s%.4g", plus, v); break;
   }
 }
@@ -561,6 +607,12 @@ static void print_text(const gate_state *s, const limit_result *lim) {
          s->times[n - 1]);
   printf("peak RSS: %.1f MiB (%llu bytes)\n", (double)s->rss / 1048576.0,
          (unsigned long long)s->rss);
+  if (s->labels && s->ref_seen)
+    printf("top-1 accuracy of output '%s': engine %.2f%%, reference %.2f%% (%lld labels from "
+           "%s)\n", s->nout ? s->out[0].name : "?",
+           100.0 * (double)s->eng_correct / (double)s->eng_seen,
+           100.0 * (double)s->ref_correct / (double)s->ref_seen, (long long)s->n_labels,
+           s->labels_path);
   int given = 0, failed = 0;
   for (int i = 0; i < N_LIMITS; i++) {
     const limit_result *l = &lim[i];
@@ -629,6 +681,10 @@ static void print_json(const gate_state *s, const limit_result *lim) {
   json_num(stdout, lim[LIM_ABS].measured);
   printf(", \"min_cosine\": ");
   json_num(stdout, lim[LIM_COS].measured);
+  if (s->labels && s->ref_seen)
+    printf(", \"top1\": %.6f, \"reference_top1\": %.6f",
+           100.0 * (double)s->eng_correct / (double)s->eng_seen,
+           100.0 * (double)s->ref_correct / (double)s->ref_seen);
   printf(", \"outputs\": [");
   for (int32_t o = 0; o < s->nout; o++) {
     const out_acc *a = &s->out[o];
@@ -659,6 +715,16 @@ static void print_json(const gate_state *s, const limit_result *lim) {
          s->times[n - 1], (unsigned long long)s->rss);
 }
 
+static int read_labels(gate_state *s) {
+  const kn_cli_gates *g = s->g;
+  if (g->labels) snprintf(s->labels_path, sizeof s->labels_path, "%s", g->labels);
+  else if (g->data) snprintf(s->labels_path, sizeof s->labels_path, "%s/labels.txt", g->data);
+  else
+    return kn_cli_fail("%s: --max-accuracy-drop needs labelled samples: give --data DIR (with "
+                       "DIR/labels.txt, or --labels FILE)", s->label);
+  return kn_cli_labels_read(s->labels_path, &s->labels, &s->n_labels);
+}
+
 int kn_cli_gates_check(const kn_cli_gates *g, char *failed, size_t failed_size) {
   if (failed_size) failed[0] = 0;
   gate_state s;
@@ -669,7 +735,13 @@ int kn_cli_gates_check(const kn_cli_gates *g, char *failed, size_t failed_size) 
   if (access(g->model, R_OK) != 0)
     return kn_cli_fail("%s: cannot open: %s", g->model, strerror(errno));
   int rc = engine_phase(&s);
+  if (!rc && g->has_drop) rc = read_labels(&s);
   if (!rc) rc = reference_phase(&s);
+  if (!rc && s.labels && s.ref_seen != s.n_labels)
+    rc = kn_cli_fail("%s: %lld labels for %lld predictions (output 0's rows over %d sample%s): "
+                     "one label per row, in sample order", s.labels_path,
+                     (long long)s.n_labels, (long long)s.ref_seen, s.n_samples,
+                     s.n_samples == 1 ? "" : "s");
   if (rc) {
     state_free(&s);
     return rc;
