@@ -390,6 +390,17 @@ expect compare_model 0 "" compare "$M/model.onnx" --per-layer
 expect build_tinycnn 0 "" build "$M/model.onnx" -o "$TMP/tiny.kiln" --shape input=1x3x32x32
 expect run_tinycnn_engine 0 "" run "$TMP/tiny.kiln" --input-dir "$M/test_data_set_0"
 expect run_tinycnn_engine_wrong_shape 1 "input" run "$TMP/tiny.kiln" --input "input=$G/input_0.pb"
+# precisions: int8 needs a calibration; overrides must match a step
+expect build_int8_no_calibration 1 "--calibration" build "$M/model.onnx" -o "$TMP/x.kiln" --precision int8
+expect build_bad_precision 2 "" build "$M/model.onnx" -o "$TMP/x.kiln" --precision fp8
+expect build_layer_precision_nomatch 1 "matches no step" build "$M/model.onnx" -o "$TMP/x.kiln" --layer-precision "nosuch*=bf16"
+expect build_layer_precision_bad 1 "PATTERN=PRECISION" build "$M/model.onnx" -o "$TMP/x.kiln" --layer-precision "x=fp64"
+expect build_calibration_missing 1 "nosuch.calib" build "$M/model.onnx" -o "$TMP/x.kiln" --precision int8 --calibration "$TMP/nosuch.calib"
+expect build_tinycnn_bf16 0 "" build "$M/model.onnx" -o "$TMP/tiny_bf16.kiln" --shape input=1x3x32x32 --precision bf16
+expect inspect_tinycnn_bf16 0 "" inspect "$TMP/tiny_bf16.kiln" --json
+if grep -q '"precision": "bf16"' "$OUT"; then pass inspect_shows_bf16
+else fail inspect_shows_bf16 "no step with precision bf16 in kiln inspect --json"; fi
+expect run_tinycnn_bf16 0 "" run "$TMP/tiny_bf16.kiln" --input-dir "$M/test_data_set_0"
 expect build_workspace_small 1 "workspace" build "$M/model.onnx" -o "$TMP/ws.kiln" --shape input=1x3x32x32 --workspace 1K
 expect build_bad_shape 1 "declared" build "$B/good.onnx" -o "$TMP/x.kiln" --shape X=1x5
 expect build_unknown_input 1 "no input" build "$B/good.onnx" -o "$TMP/x.kiln" --shape Nope=1x4
