@@ -26,6 +26,8 @@ static const kn_cli_cmd commands[] = {
     {"calibrate", "int8 calibration: tensor ranges over sample inputs, the calibration cache", kn_cmd_calibrate, kn_cmd_calibrate_usage},
     {"quantize", "write a Q/DQ ONNX model (int8) from a model and its calibration cache",
      kn_cmd_quantize, kn_cmd_quantize_usage},
+    {"debug", "debug precision: bisect which layers must stay fp32 for an accuracy budget",
+     kn_cmd_debug, kn_cmd_debug_usage},
 };
 
 const kn_cli_cmd *kn_cli_find(const char *name) {
