@@ -8,6 +8,8 @@
  *   bf16dot   the same on vdpbf16ps (only where the CPU has AVX512_BF16)
  *   f16w      weight-only fp16: A fp32, B fp16, C fp32
  *   f16io     fp16 activations too: A fp16, B fp16, C fp16
+ *   s8w       weight-only int8: A fp32, B int8 + fp32 column scales, C fp32
+ *             ("vs f16" there: its time ratio to f16w)
  *
  *   bench_hgemm [--reps N] [--isa portable|avx2|avx512] [--threads T]
  *               [--shape MxNxK]
@@ -17,7 +19,8 @@
  * weights halve the bytes.  Each figure is the best of `reps` runs of
  * enough repetitions for about 50 ms (bench_gemm's method); "vs f32" is
  * the time ratio in the same run; "relerr" the largest |C - C_f32| over
- * the largest |C_f32|, so a fast wrong kernel shows.
+ * the largest |C_f32|, so a fast wrong kernel shows (half types; "s8w
+ * err" the same for int8, whose quantization error is larger).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -54,6 +57,9 @@ static const shape shapes[] = {
     {1, 8192, 4096, "GEMV, 128 MiB fp32 weights (DRAM)"},
     {4, 8192, 4096, "M = 4, 128 MiB fp32 weights (DRAM)"},
     {16, 8192, 4096, "M = 16, 128 MiB fp32 weights (DRAM)"},
+    {1, 768, 3072, "BERT-base FFN down, one token (GEMV)"},
+    {1, 4096, 4096, "GEMV 4096^2, 64 MiB fp32 weights"},
+    {8, 768, 768, "small M: BERT-base proj, 8 tokens"},
 };
 
 static double time_it(void (*fn)(void *), void *arg, int reps) {
@@ -100,8 +106,8 @@ static float *rand_floats(int64_t n, uint32_t seed) {
   return p;
 }
 
-enum { V_BF16, V_BF16DOT, V_F16W, V_F16IO, V_COUNT };
-static const char *vname[V_COUNT] = {"bf16", "bf16dot", "f16w", "f16io"};
+enum { V_BF16, V_BF16DOT, V_F16W, V_F16IO, V_S8W, V_COUNT };
+static const char *vname[V_COUNT] = {"bf16", "bf16dot", "f16w", "f16io", "s8w"};
 
 int main(int argc, char **argv) {
   int reps = 5, only_threads = 1, only_isa = -1;
@@ -148,7 +154,8 @@ int main(int argc, char **argv) {
   }
   printf("%-15s %8s", "MxNxK", "f32");
   for (int v = 0; v < V_COUNT; v++) printf(" %8s %6s", vname[v], "vs f32");
-  printf(" %8s  %s\n", "relerr", "what  (GFLOP/s; time ratio)");
+  printf(" %6s", "vs f16");
+  printf(" %8s %8s  %s\n", "relerr", "s8w err", "what  (GFLOP/s; time ratio)");
   for (size_t si = 0; si < count; si++) {
     const shape *s = &list[si];
     float *a = rand_floats(s->m * s->k, 1), *b = rand_floats(s->k * s->n, 2);
@@ -184,14 +191,16 @@ int main(int argc, char **argv) {
     double cmax = 0;
     for (int64_t i = 0; i < s->m * s->n; i++) cmax = fmax(cmax, fabs(cref[i]));
 
-    double worst = 0;
+    double worst = 0, worst_s8 = 0, t_f16w = 0, t_s8w = 0;
     kn_sgemm_blocking hbl = kn_hgemm_blocking_for(isa, l1, l2, l3);
     for (int v = 0; v < V_COUNT; v++) {
       if (v == V_BF16DOT && !dot) {
         printf(" %8s %6s", "-", "-");
         continue;
       }
-      kn_hgemm_type t = v <= V_BF16DOT ? KN_HGEMM_BF16 : KN_HGEMM_F16;
+      kn_hgemm_type t = v <= V_BF16DOT ? KN_HGEMM_BF16
+                        : v == V_S8W   ? KN_HGEMM_S8W
+                                       : KN_HGEMM_F16;
       uint16_t *hp = aligned_alloc(64, kn_hgemm_pack_b_size(isa, t, s->k, s->n) * 2 + 64);
       kn_hgemm_pack_b(isa, t, s->k, s->n, b, s->n, false, hp);
       r.half = true;
@@ -206,14 +215,18 @@ int main(int argc, char **argv) {
       double th = time_it(run, &r, reps);
       free(r.scratch);
       free(hp);
+      if (v == V_F16W) t_f16w = th;
+      if (v == V_S8W) t_s8w = th;
       for (int64_t i = 0; i < s->m * s->n; i++) {
         float got = io ? kn_f16_to_f32(ch[i]) : c[i];
-        worst = fmax(worst, fabs(got - cref[i]) / (cmax > 0 ? cmax : 1));
+        double e = fabs(got - cref[i]) / (cmax > 0 ? cmax : 1);
+        if (v == V_S8W) worst_s8 = fmax(worst_s8, e);
+        else worst = fmax(worst, e);
       }
       printf(" %8.1f %5.2fx", flops / th * 1e-9, tf / th);
       fflush(stdout);
     }
-    printf(" %8.1e  %s\n", worst, s->what);
+    printf(" %5.2fx %8.1e %8.1e  %s\n", t_f16w / t_s8w, worst, worst_s8, s->what);
     free(a);
     free(b);
     free(c);

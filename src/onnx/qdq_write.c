@@ -62,6 +62,7 @@ static uint64_t name_hash(const char *s) {
 }
 
 static name_entry *tab_find(const qdq *q, const char *key) {
+  if (!q->cap) return NULL;
   for (size_t i = name_hash(key) & (q->cap - 1);; i = (i + 1) & (q->cap - 1)) {
     if (!q->tab[i].key) return NULL;
     if (strcmp(q->tab[i].key, key) == 0) return &q->tab[i];
@@ -86,7 +87,7 @@ static bool tab_grow(qdq *q) {
 
 /* The entry for key, added when missing; NULL when out of memory. */
 static name_entry *tab_get(qdq *q, const char *key) {
-  name_entry *e = q->cap ? tab_find(q, key) : NULL;
+  name_entry *e = tab_find(q, key);
   if (e) return e;
   if ((q->used + 1) * 2 > q->cap && !tab_grow(q)) return NULL;
   size_t i = name_hash(key) & (q->cap - 1);
@@ -123,7 +124,7 @@ static const char *unique_name(qdq *q, const char *base, const char *suffix) {
   char *s = own(q, kn_malloc(len));
   if (!s) return NULL;
   snprintf(s, len, "%s%s", base, suffix);
-  for (long k = 1; q->cap && tab_find(q, s); k++) snprintf(s, len, "%s%s_%ld", base, suffix, k);
+  for (long k = 1; tab_find(q, s); k++) snprintf(s, len, "%s%s_%ld", base, suffix, k);
   return tab_get(q, s) ? s : NULL;
 }
 

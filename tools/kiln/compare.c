@@ -2,6 +2,7 @@
  * engine on the same inputs (what polygraphy does for TensorRT). */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,8 @@ void kn_cmd_compare_usage(FILE *f) {
   fprintf(f,
           "usage: kiln compare MODEL [ENGINE] [--input NAME=FILE]... [--shape NAME=DIMS]...\n"
           "                    [--atol A] [--rtol R] [--seed N] [--disable-pass NAME]...\n"
-          "                    [--per-layer] [--threads N]\n\n"
+          "                    [--per-layer] [--threads N] [--precision P] [--calibration CALIB]\n"
+          "                    [--layer-precision PATTERN=PRECISION]... [--weights fp16|int8]\n\n"
           "Runs MODEL (.onnx) with the reference path (no optimization) and with the\n"
           "optimized engine (ENGINE, or MODEL built in memory with the default options)\n"
           "on the same inputs, and prints per output the max absolute error, max\n"
@@ -21,8 +23,12 @@ void kn_cmd_compare_usage(FILE *f) {
           "integers in {0, 1} (valid for ids, masks and token types alike), bools;\n"
           "dynamic dimensions take their --shape sizes, else 1.\n"
           "--per-layer also compares every intermediate tensor that survives\n"
-          "optimization (same name in both graphs), in step order, and names the\n"
-          "first step whose result diverges.  --threads N runs both on N threads\n"
+          "optimization (same name in both graphs), step by step in order, with each\n"
+          "step's precision, and names the first step whose result diverges and the\n"
+          "step where the error enters: the largest rise of 1 - cosine over the worst\n"
+          "of its inputs.  --precision, --calibration, --layer-precision and --weights\n"
+          "build MODEL in memory as kiln build does (no ENGINE then), so that a reduced\n"
+          "precision is compared with the fp32 reference.  --threads N runs both on N threads\n"
           "(default: KILN_NUM_THREADS, else the CPUs this process may use).  Options\n"
           "also take the --name=VALUE form.\n");
 }
@@ -87,6 +93,83 @@ static bool compare_one(const char *name, const kn_tensor *ref, const kn_tensor 
   return d.bad == 0;
 }
 
+static int32_t find_name(const recording *r, const char *name) {
+  for (int32_t i = 0; i < r->n; i++)
+    if (!strcmp(r->names[i], name)) return i;
+  return -1;
+}
+
+/* 1 - cosine, the error measure that adds up along the graph; NaN worst. */
+static double cos_err(double c) { return isnan(c) ? INFINITY : fmax(0.0, 1.0 - c); }
+
+/* Per step of opt in order: each output that the reference run also has
+ * (same name), its error and the step's precision.  A tensor without a
+ * reference (a layout reorder's) carries the worst error of its inputs,
+ * so that error is followed through it.  *first_bad: the first output out
+ * of tolerance.  False when out of memory. */
+static bool per_layer_report(const kn_model *opt, const recording *rref, const recording *ropt,
+                             double atol, double rtol, const char **first_bad) {
+  double *err = malloc(((size_t)ropt->n + 1) * sizeof *err); /* by ropt index */
+  if (!err) return false;
+  for (int32_t i = 0; i < ropt->n; i++) err[i] = -1; /* not reached */
+  int32_t n_steps = kn_model_step_count(opt), shared = 0, jump_step = -1;
+  double jump = 0, jump_in = 0, jump_out = 0;
+  const char *jump_tensor = NULL;
+  printf("per layer (%d steps; %d reference tensors, %d optimized), error against the fp32 "
+         "reference:\n", n_steps, rref->n, ropt->n);
+  printf("       %-4s %-30s %-5s %-30s %-10s %-13s %s\n", "step", "name", "prec", "tensor",
+         "max_abs", "cosine", "1-cos (rise)");
+  for (int32_t s = 0; s < n_steps; s++) {
+    kn_step_info si;
+    if (kn_model_step_info(opt, s, &si)) continue;
+    double in_err = 0;
+    for (int32_t k = 0; k < si.n_inputs && k < 8; k++) {
+      int32_t j = si.inputs[k] ? find_name(ropt, si.inputs[k]) : -1;
+      if (j >= 0 && err[j] > in_err) in_err = err[j];
+    }
+    for (int32_t o = 0; o < si.n_outputs && o < 4; o++) {
+      const char *name = si.outputs[o].name;
+      int32_t i = name ? find_name(ropt, name) : -1;
+      if (i < 0) continue;
+      int32_t j = find_name(rref, name);
+      if (j < 0) {
+        err[i] = in_err;
+        continue;
+      }
+      shared++;
+      kn_cli_diff d;
+      const char *prec = kn_precision_name(si.precision);
+      if (!kn_cli_diff_tensors(&rref->tensors[j], &ropt->tensors[i], atol, rtol, &d)) {
+        printf("  FAIL #%-3d %-30s %-5s %-30s dtype/shape differ\n", s, si.name,
+               prec ? prec : "?", name);
+        if (!*first_bad) *first_bad = name;
+        err[i] = in_err;
+        continue;
+      }
+      err[i] = cos_err(d.cosine);
+      double rise = err[i] - in_err;
+      printf("  %s #%-3d %-30s %-5s %-30s %-10.3g %.9f %.3g (%+.3g)\n", d.bad ? "FAIL" : "ok  ",
+             s, si.name, prec ? prec : "?", name, d.max_abs, d.cosine, err[i], rise);
+      if (d.bad && !*first_bad) *first_bad = name;
+      if (rise > jump) {
+        jump = rise, jump_step = s, jump_in = in_err, jump_out = err[i];
+        jump_tensor = name;
+      }
+    }
+  }
+  if (*first_bad) printf("first divergence: the step producing '%s'\n", *first_bad);
+  else printf("%d shared intermediate tensors agree\n", shared);
+  if (jump_step >= 0) {
+    kn_step_info si;
+    if (kn_model_step_info(opt, jump_step, &si) == KN_OK)
+      printf("error enters at step #%d '%s' (%s): 1 - cosine %.3g over its inputs -> %.3g at "
+             "'%s', the largest rise\n", jump_step, si.name, kn_precision_name(si.precision),
+             jump_in, jump_out, jump_tensor);
+  }
+  free(err);
+  return true;
+}
+
 int kn_cmd_compare(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("compare");
   const char *paths[2] = {NULL, NULL};
@@ -97,7 +180,13 @@ int kn_cmd_compare(int argc, char **argv) {
   bool per_layer = false;
   recording rref = {0}, ropt = {0};
   int64_t threads = 0;
-  enum { O_INPUT = 1, O_SHAPE, O_DISABLE_PASS, O_ATOL, O_RTOL, O_PER_LAYER, O_SEED, O_THREADS };
+  enum { O_INPUT = 1, O_SHAPE, O_DISABLE_PASS, O_ATOL, O_RTOL, O_PER_LAYER, O_SEED, O_THREADS,
+         O_PRECISION, O_CALIBRATION, O_LAYER_PRECISION, O_WEIGHTS };
+  const char *layer_prec[MAX_OPTS], *calib_path = NULL;
+  int n_layer_prec = 0;
+  int32_t precision = KN_PRECISION_FP32, weights = KN_WEIGHTS_FP32;
+  bool build_opts = false;
+  kn_calibration *cal = NULL;
   static const kn_cli_opt opts[] = {{"input", 0, true, O_INPUT},
                                     {"shape", 0, true, O_SHAPE},
                                     {"disable-pass", 0, true, O_DISABLE_PASS},
@@ -106,6 +195,10 @@ int kn_cmd_compare(int argc, char **argv) {
                                     {"per-layer", 0, false, O_PER_LAYER},
                                     {"seed", 0, true, O_SEED},
                                     {"threads", 0, true, O_THREADS},
+                                    {"precision", 0, true, O_PRECISION},
+                                    {"calibration", 0, true, O_CALIBRATION},
+                                    {"layer-precision", 0, true, O_LAYER_PRECISION},
+                                    {"weights", 0, true, O_WEIGHTS},
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
@@ -137,6 +230,26 @@ int kn_cmd_compare(int argc, char **argv) {
     case O_THREADS:
       if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &threads)) return KN_EXIT_USAGE;
       break;
+    case O_PRECISION:
+      precision = kn_precision_from_name(args.arg);
+      if (precision < 0 || (precision > KN_PRECISION_INT8 && precision != KN_PRECISION_BEST))
+        return kn_cli_usage(cmd, "--precision takes fp32, bf16, fp16, int8 or best, got '%s'",
+                            args.arg);
+      build_opts = true;
+      break;
+    case O_CALIBRATION: calib_path = args.arg, build_opts = true; break;
+    case O_LAYER_PRECISION:
+      if (n_layer_prec == MAX_OPTS) return kn_cli_usage(cmd, "too many --layer-precision options");
+      layer_prec[n_layer_prec++] = args.arg;
+      build_opts = true;
+      break;
+    case O_WEIGHTS:
+      if (!strcmp(args.arg, "fp16")) weights = KN_WEIGHTS_FP16;
+      else if (!strcmp(args.arg, "int8")) weights = KN_WEIGHTS_INT8;
+      else if (!strcmp(args.arg, "fp32")) weights = KN_WEIGHTS_FP32;
+      else return kn_cli_usage(cmd, "--weights takes fp16 or int8, got '%s'", args.arg);
+      build_opts = true;
+      break;
     case KN_CLI_POSITIONAL:
       if (n_paths == 2) return kn_cli_usage(cmd, "unexpected argument '%s'", args.arg);
       paths[n_paths++] = args.arg;
@@ -147,6 +260,10 @@ int kn_cmd_compare(int argc, char **argv) {
     if (!strchr(named[k], '='))
       return kn_cli_usage(cmd, "--input takes NAME=FILE, got '%s'", named[k]);
   if (!kn_cli_check_thread_env(cmd)) return KN_EXIT_USAGE;
+  if (build_opts && paths[1])
+    return kn_cli_usage(cmd, "--precision, --calibration, --layer-precision and --weights build "
+                             "MODEL in memory: give no ENGINE with them (ENGINE keeps the "
+                             "precisions it was built with)");
 
   kn_error err = {0};
   kn_model *ref = NULL, *opt = NULL;
@@ -154,6 +271,10 @@ int kn_cmd_compare(int argc, char **argv) {
   kn_tensor *ins = NULL;
   int32_t nin = 0;
   int rc = KN_EXIT_ERROR;
+  if (calib_path && kn_calibration_load(calib_path, &cal, &err)) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
   if (kn_model_load(paths[0], &ref, &err) ||
       kn_model_load(paths[1] ? paths[1] : paths[0], &opt, &err)) {
     rc = kn_cli_error(&err);
@@ -172,6 +293,11 @@ int kn_cmd_compare(int argc, char **argv) {
     goto done;
   }
   bo.no_optimize = 0;
+  bo.precision = precision;
+  bo.calibration = cal;
+  bo.layer_precisions = layer_prec;
+  bo.n_layer_precisions = n_layer_prec;
+  bo.weights = weights;
   if (!paths[1] && kn_model_build(opt, &bo, &err)) {
     rc = kn_cli_error(&err);
     goto done;
@@ -220,20 +346,11 @@ int kn_cmd_compare(int argc, char **argv) {
       rc = kn_cli_fail("out of memory recording intermediate tensors");
       goto done;
     }
-    int32_t shared = 0;
     const char *first_bad = NULL;
-    printf("per layer (%d reference tensors, %d optimized):\n", rref.n, ropt.n);
-    for (int32_t i = 0; i < ropt.n; i++) {
-      int32_t j = 0;
-      while (j < rref.n && strcmp(rref.names[j], ropt.names[i])) j++;
-      if (j == rref.n) continue;
-      shared++;
-      printf("  ");
-      if (!compare_one(ropt.names[i], &rref.tensors[j], &ropt.tensors[i], atol, rtol) && !first_bad)
-        first_bad = ropt.names[i];
+    if (!per_layer_report(opt, &rref, &ropt, atol, rtol, &first_bad)) {
+      rc = kn_cli_fail("out of memory comparing intermediate tensors");
+      goto done;
     }
-    if (first_bad) printf("first divergence: the step producing '%s'\n", first_bad);
-    else printf("%d shared intermediate tensors agree\n", shared);
     all_ok &= first_bad == NULL;
   }
   printf("outputs:\n");
@@ -259,5 +376,6 @@ done:
   kn_context_free(copt);
   kn_model_free(ref);
   kn_model_free(opt);
+  kn_calibration_free(cal);
   return rc;
 }
