@@ -4,7 +4,7 @@
     scripts/eval_accuracy.py KILN MODEL DATA [--labels FILE] [--info FILE]
                              [--batch B] [--reference] [--threads N] [--jobs J]
                              [--output I] [--max-diff POINTS] [--min-accuracy PCT]
-                             [--json]
+                             [--build-arg ARG]... [--json]
 
 KILN is the kiln binary, MODEL an ONNX model or an engine from `kiln build`,
 DATA a folder with one sub-folder per sample (input_<i>.pb, batch 1: the
@@ -18,6 +18,9 @@ folder, for batch 1, or --batch B), then every sample is run through it
 time).  With --batch B, B samples are stacked into one input and run at once
 (the engine is built with --profile NAME=1x..:Bx..:Bx..).  --reference runs
 the ONNX model unoptimized (`kiln run --no-optimize`) instead of an engine.
+--build-arg ARG passes ARG to that `kiln build` (repeatable), e.g.
+`--build-arg=--precision --build-arg=int8 --build-arg=--calibration
+--build-arg=CALIB`: the accuracy of a reduced-precision engine.
 The prediction is the argmax of output I (default 0) over its last axis.
 
 It prints kiln's accuracy and, when info.json is found (--info, default
@@ -223,6 +226,7 @@ def evaluate(a):
                                                                   a.batch, rest)]
                 else:
                     cmd += ["--shape", "%s=%s" % (name, dims_str(arr.shape))]
+            cmd += a.build_arg
             run(cmd)
             how = "an engine built once (%s)" % " ".join(["kiln build MODEL -o ENGINE"] + cmd[5:])
         t_build = time.time() - t0
@@ -315,8 +319,13 @@ def main():
                     help="exit 1 when |kiln - PyTorch| accuracy exceeds this many points")
     ap.add_argument("--min-accuracy", type=float, default=None,
                     help="exit 1 when kiln's accuracy (%%) is below this")
+    ap.add_argument("--build-arg", action="append", default=[], metavar="ARG",
+                    help="an argument for the engine's kiln build (repeatable; use the "
+                         "--build-arg=--precision form for arguments that start with -)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args()
+    if a.build_arg and (a.reference or (os.path.isfile(a.model) and is_engine(a.model))):
+        ap.error("--build-arg needs an ONNX model built into an engine (no --reference)")
     if a.batch < 1 or a.jobs < 1 or a.threads < 1 or a.output < 0:
         ap.error("--batch, --jobs and --threads must be >= 1, --output >= 0")
     try:

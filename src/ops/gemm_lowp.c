@@ -11,6 +11,9 @@
  *   fp16          B in fp16, A rounded to fp16 as it is packed (when the
  *                 kernels can: see hgemm.h), fp32 sums;
  *   fp16-weights  B in fp16, A fp32;
+ *   int8-weights  B per output channel s8 with fp32 scales (hgemm's S8W,
+ *                 weight-only: a quarter of the weight bytes), A fp32,
+ *                 fp32 sums, each output scaled once;
  *   int8          B per output channel s8 (kn_quantize_weights_s8), A
  *                 quantized to u8 with the step's input scale and zero
  *                 point as it is packed, exact s32 sums, dequantized in
@@ -48,12 +51,16 @@ static const lowp_ext *ext_of(const kn_gemm_packed *p) {
 }
 
 static kn_hgemm_type htype(int32_t precision) {
-  return precision == KN_PRECISION_BF16 ? KN_HGEMM_BF16 : KN_HGEMM_F16;
+  return precision == KN_PRECISION_BF16           ? KN_HGEMM_BF16
+         : precision == KN_PRECISION_INT8_WEIGHTS ? KN_HGEMM_S8W
+                                                  : KN_HGEMM_F16;
 }
 
+/* The precisions that run on the hgemm family (fp32 sums of half or
+ * weight-only int8 products). */
 static bool is_half(int32_t precision) {
   return precision == KN_PRECISION_BF16 || precision == KN_PRECISION_FP16 ||
-         precision == KN_PRECISION_FP16_WEIGHTS;
+         precision == KN_PRECISION_FP16_WEIGHTS || precision == KN_PRECISION_INT8_WEIGHTS;
 }
 
 /* The variant a context on (isa, features) runs for precision p. */
@@ -202,6 +209,8 @@ static void plan_of(const kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t thread
     pl->hb = pk && !pl->pack_now ? pk->blocking : kn_hgemm_blocking_of(rt->isa, &rt->caches);
     pl->h = (kn_hgemm_args){.type = (kn_hgemm_type)pl->impl,
                             .bf16_dot = kn_hgemm_bf16_dot(rt->isa, rt->features),
+                            /* fp16 steps multiply fp16-stored activations */
+                            .round_a = pl->prec == KN_PRECISION_FP16,
                             .m = g->m, .n = g->n, .k = g->k, .alpha = g->alpha, .a = g->a,
                             .lda = g->lda, .c = g->c, .ldc = g->ldc, .ep = g->ep,
                             .rows_done = g->rows_done ? rows_adapter : NULL,
@@ -266,7 +275,7 @@ uint32_t kn_gemm_precisions(const kn_graph *g, const kn_node *n, bool trans_b) {
       !kn_gemm_f32_rank(g, n->inputs[0], 1, KN_MAX_RANK))
     return 0;
   uint32_t m = (1u << KN_PRECISION_BF16) | (1u << KN_PRECISION_FP16) |
-               (1u << KN_PRECISION_FP16_WEIGHTS);
+               (1u << KN_PRECISION_FP16_WEIGHTS) | (1u << KN_PRECISION_INT8_WEIGHTS);
   int64_t k = trans_b ? t->dims[1] : t->dims[0];
   if (k <= KN_QGEMM_K_MAX) m |= 1u << KN_PRECISION_INT8;
   return m;

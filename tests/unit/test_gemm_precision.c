@@ -5,9 +5,10 @@
  * The oracle is the same graph on the reference kernels with the rounding
  * made explicit: the input goes through what the precision does to it
  * (QuantizeLinear -> DequantizeLinear with the step's scale and zero point
- * for int8; Cast to bfloat16 / float16 and back for bf16 / fp16) and the
- * weights are replaced by their rounded values (per-channel s8 times its
- * scale; bf16; fp16).  What is left between the two is the order and
+ * for int8; Cast to bfloat16 / float16 and back for bf16 / fp16; nothing
+ * for the weight-only fp16-weights and int8-weights) and the weights are
+ * replaced by their rounded values (per-channel s8 times its scale for
+ * int8 and int8-weights; bf16; fp16).  What is left between the two is the order and
  * precision of the fp32 sums and of the dequantization, so outputs must
  * agree to 2e-5 of the output's largest magnitude (a value quantized into
  * the wrong bucket, a wrong zero point or scale, a dropped epilogue or a
@@ -56,7 +57,7 @@ static int32_t const_u8(kn_graph *g, uint8_t v) {
  * the output channels its rows (per_row) or columns. */
 static void round_weights(float *b, int64_t rows, int64_t cols, bool per_row, int32_t prec) {
   int64_t nel = rows * cols;
-  if (prec == KN_PRECISION_INT8) {
+  if (prec == KN_PRECISION_INT8 || prec == KN_PRECISION_INT8_WEIGHTS) {
     int8_t *q = malloc((size_t)nel);
     float *sc = malloc((size_t)(per_row ? rows : cols) * sizeof(float));
     assert_non_null(q);
@@ -76,7 +77,8 @@ static void round_weights(float *b, int64_t rows, int64_t cols, bool per_row, in
 
 /* The input as the step sees it (ref: the explicit rounding). */
 static int32_t step_input(kn_graph *g, int32_t x, const pcase *c, bool ref) {
-  if (!ref || c->prec == KN_PRECISION_FP16_WEIGHTS) return x;
+  if (!ref || c->prec == KN_PRECISION_FP16_WEIGHTS || c->prec == KN_PRECISION_INT8_WEIGHTS)
+    return x;
   if (c->prec == KN_PRECISION_INT8) {
     int32_t in[3] = {x, tk_const_scalar(g, c->a_scale), const_u8(g, (uint8_t)c->a_zero)};
     int32_t q = tk_node(g, "QuantizeLinear", 3, in);
@@ -216,6 +218,16 @@ static void test_bf16(void **state) {
   sweep(KN_PRECISION_BF16);
 }
 
+static void test_fp16(void **state) {
+  (void)state;
+  sweep(KN_PRECISION_FP16); /* A rounded to fp16 too */
+}
+
+static void test_int8_weights(void **state) {
+  (void)state;
+  sweep(KN_PRECISION_INT8_WEIGHTS);
+}
+
 static void test_fp16_weights(void **state) {
   (void)state;
   sweep(KN_PRECISION_FP16_WEIGHTS);
@@ -236,6 +248,7 @@ static void test_precisions_hook(void **state) {
   uint32_t pc = c->op->precisions(g, c, KN_ISA_PORTABLE);
   assert_true(pc & (1u << KN_PRECISION_INT8));
   assert_true(pc & (1u << KN_PRECISION_BF16));
+  assert_true(pc & (1u << KN_PRECISION_INT8_WEIGHTS));
   assert_int_equal(r->op->precisions(g, r, KN_ISA_PORTABLE), 0);
   kn_ir_model_free(m);
 }
@@ -246,6 +259,8 @@ int main(void) {
       cmocka_unit_test(test_int8),
       cmocka_unit_test(test_bf16),
       cmocka_unit_test(test_fp16_weights),
+      cmocka_unit_test(test_fp16),
+      cmocka_unit_test(test_int8_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
