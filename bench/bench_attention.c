@@ -2,7 +2,8 @@
  * bench_attention: GFLOP/s of the streamed attention kernel
  * (src/kernels/attention) on BERT's shapes, next to the Attention op's
  * reference kernel (src/ops/attention.c, run by the executor), for each ISA
- * on 1 and 2 threads.
+ * on 1 and 2 threads, and on AVX-512 as a bf16 step too (its max abs diff
+ * is bf16's rounding, not an error).
  *
  *   bench_attention [--reps N]
  *
@@ -153,8 +154,13 @@ int main(int argc, char **argv) {
            flops / tref * 1e-9);
     for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
       if (!kn_isa_available((kn_isa)isa, f)) continue;
-      for (int32_t threads = 1; threads <= 2; threads++) {
-        kn_rt rt = {.isa = (kn_isa)isa};
+      /* AVX-512 also as a bf16 step (vdpbf16ps where the CPU has it) */
+      for (int32_t step = 0; step < 4; step++) {
+        int32_t threads = 1 + step % 2;
+        bool bf16 = step >= 2;
+        if (bf16 && isa != KN_ISA_AVX512) break;
+        b.m->graph->nodes[0].precision = bf16 ? KN_PRECISION_BF16 : KN_PRECISION_FP32;
+        kn_rt rt = {.isa = (kn_isa)isa, .features = f};
         kn_error err;
         if (threads > 1 && kn_pool_create(threads, &rt.pool, &err)) abort();
         b.rt = &rt;
@@ -163,9 +169,13 @@ int main(int argc, char **argv) {
         const float *x = ref.t.data, *y = b.out.t.data;
         for (int64_t e = 0; e < kn_tensor_numel(&ref.t); e++)
           if (!(fabs((double)x[e] - y[e]) <= diff)) diff = fabs((double)x[e] - y[e]);
-        printf("| %s | %s | %d | %.3f | %.1f | %.2f | %.2g |\n", s->what,
-               kn_isa_name((kn_isa)isa), threads, t * 1e3, flops / t * 1e-9, tref / t, diff);
+        printf("| %s | %s%s | %d | %.3f | %.1f | %.2f | %.2g |\n", s->what,
+               kn_isa_name((kn_isa)isa),
+               bf16 ? ((f & KN_CPU_BIT(AVX512BF16)) ? " bf16 (vdpbf16ps)" : " bf16 (rounded)")
+                    : "",
+               threads, t * 1e3, flops / t * 1e-9, tref / t, diff);
         b.rt = NULL;
+        b.m->graph->nodes[0].precision = KN_PRECISION_FP32;
         free(rt.scratch);
         kn_pool_free(rt.pool);
       }

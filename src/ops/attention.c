@@ -43,6 +43,7 @@
 
 #include <math.h>
 
+#include "core/cpu.h"
 #include "kernels/attention/attention.h"
 #include "plan/tactic.h"
 
@@ -407,6 +408,9 @@ static kn_status att_run(kn_op_ctx *ctx) {
   if (ctx->rt && ctx->node->tactic == KN_TACTIC_attention_streamed && att_fast_ok(&plan)) {
     int32_t threads = kn_rt_threads(ctx->rt);
     plan.a.caches = &ctx->rt->caches; /* the query tile's rows come from the L1 */
+    plan.a.bf16 = ctx->node->precision == KN_PRECISION_BF16;
+    plan.a.bf16_dot = plan.a.bf16 && ctx->rt->isa == KN_ISA_AVX512 &&
+                      (ctx->rt->features & KN_CPU_BIT(AVX512BF16));
     void *scratch = kn_rt_scratch(ctx->rt, kn_f32_attention_scratch(&plan.a, threads));
     if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for the attention tiles");
     kn_f32_attention(ctx->rt->isa, ctx->rt->pool, &plan.a, scratch);
@@ -443,6 +447,14 @@ static int32_t att_select(const kn_graph *g, const kn_node *n, int32_t isa) {
     if (t->kind != KN_KIND_TENSOR || t->dtype != KN_DTYPE_F32 || t->rank < 0) return 0;
   }
   return KN_TACTIC_attention_streamed;
+}
+
+/* bf16 where the streamed kernel runs: both products on bf16 operands,
+ * fp32 softmax and sums (attention.h).  A layout the kernel cannot stride
+ * through falls back at run time to the fp32 reference, which is only
+ * more exact. */
+static uint32_t att_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
+  return att_select(g, n, isa) ? 1u << KN_PRECISION_BF16 : 0;
 }
 
 static double att_flops(const kn_op_ctx *ctx) {
@@ -539,6 +551,7 @@ static void att_tiling(const kn_graph *g, const kn_node *n, const void *packed,
 
 const kn_op_def kn_ops_attention[] = {
     {"Attention", KN_DOMAIN, 3, 4, 1, 1, 1, 1, att_infer, att_run, att_flops, KN_INPLACE_NONE,
-     false, att_select, NULL, NULL, .loops = att_loops, .tiling = att_tiling},
+     false, att_select, NULL, NULL, .loops = att_loops, .tiling = att_tiling,
+     .precisions = att_precisions},
     KN_OP_END,
 };

@@ -109,10 +109,19 @@ typedef struct layout {
 
 static float rnd(uint32_t *s) { return tk_pseudo(s); }
 
+enum { BF16_OFF, BF16_ROUNDED, BF16_DOT }; /* fp32; bf16 emulated; bf16 on vdpbf16ps */
+
+static double bf(float x, int bf16) {
+  return bf16 ? (double)kn_bf16_to_f32(kn_f32_to_bf16(x)) : (double)x;
+}
+
 /* Runs the kernel (isa, threads) and the naive reference; returns the
- * output (caller frees). */
+ * output (caller frees).  bf16: a bf16 step, whose reference rounds q, k
+ * and v to bf16 first; its softmax weights are rounded too, relative to
+ * the running maximum (which the reference cannot follow), each by at
+ * most 2^-9 of itself, so the output may move by 2^-9 max|v| more. */
 static float *run_case(const shape *s, const layout *l, kn_isa isa, int32_t threads,
-                       bool check) {
+                       bool check, int bf16) {
   int64_t B = s->B, H = s->H, Sq = s->Sq, Sk = s->Sk, Dk = s->Dk, Dv = s->Dv;
   int64_t qrows = l->q_one_row ? 1 : Sq, kvb = l->kv_batch1 ? 1 : B;
   uint32_t seed = 99;
@@ -135,6 +144,7 @@ static float *run_case(const shape *s, const layout *l, kn_isa isa, int32_t thre
       .k = k,
       .v = v, .v_sb = l->kv_batch1 ? 0 : Sk * H * Dv, .v_sh = Dv, .v_sj = H * Dv,
       .out = o, .o_sb = Sq * H * Dv, .o_sh = Dv, .o_si = H * Dv,
+      .bf16 = bf16 != BF16_OFF, .bf16_dot = bf16 == BF16_DOT,
   };
   if (l->k_transposed) {
     a.k_sb = l->kv_batch1 ? 0 : H * Dk * Sk;
@@ -185,7 +195,7 @@ static float *run_case(const shape *s, const layout *l, kn_isa isa, int32_t thre
           for (int64_t j = 0; j < Sk; j++) {
             const float *kj = k + b * a.k_sb + h * a.k_sh + j * a.k_sj;
             double d = 0;
-            for (int64_t e = 0; e < Dk; e++) d += (double)qi[e] * kj[e * a.k_sd];
+            for (int64_t e = 0; e < Dk; e++) d += bf(qi[e], bf16) * bf(kj[e * a.k_sd], bf16);
             sc[j] = d * a.scale + (mi ? mi[j * a.m_sj] : 0.0);
             if (sc[j] > mx) mx = sc[j];
           }
@@ -194,14 +204,18 @@ static float *run_case(const shape *s, const layout *l, kn_isa isa, int32_t thre
           for (int64_t e = 0; e < Dv; e++) {
             double acc = 0;
             for (int64_t j = 0; j < Sk; j++)
-              acc += sc[j] * v[b * a.v_sb + h * a.v_sh + j * a.v_sj + e];
+              acc += sc[j] * bf(v[b * a.v_sb + h * a.v_sh + j * a.v_sj + e], bf16);
             double want = acc / sum;
             float got = o[b * a.o_sb + h * a.o_sh + i * a.o_si + e];
             if (isnan(want) && isnan(got)) continue;
-            if (!(fabs(got - want) <= 2e-5 + 1e-4 * fabs(want)))
-              fail_msg("%s B%lld H%lld Sq%lld Sk%lld Dk%lld Dv%lld kt%d q1%d kv1%d mask%d: "
+            /* v in [-1, 1): the weights' rounding moves the output by 2^-9 */
+            double tol = 2e-5 + 1e-4 * fabs(want) + (bf16 ? 1.0 / 512 : 0.0);
+            if (!(fabs(got - want) <= tol))
+              fail_msg("%s%s B%lld H%lld Sq%lld Sk%lld Dk%lld Dv%lld kt%d q1%d kv1%d mask%d: "
                        "[%lld,%lld,%lld,%lld] %.8g, expected %.8g",
-                       kn_isa_name(isa), (long long)B, (long long)H, (long long)Sq,
+                       kn_isa_name(isa),
+                       bf16 == BF16_DOT ? " bf16 dot" : bf16 ? " bf16 rounded" : "",
+                       (long long)B, (long long)H, (long long)Sq,
                        (long long)Sk, (long long)Dk, (long long)Dv, l->k_transposed,
                        l->q_one_row, l->kv_batch1, l->mask, (long long)b, (long long)h,
                        (long long)i, (long long)e, (double)got, want);
@@ -252,8 +266,8 @@ static void test_kernel_vs_naive(void **state) {
                     .kv_batch1 = variant == 4, .mask = (variant >> 1) & 3,
                     .l1d = l1s[(variant + si) % 3]};
         if (l.q_one_row && l.mask == MASK_FULL) l.mask = MASK_PER_ROW;
-        float *o1 = run_case(&shapes[si], &l, (kn_isa)isa, 1, true);
-        float *o2 = run_case(&shapes[si], &l, (kn_isa)isa, 2, false);
+        float *o1 = run_case(&shapes[si], &l, (kn_isa)isa, 1, true, BF16_OFF);
+        float *o2 = run_case(&shapes[si], &l, (kn_isa)isa, 2, false, BF16_OFF);
         const shape *s = &shapes[si];
         size_t no = (size_t)(s->B * s->Sq * s->H * s->Dv);
         /* one task computes each row in a fixed order: same bits on any
@@ -261,6 +275,46 @@ static void test_kernel_vs_naive(void **state) {
         assert_memory_equal(o1, o2, no * sizeof *o1);
         free(o1);
         free(o2);
+      }
+  }
+}
+
+/* A bf16 step: rounded operands through the fp32 micro-kernels on every
+ * ISA, and on vdpbf16ps where the CPU has it; the two take the same
+ * rounded products and differ only in the order of the fp32 sums. */
+static void test_kernel_bf16(void **state) {
+  (void)state;
+  uint64_t f = kn_cpu_features();
+  bool dot = kn_isa_available(KN_ISA_AVX512, f) && (f & KN_CPU_BIT(AVX512BF16)) &&
+             kn_bf16_attention_ukernels_for(KN_ISA_AVX512);
+  if (!dot) printf("(no AVX512_BF16 here: the vdpbf16ps products are not run)\n");
+  for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+    if (!kn_isa_available((kn_isa)isa, f)) continue;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+      for (int variant = 0; variant < 8; variant += 3) {
+        layout l = {.k_transposed = variant & 1, .q_one_row = variant == 6,
+                    .kv_batch1 = variant == 3, .mask = (variant >> 1) & 3};
+        if (l.q_one_row && l.mask == MASK_FULL) l.mask = MASK_PER_ROW;
+        const shape *s = &shapes[si];
+        size_t no = (size_t)(s->B * s->Sq * s->H * s->Dv);
+        float *r1 = run_case(s, &l, (kn_isa)isa, 1, true, BF16_ROUNDED);
+        float *r2 = run_case(s, &l, (kn_isa)isa, 2, false, BF16_ROUNDED);
+        assert_memory_equal(r1, r2, no * sizeof *r1);
+        if (dot && isa == KN_ISA_AVX512) {
+          float *d1 = run_case(s, &l, (kn_isa)isa, 1, true, BF16_DOT);
+          float *d2 = run_case(s, &l, (kn_isa)isa, 2, false, BF16_DOT);
+          assert_memory_equal(d1, d2, no * sizeof *d1);
+          for (size_t i = 0; i < no; i++) {
+            if (isnan(d1[i]) && isnan(r1[i])) continue;
+            if (!(fabsf(d1[i] - r1[i]) <= 5e-5f + 1e-4f * fabsf(r1[i])))
+              fail_msg("shape %zu variant %d element %zu: vdpbf16ps %.8g, rounded fp32 %.8g",
+                       si, variant, i, (double)d1[i], (double)r1[i]);
+          }
+          free(d1);
+          free(d2);
+        }
+        free(r1);
+        free(r2);
       }
   }
 }
@@ -349,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_exp_error),
       cmocka_unit_test(test_query_rows_from_l1),
       cmocka_unit_test(test_kernel_vs_naive),
+      cmocka_unit_test(test_kernel_bf16),
       cmocka_unit_test(test_op_tactic),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -64,6 +64,14 @@ typedef struct kn_f32_attention_args {
   float *out;
   int64_t o_sb, o_sh, o_si; /* feature stride 1 */
   const kn_caches *caches;  /* the query tile's L1 (NULL: the common sizes) */
+  /* A bf16 step: q, k, v and the softmax weights are rounded to bf16 (to
+   * nearest even) before their products, which are exact in fp32 and
+   * summed in fp32 (the running max, the sums and the accumulators stay
+   * fp32).  With bf16_dot (AVX512_BF16 present and isa AVX-512) the
+   * products run on vdpbf16ps, operands packed as k pairs; otherwise the
+   * rounded values go through the fp32 micro-kernels: the same products,
+   * summed in another order. */
+  bool bf16, bf16_dot;
 } kn_f32_attention_args;
 
 /* Scratch bytes kn_f32_attention needs on `threads` threads. */
@@ -99,6 +107,25 @@ typedef struct kn_f32_attention_ukernels {
 void kn_f32_attention_pack_kt_portable(float *kt, const float *k, int64_t k_sj, int64_t k_sd,
                                        int64_t cols, int64_t dk);
 
+/* The bf16 products of a bf16 step on vdpbf16ps (NULL where the build
+ * has no AVX512_BF16 kernel), and the conversions that feed them, all
+ * rounding to nearest even as vcvtneps2bf16 does (fp32 denormals become
+ * zero there, as vdpbf16ps treats bf16 ones). */
+typedef struct kn_bf16_attention_ukernels {
+  /* C[m x n] (+)= A[m x 2 kp] . B[2 kp x n], fp32 C: A row-major in bf16
+   * with k pairs contiguous (row stride lda halves, even); B as kp rows of
+   * n pairs, b[p * ldb + 2 c + t] = B[2 p + t][c] (ldb halves, even): the
+   * layout vdpbf16ps multiplies. */
+  void (*gemm)(int64_t m, int64_t n, int64_t kp, const uint16_t *a, int64_t lda,
+               const uint16_t *b, int64_t ldb, float *c, int64_t ldc, bool accumulate);
+  /* dst[i] = bf16(src[i]) for i < n */
+  void (*convert)(uint16_t *dst, const float *src, int64_t n);
+  /* dst[2 i] = bf16(r0[i]), dst[2 i + 1] = bf16(r1[i]) (0 when r1 is NULL)
+   * for i < n: two rows as one row of pairs */
+  void (*interleave)(uint16_t *dst, const float *r0, const float *r1, int64_t n);
+} kn_bf16_attention_ukernels;
+const kn_bf16_attention_ukernels *kn_bf16_attention_ukernels_for(kn_isa isa);
+
 /* The ISA's micro-kernels (portable ones for an ISA this build lacks). */
 const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa);
 
@@ -113,6 +140,7 @@ extern const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx2;
 extern const kn_f32_attention_ukernels kn_f32_attention_ukernels__avx512;
 void kn_f32_attention_pack_kt__avx2(float *kt, const float *k, int64_t k_sj, int64_t k_sd,
                                     int64_t cols, int64_t dk);
+extern const kn_bf16_attention_ukernels kn_bf16_attention_ukernels__avx512bf16;
 #endif
 
 #endif

@@ -109,6 +109,14 @@ static const kn_f32_attention_ukernels ukernels_portable = {
     gemm_portable, scale_mask_max_portable, exp_sum_portable, rescale_portable,
     kn_f32_attention_pack_kt_portable};
 
+const kn_bf16_attention_ukernels *kn_bf16_attention_ukernels_for(kn_isa isa) {
+#ifdef KN_HAVE_X86_KERNELS
+  if (isa == KN_ISA_AVX512) return &kn_bf16_attention_ukernels__avx512bf16;
+#endif
+  (void)isa;
+  return NULL;
+}
+
 const kn_f32_attention_ukernels *kn_f32_attention_ukernels_for(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS
   if (isa == KN_ISA_AVX512) return &kn_f32_attention_ukernels__avx512;
@@ -127,14 +135,27 @@ static int64_t round64(int64_t n) { return (n + 15) & ~(int64_t)15; }
  * head's keys packed tile by tile as Dk x KB (each tile contiguous: 64
  * rows of 256 bytes, where strided rows of a long sequence would fall into
  * a few L1 sets and evict each other), and its values with contiguous rows
- * when they are not already. */
+ * when they are not already.  A bf16 step adds its rounded query tile
+ * (qr: bf16 pairs on vdpbf16ps, else rounded floats), and on vdpbf16ps
+ * the weights tile (ph), the keys (kh: per key tile, Dk/2 rows of KB
+ * pairs) and the values (vh: per key tile, KB/2 rows of Dv pairs) as bf16
+ * pairs; without it the values are always copied (to round them). */
 typedef struct att_scratch_layout {
-  int64_t s, acc, mx, sum, kt, vp, total;
+  int64_t s, acc, mx, sum, kt, vp, qr, ph, kh, vh, total;
 } att_scratch_layout;
 
-static bool values_packed(const kn_f32_attention_args *a) {
-  return a->v_sj != a->dv && a->sk > 1;
+/* bf16 products on vdpbf16ps (bf16_dot promises an AVX-512 run on a CPU
+ * with AVX512_BF16; a build without the kernel rounds instead) */
+static bool native_bf16(const kn_f32_attention_args *a) {
+  return a->bf16 && a->bf16_dot && kn_bf16_attention_ukernels_for(KN_ISA_AVX512) != NULL;
 }
+
+static bool values_packed(const kn_f32_attention_args *a) {
+  if (a->bf16 && !a->bf16_dot) return a->sk > 0; /* rounded copies */
+  return !native_bf16(a) && a->v_sj != a->dv && a->sk > 1;
+}
+
+static int64_t even(int64_t n) { return (n + 1) & ~(int64_t)1; }
 
 int64_t kn_f32_attention_query_rows(int64_t dk, int64_t dv, const kn_caches *caches) {
   int64_t l1 = (int64_t)kn_caches_or_common(caches).l1d / (int64_t)sizeof(float);
@@ -154,7 +175,14 @@ static att_scratch_layout scratch_layout(const kn_f32_attention_args *a) {
   l.kt = l.sum + round64(qb);
   int64_t tiles = (a->sk + KN_ATT_KB - 1) / KN_ATT_KB;
   l.vp = l.kt + round64(tiles * KN_ATT_KB * (a->dk > 0 ? a->dk : 1));
-  l.total = l.vp + (values_packed(a) ? round64(a->sk * a->dv) : 0);
+  l.qr = l.vp + (values_packed(a) ? round64(a->sk * a->dv) : 0);
+  /* halves counted in floats: two a float */
+  int64_t dk2 = even(a->dk > 0 ? a->dk : 1);
+  l.ph = l.qr + (native_bf16(a) ? round64(qb * dk2 / 2) : a->bf16 ? round64(qb * dk2) : 0);
+  l.kh = l.ph + (native_bf16(a) ? round64(qb * KN_ATT_KB / 2) : 0);
+  l.vh = l.kh + (native_bf16(a) ? round64(tiles * KN_ATT_KB * dk2 / 2) : 0);
+  l.total = l.vh + (native_bf16(a) ? round64(tiles * KN_ATT_KB * (a->dv > 0 ? a->dv : 1) / 2)
+                                   : 0);
   return l;
 }
 
@@ -165,6 +193,7 @@ size_t kn_f32_attention_scratch(const kn_f32_attention_args *a, int32_t threads)
 typedef struct att_job {
   const kn_f32_attention_args *a;
   const kn_f32_attention_ukernels *uk;
+  const kn_bf16_attention_ukernels *bk; /* non-NULL: the bf16 products on it */
   float *scratch;
   att_scratch_layout l;
   int64_t qb;          /* query rows per tile */
@@ -172,15 +201,22 @@ typedef struct att_job {
   int64_t chunk_tiles; /* query tiles per chunk */
 } att_job;
 
-/* One tile of `rows` query rows against every key. */
-static void att_tile(const att_job *job, float *ws, const float *q, const float *kt,
-                     const float *v, int64_t v_sj, const float *mask, float *out,
-                     int64_t rows) {
+static float round_bf16(float x) { return kn_bf16_to_f32(kn_f32_to_bf16(x)); }
+
+/* One tile of `rows` query rows against every key.  q: the query rows
+ * (row stride q_si); for a bf16 step on vdpbf16ps, qh holds them as bf16
+ * pairs (row stride even(Dk)) and kh, vh the head's keys and values. */
+static void att_tile(const att_job *job, float *ws, const float *q, int64_t q_si,
+                     const float *kt, const float *v, int64_t v_sj, const float *mask,
+                     float *out, int64_t rows) {
   const kn_f32_attention_args *a = job->a;
   const kn_f32_attention_ukernels *uk = job->uk;
   float *s = ws + job->l.s, *acc = ws + job->l.acc, *mx = ws + job->l.mx,
         *sum = ws + job->l.sum;
-  int64_t Dk = a->dk, Dv = a->dv, Sk = a->sk;
+  int64_t Dk = a->dk, Dv = a->dv, Sk = a->sk, dk2 = even(Dk);
+  const uint16_t *qh = (const uint16_t *)(ws + job->l.qr), *kh = (const uint16_t *)(ws + job->l.kh),
+                 *vh = (const uint16_t *)(ws + job->l.vh);
+  uint16_t *ph = (uint16_t *)(ws + job->l.ph);
   for (int64_t r = 0; r < rows; r++) {
     mx[r] = -INFINITY;
     sum[r] = 0.0f;
@@ -188,7 +224,11 @@ static void att_tile(const att_job *job, float *ws, const float *q, const float 
   if (Sk == 0) memset(acc, 0, (size_t)(rows * Dv) * sizeof *acc);
   for (int64_t j0 = 0; j0 < Sk; j0 += KN_ATT_KB) {
     int64_t cols = Sk - j0 < KN_ATT_KB ? Sk - j0 : KN_ATT_KB;
-    uk->gemm(rows, cols, Dk, q, a->q_si, kt + j0 * Dk, KN_ATT_KB, s, KN_ATT_KB, false);
+    if (job->bk)
+      job->bk->gemm(rows, cols, dk2 / 2, qh, dk2, kh + j0 * dk2, 2 * KN_ATT_KB, s, KN_ATT_KB,
+                 false);
+    else
+      uk->gemm(rows, cols, Dk, q, q_si, kt + j0 * Dk, KN_ATT_KB, s, KN_ATT_KB, false);
     for (int64_t r = 0; r < rows; r++) {
       float *sr = s + r * KN_ATT_KB;
       const float *mr = mask ? mask + r * a->m_si + j0 * a->m_sj : NULL;
@@ -206,8 +246,19 @@ static void att_tile(const att_job *job, float *ws, const float *q, const float 
         sum[r] += uk->exp_sum(sr, cols, mnew);
       }
       mx[r] = mnew;
+      /* a bf16 step multiplies the weights rounded (their sum stays fp32) */
+      if (job->bk) {
+        uint16_t *pr = ph + r * KN_ATT_KB;
+        job->bk->convert(pr, sr, cols);
+        if (cols & 1) pr[cols] = 0;
+      } else if (a->bf16) {
+        for (int64_t j = 0; j < cols; j++) sr[j] = round_bf16(sr[j]);
+      }
     }
-    uk->gemm(rows, Dv, cols, s, KN_ATT_KB, v + j0 * v_sj, v_sj, acc, Dv, j0 > 0);
+    if (job->bk)
+      job->bk->gemm(rows, Dv, even(cols) / 2, ph, KN_ATT_KB, vh + j0 * Dv, 2 * Dv, acc, Dv, j0 > 0);
+    else
+      uk->gemm(rows, Dv, cols, s, KN_ATT_KB, v + j0 * v_sj, v_sj, acc, Dv, j0 > 0);
   }
   for (int64_t r = 0; r < rows; r++) {
     float *o = out + r * a->o_si;
@@ -230,26 +281,68 @@ static void att_task(void *arg, int64_t task, int32_t thread) {
   /* the head's keys as Dk x KB tiles, its values as contiguous rows */
   const float *k = a->k + b * a->k_sb + h * a->k_sh;
   float *kt = ws + job->l.kt;
+  int64_t Dk = a->dk, Dv = a->dv, dk2 = even(Dk);
   for (int64_t j0 = 0; j0 < a->sk; j0 += KN_ATT_KB) {
     int64_t cols = a->sk - j0 < KN_ATT_KB ? a->sk - j0 : KN_ATT_KB;
-    job->uk->pack_kt(kt + j0 * a->dk, k + j0 * a->k_sj, a->k_sj, a->k_sd, cols, a->dk);
+    float *t = kt + j0 * Dk;
+    job->uk->pack_kt(t, k + j0 * a->k_sj, a->k_sj, a->k_sd, cols, Dk);
+    if (job->bk) {
+      /* Dk/2 rows of KB pairs (d = 2p, 2p + 1) per key tile */
+      uint16_t *kh = (uint16_t *)(ws + job->l.kh) + j0 * dk2;
+      if (cols < KN_ATT_KB) /* the last tile: columns past it are 0 */
+        for (int64_t d = 0; d < Dk; d++)
+          memset(t + d * KN_ATT_KB + cols, 0, (size_t)(KN_ATT_KB - cols) * sizeof *t);
+      for (int64_t p = 0; p < dk2 / 2; p++)
+        job->bk->interleave(kh + p * 2 * KN_ATT_KB, t + 2 * p * KN_ATT_KB,
+                            2 * p + 1 < Dk ? t + (2 * p + 1) * KN_ATT_KB : NULL, KN_ATT_KB);
+    } else if (a->bf16) {
+      for (int64_t d = 0; d < Dk; d++)
+        for (int64_t c = 0; c < cols; c++) t[d * KN_ATT_KB + c] = round_bf16(t[d * KN_ATT_KB + c]);
+    }
   }
   const float *v = a->v + b * a->v_sb + h * a->v_sh;
   int64_t v_sj = a->v_sj;
-  if (values_packed(a)) {
+  if (job->bk) {
+    /* per key tile, KB/2 rows of Dv pairs (keys j = 2p, 2p + 1) */
+    uint16_t *vh = (uint16_t *)(ws + job->l.vh);
+    for (int64_t j0 = 0; j0 < a->sk; j0 += KN_ATT_KB) {
+      int64_t cols = a->sk - j0 < KN_ATT_KB ? a->sk - j0 : KN_ATT_KB;
+      uint16_t *t = vh + j0 * Dv;
+      for (int64_t p = 0; p < even(cols) / 2; p++)
+        job->bk->interleave(t + p * 2 * Dv, v + (j0 + 2 * p) * v_sj,
+                            2 * p + 1 < cols ? v + (j0 + 2 * p + 1) * v_sj : NULL, Dv);
+    }
+  } else if (values_packed(a)) {
     float *vp = ws + job->l.vp;
-    for (int64_t j = 0; j < a->sk; j++)
-      memcpy(vp + j * a->dv, v + j * a->v_sj, (size_t)a->dv * sizeof *vp);
+    for (int64_t j = 0; j < a->sk; j++) {
+      memcpy(vp + j * Dv, v + j * a->v_sj, (size_t)Dv * sizeof *vp);
+      if (a->bf16)
+        for (int64_t f = 0; f < Dv; f++) vp[j * Dv + f] = round_bf16(vp[j * Dv + f]);
+    }
     v = vp;
-    v_sj = a->dv;
+    v_sj = Dv;
   }
   for (int64_t i = i0; i < i1; i += job->qb) {
     int64_t rows = i1 - i < job->qb ? i1 - i : job->qb;
     const float *q = a->q + b * a->q_sb + h * a->q_sh + i * a->q_si;
+    int64_t q_si = a->q_si;
+    if (job->bk) {
+      uint16_t *qh = (uint16_t *)(ws + job->l.qr);
+      for (int64_t r = 0; r < rows; r++) {
+        job->bk->convert(qh + r * dk2, q + r * q_si, Dk);
+        if (Dk & 1) qh[r * dk2 + Dk] = 0;
+      }
+    } else if (a->bf16) {
+      float *qr = ws + job->l.qr;
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < Dk; d++) qr[r * Dk + d] = round_bf16(q[r * q_si + d]);
+      q = qr;
+      q_si = Dk;
+    }
     const float *mask =
         a->mask ? a->mask + b * a->m_sb + h * a->m_sh + i * a->m_si : NULL;
     float *out = a->out + b * a->o_sb + h * a->o_sh + i * a->o_si;
-    att_tile(job, ws, q, kt, v, v_sj, mask, out, rows);
+    att_tile(job, ws, q, q_si, kt, v, v_sj, mask, out, rows);
   }
 }
 
@@ -275,9 +368,11 @@ void kn_f32_attention(kn_isa isa, kn_pool *pool, const kn_f32_attention_args *a,
     if (most > tiles) most = tiles;
     while (chunks < most && (bh * chunks) % threads) chunks++;
   }
+  KN_ASSERT(!native_bf16(a) || isa == KN_ISA_AVX512);
   att_job job = {
       .a = a,
       .uk = kn_f32_attention_ukernels_for(isa),
+      .bk = native_bf16(a) ? kn_bf16_attention_ukernels_for(isa) : NULL,
       .scratch = scratch,
       .l = scratch_layout(a),
       .qb = qb,
