@@ -160,7 +160,8 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
       if (forced >= 0) {
         st = kn_fail(err, KN_ERR_UNSUPPORTED,
                      "%s: --layer-precision asks step '%s' (%s) for %s, which it cannot run "
-                     "in (steps with constant weights: Conv, Gemm, MatMul and their fusions)",
+                     "in (steps with constant weights: Conv, Gemm, MatMul and their "
+                     "fusions; Attention in bf16)",
                      label, n->name, n->op_type, kn_precision_name(want));
         goto done;
       }
