@@ -5,7 +5,11 @@
  * kn_sgemm on the same shapes in the same run, on 1 and 2 threads.
  *
  *   bench_qgemm [--reps N] [--impl portable|avx2|avx512vnni] [--threads T]
- *               [--shape MxNxK] [--cpu]
+ *               [--shape MxNxK] [--cpu] [--no-fp32] [--blocking KC,MC,NC]
+ *
+ * --no-fp32 leaves kn_sgemm out (for profiling the int8 path alone);
+ * --blocking replaces kn_qgemm_blocking_of's choice (results do not
+ * depend on it).
  *
  * Weights are prepacked for both (B: s8 with per-channel scales for int8,
  * fp32 for kn_sgemm).  Two int8 rows per shape: A already u8 (the output
@@ -114,11 +118,17 @@ static float urand(uint32_t *s) {
 
 int main(int argc, char **argv) {
   int reps = 5, only_threads = 0, only_impl = -1;
+  bool no_fp32 = false;
+  long long bkc = 0, bmc = 0, bnc = 0;
   shape one = {0, 0, 0, "command line"};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) only_threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    else if (!strcmp(argv[i], "--no-fp32")) no_fp32 = true;
+    else if (!strcmp(argv[i], "--blocking") && i + 1 < argc) {
+      if (sscanf(argv[++i], "%lld,%lld,%lld", &bkc, &bmc, &bnc) != 3) return 2;
+    }
     else if (!strcmp(argv[i], "--impl") && i + 1 < argc) {
       const char *n = argv[++i];
       for (int j = 0; j < KN_QGEMM_IMPL_COUNT; j++)
@@ -129,7 +139,7 @@ int main(int argc, char **argv) {
       one.m = m, one.n = n, one.k = k;
     } else {
       fprintf(stderr, "usage: bench_qgemm [--reps N] [--impl I] [--threads T] "
-                      "[--shape MxNxK] [--cpu]\n");
+                      "[--shape MxNxK] [--cpu] [--no-fp32] [--blocking KC,MC,NC]\n");
       return 2;
     }
   }
@@ -179,6 +189,7 @@ int main(int argc, char **argv) {
           continue;
         kn_isa isa = kn_qgemm_impl_isa(impl);
         kn_qgemm_blocking qb = kn_qgemm_blocking_of(impl, &caches);
+        if (bkc) qb = (kn_qgemm_blocking){bkc, bmc, bnc};
         void *bp = xalloc(kn_qgemm_pack_b_size(impl, k, n));
         kn_qgemm_pack_b(impl, k, n, bq, n, false, ws, bp);
         kn_qgemm_quantize(impl, m, k, a, k, sa, za, au, k);
@@ -201,7 +212,8 @@ int main(int argc, char **argv) {
                    .c = c, .ldc = n, .blocking = &fb},
                   NULL};
         f.scratch = xalloc(kn_sgemm_scratch_size(isa, &f.g, threads));
-        double tf = time_it(run_f, &f, reps);
+        double tf = no_fp32 ? tq : time_it(run_f, &f, reps);
+        if (no_fp32) kn_sgemm(isa, NULL, &f.g, f.scratch); /* for err */
         double md = 0, mx = 0;
         for (int64_t i = 0; i < m * n; i++) {
           md = fmax(md, fabs((double)cq[i] - (double)c[i]));

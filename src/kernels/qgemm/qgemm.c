@@ -108,9 +108,15 @@ kn_qgemm_blocking kn_qgemm_blocking_of(kn_qgemm_impl impl, const kn_caches *cach
 /* ---- packing ------------------------------------------------------------------ */
 
 /* kg groups of a panel of `rows` (<= MR) rows of u8 A (row stride lda,
- * starting at depth 0 of the panel) with `kv` valid depth steps. */
+ * starting at depth 0 of the panel) with `kv` valid depth steps: the
+ * kernel's packer, or this one for kchunk = 1. */
 static void pack_a_panel(const kn_qgemm_ukernels *uk, const uint8_t *a, int64_t lda,
                          int64_t rows, int64_t kv, int64_t kg, void *dst) {
+  if (uk->pack_a) {
+    uk->pack_a(a, lda, rows, kv, kg, dst);
+    return;
+  }
+  KN_ASSERT(uk->kchunk == 1);
   const int64_t mr = uk->mr, G = uk->g;
   if (uk->esize == 1) {
     uint8_t *d = dst;
@@ -141,12 +147,21 @@ static size_t a_group_bytes(const kn_qgemm_ukernels *uk) {
   return (size_t)(uk->mr * uk->g * uk->esize);
 }
 
-/* The same from fp32 rows, quantized in chunks on the stack (kernels
- * allocate nothing). */
+/* Bytes of a packed A panel of kg groups (whole chunks). */
+static size_t a_panel_bytes(const kn_qgemm_ukernels *uk, int64_t kg) {
+  return (size_t)round_up(kg, uk->kchunk) * a_group_bytes(uk);
+}
+
+/* The same from fp32 rows: the kernel's quantizing packer, or quantized
+ * in chunks on the stack (kernels allocate nothing) and packed. */
 #define QCHUNK 256
 static void quant_pack_a_panel(const kn_qgemm_ukernels *uk, const float *x, int64_t ldx,
                                int64_t rows, int64_t kv, int64_t kg, float scale,
                                int32_t zero, void *dst) {
+  if (uk->quant_pack_a) {
+    uk->quant_pack_a(x, ldx, rows, kv, kg, scale, zero, dst);
+    return;
+  }
   uint8_t q[KN_QGEMM_MR_MAX * QCHUNK];
   const int64_t G = uk->g;
   for (int64_t g0 = 0; g0 < kg; g0 += QCHUNK / G) {
@@ -159,7 +174,8 @@ static void quant_pack_a_panel(const kn_qgemm_ukernels *uk, const float *x, int6
 
 size_t kn_qgemm_pack_a_size(kn_qgemm_impl impl, int64_t m, int64_t k) {
   const kn_qgemm_ukernels *uk = ukernels(impl);
-  return (size_t)(round_up(max64(m, 1), uk->mr) * round_up(max64(k, 1), uk->g) * uk->esize);
+  return (size_t)round_up(max64(m, 1), uk->mr) / (size_t)uk->mr *
+         a_panel_bytes(uk, ceil_div(max64(k, 1), uk->g));
 }
 
 void kn_qgemm_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const uint8_t *a, int64_t lda,
@@ -168,7 +184,7 @@ void kn_qgemm_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const uint8_t *a,
   int64_t kg = ceil_div(max64(k, 1), uk->g);
   for (int64_t i = 0; i < m; i += uk->mr)
     pack_a_panel(uk, a + i * lda, lda, min64(uk->mr, m - i), k, kg,
-                 (char *)dst + (size_t)(i / uk->mr * kg) * a_group_bytes(uk));
+                 (char *)dst + (size_t)(i / uk->mr) * a_panel_bytes(uk, kg));
 }
 
 void kn_qgemm_quantize_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const float *x,
@@ -177,7 +193,7 @@ void kn_qgemm_quantize_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const fl
   int64_t kg = ceil_div(max64(k, 1), uk->g);
   for (int64_t i = 0; i < m; i += uk->mr)
     quant_pack_a_panel(uk, x + i * ldx, ldx, min64(uk->mr, m - i), k, kg, scale, zero,
-                       (char *)dst + (size_t)(i / uk->mr * kg) * a_group_bytes(uk));
+                       (char *)dst + (size_t)(i / uk->mr) * a_panel_bytes(uk, kg));
 }
 
 void kn_qgemm_quantize(kn_qgemm_impl impl, int64_t m, int64_t k, const float *x, int64_t ldx,
@@ -258,18 +274,24 @@ static void make_plan(kn_qgemm_impl impl, const kn_qgemm_args *g, int32_t thread
   p->kg = ceil_div(p->k, p->G);
   kn_qgemm_blocking bl =
       g->blocking ? *g->blocking : kn_qgemm_blocking_of(impl, NULL);
+  const int64_t C = p->uk->kchunk;
   p->kcg = max64(1, bl.kc / p->G);
   if (m <= mr) p->kcg = p->kg; /* one row panel: nothing to reuse between passes */
-  /* equal passes: a short last one pays a whole pass's overheads */
-  p->kcg = min64(p->kg, ceil_div(p->kg, ceil_div(p->kg, p->kcg)));
+  /* equal passes (a short last one pays a whole pass's overheads), each
+   * but the last whole A chunks (a packed A panel's passes start on one) */
+  p->kcg = min64(p->kg, round_up(ceil_div(p->kg, ceil_div(p->kg, p->kcg)), C));
   p->passes = p->kcg < p->kg;
   p->mc = max64(mr, bl.mc / mr * mr);
   p->nc = max64(nr, bl.nc / nr * nr);
   p->mc = min64(p->mc, round_up(m, mr));
-  p->nc = min64(p->nc, round_up(n, nr));
+  /* nc bounds the s32 partial sums kept between passes; with one pass
+   * there are none, and a narrower nc would only pack A again per block */
+  p->nc = p->passes ? min64(p->nc, round_up(n, nr)) : round_up(n, nr);
   p->ma = g->a_packed ? A_PACKED : g->a_f32 ? A_F32 : A_U8;
 
-  p->a_bytes = p->ma == A_PACKED ? 0 : align64((size_t)(p->mc * p->kcg) * a_group_bytes(p->uk));
+  p->a_bytes = p->ma == A_PACKED
+                   ? 0
+                   : align64((size_t)(p->mc / mr) * a_panel_bytes(p->uk, p->kcg));
   p->acc_bytes = align64((size_t)(p->passes ? p->mc * p->nc : mr * nr) * sizeof(int32_t));
   p->tile_bytes = g->y ? align64((size_t)(mr * nr) * sizeof(float)) : 0;
   p->thread_bytes = p->a_bytes + p->acc_bytes + p->tile_bytes;
@@ -294,7 +316,7 @@ static void make_plan(kn_qgemm_impl impl, const kn_qgemm_args *g, int32_t thread
       double cols = (double)min64(n, ceil_div(p->npanels, tn) * nr);
       double kk = (double)p->k;
       double cost = rows * cols * kk;
-      if (p->ma != A_PACKED) cost += 8.0 * rows * kk * (double)ceil_div((int64_t)cols, p->nc);
+      if (p->ma != A_PACKED) cost += 2.0 * rows * kk * (double)ceil_div((int64_t)cols, p->nc);
       if (best < 0 || cost < best) {
         best = cost;
         p->tm = tm;
@@ -341,11 +363,12 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
       int64_t mcur = min64(p->mc, i1 - ic);
       for (int64_t pg = 0; pg < p->kg; pg += p->kcg) {
         int64_t kgc = min64(p->kcg, p->kg - pg);
+        const size_t apb = a_panel_bytes(uk, kgc);
         int64_t k0 = pg * p->G, kv = min64(p->k, g->k) - k0;
         if (p->ma != A_PACKED)
           for (int64_t r = 0; r < mcur; r += mr) {
             int64_t rows = min64(mr, mcur - r);
-            void *dst = abuf + (size_t)(r / mr * kgc) * agb;
+            void *dst = abuf + (size_t)(r / mr) * apb;
             if (p->ma == A_U8)
               pack_a_panel(uk, g->a + (ic + r) * g->lda + k0, g->lda, rows, kv, kgc, dst);
             else
@@ -363,8 +386,9 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
             int64_t h = min64(mr, ic + mcur - ir);
             const char *ap = p->ma == A_PACKED
                                  ? (const char *)g->a_packed +
-                                       (size_t)((ir / mr) * p->kg + pg) * agb
-                                 : abuf + (size_t)((ir - ic) / mr * kgc) * agb;
+                                       (size_t)(ir / mr) * a_panel_bytes(uk, p->kg) +
+                                       (size_t)pg * agb
+                                 : abuf + (size_t)((ir - ic) / mr) * apb;
             s.acc = p->passes ? accbuf + ((ir - ic) / mr * npan_nc + q) * mr * nr : accbuf;
             if (g->y) {
               s.c = tile;

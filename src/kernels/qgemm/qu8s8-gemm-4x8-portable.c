@@ -72,4 +72,6 @@ static void quant(int64_t n, const float *x, float scale, int32_t zero, uint8_t 
 }
 
 const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_4x8__portable = {
-    MR, NR, G, 1, {ukernel_1, ukernel_2, ukernel_3, ukernel_4}, quant};
+    .mr = MR, .nr = NR, .g = G, .esize = 1, .kchunk = 1,
+    .fn = {ukernel_1, ukernel_2, ukernel_3, ukernel_4},
+    .quant = quant};

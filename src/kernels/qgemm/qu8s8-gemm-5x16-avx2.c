@@ -164,7 +164,7 @@ static void quant(int64_t n, const float *x, float scale, int32_t zero, uint8_t 
 }
 
 const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_5x16__avx2 = {
-    MR, NR, G, 2,
-    {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5},
-    quant,
+    .mr = MR, .nr = NR, .g = G, .esize = 2, .kchunk = 1,
+    .fn = {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5},
+    .quant = quant,
 };

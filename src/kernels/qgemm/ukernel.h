@@ -12,7 +12,9 @@
  *           for j < nr
  *   else:   acc[r*NR + j] = t                        (every r < mr, j < NR)
  *
- * a: packed A micro-panel (MR rows per group; rows past mr are not read),
+ * a: packed A micro-panel (chunks of C groups of MR rows, row-major in a
+ * chunk: C = 1 is one group of every row after the other; rows past mr
+ * are not read; a panel starts on a chunk),
  * b: packed B micro-panel (NR columns per group, all readable), both in
  * the layouts of qgemm.h with element types u8/s8 (G = 4) or u16/s16
  * (G = 2).  The s32 sums are exact (k <= KN_QGEMM_K_MAX), so kernels may
@@ -43,14 +45,26 @@ typedef void (*kn_qgemm_ukernel_fn)(int64_t kg, const void *a, const void *b, in
 typedef void (*kn_qgemm_quant_fn)(int64_t n, const float *x, float scale, int32_t zero,
                                   uint8_t *y);
 
+/* Pack `rows` (<= MR) rows of u8 A (row stride lda) / quantize fp32 rows
+ * and pack them, kv valid depth steps, as one panel of kg groups: every
+ * byte of round_up(kg, kchunk) groups written, zero past kv and for rows
+ * >= `rows`.  NULL: the driver's portable packer. */
+typedef void (*kn_qgemm_pack_fn)(const uint8_t *a, int64_t lda, int64_t rows, int64_t kv,
+                                 int64_t kg, void *dst);
+typedef void (*kn_qgemm_quant_pack_fn)(const float *x, int64_t ldx, int64_t rows, int64_t kv,
+                                       int64_t kg, float scale, int32_t zero, void *dst);
+
 /* Rows of the largest register tile over all implementations. */
 #define KN_QGEMM_MR_MAX 14
 
 typedef struct kn_qgemm_ukernels {
   int32_t mr, nr, g;  /* tile, depth group */
   int32_t esize;      /* bytes of a packed element: 1 (u8/s8) or 2 (u16/s16) */
+  int32_t kchunk;     /* groups per packed A chunk (qgemm.h) */
   kn_qgemm_ukernel_fn fn[KN_QGEMM_MR_MAX];
   kn_qgemm_quant_fn quant;
+  kn_qgemm_pack_fn pack_a;             /* NULL: portable */
+  kn_qgemm_quant_pack_fn quant_pack_a; /* NULL: portable */
 } kn_qgemm_ukernels;
 
 /* The scalar quantizer, the definition the vector ones follow. */
