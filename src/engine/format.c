@@ -1028,6 +1028,7 @@ static kn_status read_plan(reader *r, const kn_graph *g, kn_mem_plan *p) {
     t->first = (int32_t)rd_u32(e + 4);
     t->last = (int32_t)rd_u32(e + 8);
     t->inplace_of = (int32_t)rd_u32(e + 12);
+    t->view_of = -1;
     t->bytes = rd_u64(e + 16);
     t->offset = (int64_t)rd_u64(e + 24);
     bool ok = index_ok(t->value, g, false) && index_ok(t->inplace_of, g, true) &&
@@ -1273,7 +1274,7 @@ static kn_status decode(reader *r, kn_ir_model *m, kn_mem_plan *plan_out) {
     if (st) return st;
   }
   for (uint32_t i = 0; i < r->n_graphs; i++) {
-    st = kn_graph_finish(r->graphs[i], r->label, r->err);
+    st = kn_graph_finish_ordered(r->graphs[i], r->label, r->err);
     if (st) return st;
   }
   if (plan_out && r->sec[KN_ENGINE_SECTION_PLAN].present) {

@@ -2,6 +2,7 @@
 #include "core/cpu.h"
 #include "core/machine.h"
 #include "kernels/kernels.h"
+#include "plan/budget.h"
 #include "plan/precision.h"
 #include "plan/tactic.h"
 #include "plan/iomodel.h"
@@ -405,7 +406,11 @@ static kn_status plan_for_max(kn_model *m, uint64_t workspace, kn_error *err) {
     any = true;
   }
   kn_status st = any ? kn_ops_prepare(m->ir, err) : KN_OK;
-  if (!st) st = kn_plan_memory(g, workspace, &m->plan, err);
+  /* over the workspace, the planner rewrites the graph (runs of steps in
+   * bands of rows) when every shape is fixed; a --profile's range is not */
+  kn_budget_options bo = {.workspace = workspace, .rewrite = !any, .machine = &m->machine,
+                          .threads = 1, .decisions = &m->timing.decisions};
+  if (!st) st = kn_plan_under_budget(m->ir, &bo, &m->plan, err);
   if (st) kn_error_prefix(err, "%s", m->ir->label);
   for (int32_t i = 0; any && m->prof_max && i < m->n_inputs && i < 64; i++) {
     if (m->prof_max[i].rank < 0) continue;

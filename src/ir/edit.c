@@ -222,7 +222,7 @@ void kn_graph_use_counts(const kn_graph *g, int32_t *counts) {
   for (int32_t i = 0; i < g->n_outputs; i++) counts[g->outputs[i]]++;
 }
 
-kn_status kn_graph_compact(kn_graph *g, const char *label, kn_error *err) {
+static void drop_dead(kn_graph *g) {
   int32_t w = 0;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];
@@ -240,5 +240,14 @@ kn_status kn_graph_compact(kn_graph *g, const char *label, kn_error *err) {
     g->nodes[w++] = *n;
   }
   g->n_nodes = w;
+}
+
+kn_status kn_graph_compact(kn_graph *g, const char *label, kn_error *err) {
+  drop_dead(g);
   return kn_graph_finish(g, label, err);
+}
+
+kn_status kn_graph_compact_ordered(kn_graph *g, const char *label, kn_error *err) {
+  drop_dead(g);
+  return kn_graph_finish_ordered(g, label, err);
 }

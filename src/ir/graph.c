@@ -320,3 +320,40 @@ done:
   free(clist);
   return st;
 }
+
+typedef struct order_check {
+  const kn_graph *g;
+  const bool *made;
+  bool ok;
+} order_check;
+
+static void check_read(int32_t v, int32_t node, void *arg) {
+  (void)node;
+  order_check *c = arg;
+  const kn_value *val = &c->g->values[v];
+  if (!c->made[v] && !val->constant && !val->is_input && val->outer < 0) c->ok = false;
+}
+
+kn_status kn_graph_finish_ordered(kn_graph *g, const char *label, kn_error *err) {
+  bool *made = kn_calloc((size_t)g->n_values + 1, sizeof *made);
+  if (!made) return kn_fail(err, KN_ERR_OOM, "%s: out of memory sorting the graph", label);
+  order_check c = {.g = g, .made = made, .ok = true};
+  for (int32_t i = 0; i < g->n_nodes && c.ok; i++) {
+    const kn_node *n = &g->nodes[i];
+    kn_node_foreach_read(g, n, check_read, i, &c);
+    for (int32_t o = 0; o < n->n_outputs && c.ok; o++) {
+      int32_t v = n->outputs[o];
+      if (v < 0) continue;
+      const kn_value *val = &g->values[v];
+      if (made[v] || val->constant || val->is_input || val->outer >= 0) c.ok = false;
+      made[v] = true;
+    }
+  }
+  free(made);
+  if (!c.ok) return kn_graph_finish(g, label, err);
+  for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = -1;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int32_t o = 0; o < g->nodes[i].n_outputs; o++)
+      if (g->nodes[i].outputs[o] >= 0) g->values[g->nodes[i].outputs[o]].producer = i;
+  return KN_OK;
+}

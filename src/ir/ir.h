@@ -137,6 +137,10 @@ kn_node *kn_graph_add_node(kn_graph *g);
 /* Sort nodes topologically, fill producers; fails on cycles, on a value
  * produced twice and on a node input that nothing produces. */
 kn_status kn_graph_finish(kn_graph *g, const char *label, kn_error *err) KN_WUR;
+/* kn_graph_finish, except that a node order that is topological already is
+ * kept as it is (engine files: a memory plan's step indices refer to the
+ * order the engine was built with). */
+kn_status kn_graph_finish_ordered(kn_graph *g, const char *label, kn_error *err) KN_WUR;
 
 /* Calls fn(v, node, arg) for each value of g that node `n` (index `node`)
  * reads: explicit inputs and values its subgraphs use from g's scope. */
@@ -190,6 +194,10 @@ bool kn_graph_can_replace(const kn_graph *g, int32_t from, int32_t to);
 void kn_graph_use_counts(const kn_graph *g, int32_t *counts);
 /* Drop dead nodes, then re-sort and refresh producers. */
 kn_status kn_graph_compact(kn_graph *g, const char *label, kn_error *err) KN_WUR;
+/* The same, keeping the node order when it is a topological order already
+ * (a schedule chosen on purpose, such as the memory planner's bands run one
+ * after another); otherwise as kn_graph_compact. */
+kn_status kn_graph_compact_ordered(kn_graph *g, const char *label, kn_error *err) KN_WUR;
 
 /* Opset version of `domain` ("" or "ai.onnx" = default) in the model, 0 if absent. */
 int64_t kn_ir_model_opset(const kn_ir_model *m, const char *domain);

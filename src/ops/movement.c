@@ -299,8 +299,11 @@ static kn_status concat_run(kn_op_ctx *ctx) {
       const kn_tensor *t = kn_in(ctx, i);
       if (!t) continue;
       int64_t row = t->dims[axis] * inner;
-      kn_copy_rows(ctx->rt->pool, (char *)o->data + (size_t)at * es, orow * (int64_t)es,
-                   t->data, row * (int64_t)es, outer, row * (int64_t)es);
+      char *dst = (char *)o->data + (size_t)at * es;
+      /* the memory planner made this input in place (a part of o) */
+      if (outer != 1 || dst != t->data)
+        kn_copy_rows(ctx->rt->pool, dst, orow * (int64_t)es, t->data, row * (int64_t)es, outer,
+                     row * (int64_t)es);
       at += row;
     }
     return KN_OK;
@@ -309,7 +312,9 @@ static kn_status concat_run(kn_op_ctx *ctx) {
     const kn_tensor *t = kn_in(ctx, i);
     if (!t) continue;
     int64_t row = t->dims[axis] * inner;
-    for (int64_t q = 0; q < outer && row > 0; q++) {
+    bool placed = outer == 1 && t->dtype != KN_DTYPE_STRING &&
+                  (char *)o->data + (size_t)at * kn_dtype_size(o->dtype) == t->data;
+    for (int64_t q = 0; q < outer && row > 0 && !placed; q++) {
       st = kn_copy_elems(ctx, o->data, q * orow + at, t->data, q * row, row, o->dtype);
       if (st) return st;
     }

@@ -11,6 +11,15 @@
  * best-fit variant) are tried and the smallest arena is kept, then a short
  * local search swaps buffers in the best order; all of it is
  * deterministic, so the same graph always gets the same plan.
+ *
+ * A Concat along an axis with only size-1 dims before it (channels of an
+ * NCHW batch of one, rows of an NHWC one) holds each input as one
+ * contiguous run of its bytes.  When every input dies there, their buffers
+ * become parts of the output's (placed at their running offset inside it,
+ * not placed on their own), the output's buffer lives from the first part
+ * on, and the Concat finds its inputs already in place: this is how the
+ * bands of a patch-by-patch run (src/plan/patch.c) fill the tensor they
+ * make without a second copy of it.
  */
 #include "plan.h"
 
@@ -47,6 +56,9 @@ typedef struct buffer {
   uint64_t bytes;
   int32_t first, last;
   int64_t offset;
+  int32_t parent;     /* a part of this buffer (a Concat input), or -1 */
+  uint64_t delta;     /* its byte offset inside the parent */
+  int32_t view_value; /* the Concat output it is part of, or -1 */
 } buffer;
 
 typedef struct order_arg {
@@ -137,6 +149,60 @@ static uint64_t place_all(buffer *b, const int32_t *order, int32_t n, int32_t *p
   return align_up(arena);
 }
 
+/* A part's offset: its parent's plus its place inside it. */
+static int64_t part_offset(const buffer *b, int32_t i) {
+  return b[i].parent < 0 ? b[i].offset : part_offset(b, b[i].parent) + (int64_t)b[i].delta;
+}
+
+/* Make the inputs of node i, when it is a Concat that holds each of them
+ * as one contiguous run of its output's bytes, parts of the output's
+ * buffer (see the header comment).  Every input must be a planned
+ * tensor read last, and once, by the Concat, the last of its buffer's
+ * in-place chain, not yet a part, and start at a multiple of the
+ * alignment; otherwise nothing changes. */
+static void concat_parts(const kn_graph *g, int32_t i, kn_plan_tensor *ts, const int32_t *tidx,
+                         const int32_t *root, buffer *bufs) {
+  const kn_node *n = &g->nodes[i];
+  if (strcmp(n->op_type, "Concat") || n->domain[0] || n->n_outputs != 1 || n->n_inputs < 1)
+    return;
+  int32_t vo = n->outputs[0];
+  if (vo < 0 || tidx[vo] < 0 || ts[tidx[vo]].offset < 0) return;
+  const kn_type *ty = &g->values[vo].type;
+  const kn_attr *ax = kn_node_attr(n, "axis");
+  int64_t axis = ax ? ax->i : 1;
+  if (axis < 0) axis += ty->rank;
+  if (axis < 0 || axis >= ty->rank) return;
+  for (int32_t d = 0; d < axis; d++)
+    if (ty->dims[d] != 1) return;
+  int32_t ob = root[tidx[vo]];
+  uint64_t at = 0;
+  for (int32_t k = 0; k < n->n_inputs; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0 || tidx[v] < 0) return;
+    const kn_plan_tensor *t = &ts[tidx[v]];
+    int32_t b = root[tidx[v]];
+    if (t->offset < 0 || b < 0 || b == ob || t->last != i || bufs[b].last != i ||
+        bufs[b].parent >= 0 || bufs[b].bytes != t->bytes || at % KN_PLAN_ALIGN)
+      return;
+    for (int32_t j = 0; j < k; j++)
+      if (n->inputs[j] == v) return;
+    at += t->bytes;
+  }
+  if (at != ts[tidx[vo]].bytes) return;
+  at = 0;
+  for (int32_t k = 0; k < n->n_inputs; k++) {
+    int32_t b = root[tidx[n->inputs[k]]];
+    bufs[b].parent = ob;
+    bufs[b].delta = at;
+    bufs[b].view_value = vo;
+    at += bufs[b].bytes;
+    if (bufs[b].first < bufs[ob].first) bufs[ob].first = bufs[b].first;
+  }
+  /* the executor neither zeroes the output (reference kernels) nor
+   * expects it elsewhere: input 0 is at its first byte */
+  ts[tidx[vo]].inplace_of = n->inputs[0];
+}
+
 kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan *out,
                          kn_error *err) {
   memset(out, 0, sizeof *out);
@@ -175,6 +241,7 @@ kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan 
       t->last = last[v] > i ? last[v] : i;
       t->offset = t->bytes ? 0 : -1; /* 0: to place */
       t->inplace_of = -1;
+      t->view_of = -1;
       tidx[v] = nt++;
     }
   }
@@ -216,19 +283,26 @@ kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan 
       continue;
     }
     root[t] = nb;
-    bufs[nb++] = (buffer){.bytes = pt->bytes, .first = pt->first, .last = pt->last};
+    bufs[nb++] = (buffer){.bytes = pt->bytes, .first = pt->first, .last = pt->last,
+                          .parent = -1, .view_value = -1};
   }
+  for (int32_t i = 0; i < ns; i++) concat_parts(g, i, out->tensors, tidx, root, bufs);
 
   /* lower bound: the most bytes of buffers live at one step */
   delta = kn_calloc((size_t)ns + 2, sizeof *delta);
   if (!delta) goto oom;
   for (int32_t b = 0; b < nb; b++) {
+    if (bufs[b].parent >= 0) continue; /* inside its parent's bytes */
     delta[bufs[b].first] += (int64_t)bufs[b].bytes;
     delta[bufs[b].last + 1] -= (int64_t)bufs[b].bytes;
   }
   int64_t live = 0;
+  out->live = kn_calloc((size_t)ns + 1, sizeof *out->live);
+  if (!out->live) goto oom;
+  out->n_steps = ns;
   for (int32_t s = 0; s <= ns; s++) {
     live += delta[s];
+    if (s < ns) out->live[s] = (uint64_t)live;
     if ((uint64_t)live > out->lower_bound_bytes) out->lower_bound_bytes = (uint64_t)live;
   }
 
@@ -240,15 +314,19 @@ kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan 
   if (!order || !best_order || !tmp || !placed) goto oom;
   uint64_t best = UINT64_MAX;
   bool best_bf = false;
+  int32_t nplace = 0; /* buffers placed on their own (parts follow their parent) */
+  for (int32_t b = 0; b < nb; b++)
+    if (bufs[b].parent < 0) nplace++;
   for (int key = 0; key < 4; key++)
     for (int bf = 0; bf < 2; bf++) {
-      for (int32_t b = 0; b < nb; b++) order[b] = b;
-      sort_order(bufs, key, order, tmp, nb);
-      uint64_t a = place_all(bufs, order, nb, placed, bf);
+      for (int32_t b = 0, k = 0; b < nb; b++)
+        if (bufs[b].parent < 0) order[k++] = b;
+      sort_order(bufs, key, order, tmp, nplace);
+      uint64_t a = place_all(bufs, order, nplace, placed, bf);
       if (a < best) {
         best = a;
         best_bf = bf;
-        memcpy(best_order, order, (size_t)nb * sizeof *order);
+        memcpy(best_order, order, (size_t)nplace * sizeof *order);
       }
     }
   /* then a deterministic local search from the best order: swap two
@@ -257,33 +335,40 @@ kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan 
    * (MobileNetV2 after fuse_expand_dw: 3.64 MiB against a lower bound of
    * 3.06 for every order above).  A few hundred placements, fewer for
    * graphs with many buffers (each costs about nb^2). */
-  if (nb > 2 && best > out->lower_bound_bytes) {
-    int64_t tries = (int64_t)(20000000.0 / ((double)nb * (double)nb));
+  if (nplace > 2 && best > out->lower_bound_bytes) {
+    int64_t tries = (int64_t)(20000000.0 / ((double)nplace * (double)nplace));
     tries = tries > 512 ? 512 : tries;
-    memcpy(order, best_order, (size_t)nb * sizeof *order);
+    memcpy(order, best_order, (size_t)nplace * sizeof *order);
     uint32_t seed = 12345u;
     for (int64_t t = 0; t < tries && best > out->lower_bound_bytes; t++) {
       seed = seed * 1664525u + 1013904223u;
-      int32_t i = (int32_t)((seed >> 8) % (uint32_t)nb);
+      int32_t i = (int32_t)((seed >> 8) % (uint32_t)nplace);
       seed = seed * 1664525u + 1013904223u;
-      int32_t j = (int32_t)((seed >> 8) % (uint32_t)nb);
+      int32_t j = (int32_t)((seed >> 8) % (uint32_t)nplace);
       if (i == j) continue;
       int32_t x = order[i];
       order[i] = order[j];
       order[j] = x;
-      uint64_t a = place_all(bufs, order, nb, placed, best_bf);
+      uint64_t a = place_all(bufs, order, nplace, placed, best_bf);
       if (a <= best) {
         best = a;
-        memcpy(best_order, order, (size_t)nb * sizeof *order);
+        memcpy(best_order, order, (size_t)nplace * sizeof *order);
       } else {
         order[j] = order[i];
         order[i] = x;
       }
     }
   }
-  out->arena_bytes = place_all(bufs, best_order, nb, placed, best_bf);
-  for (int32_t t = 0; t < nt; t++)
-    if (root[t] >= 0) out->tensors[t].offset = bufs[root[t]].offset;
+  out->arena_bytes = place_all(bufs, best_order, nplace, placed, best_bf);
+  for (int32_t t = 0; t < nt; t++) {
+    if (root[t] < 0) continue;
+    kn_plan_tensor *pt = &out->tensors[t];
+    pt->offset = part_offset(bufs, root[t]);
+    if (bufs[root[t]].parent >= 0) {
+      pt->view_of = bufs[root[t]].view_value;
+      pt->view_offset = bufs[root[t]].delta;
+    }
+  }
 
   if (workspace_cap && out->arena_bytes > workspace_cap) {
     st = kn_fail(err, KN_ERR_LIMIT,
@@ -313,6 +398,7 @@ done:
 void kn_mem_plan_free(kn_mem_plan *p) {
   if (!p) return;
   free(p->tensors);
+  free(p->live);
   memset(p, 0, sizeof *p);
   p->alignment = KN_PLAN_ALIGN;
 }
@@ -324,6 +410,27 @@ static bool inplace_pair(const kn_plan_tensor *a, const kn_plan_tensor *b) {
     return a->offset == b->offset && a->bytes == b->bytes && a->last == b->first;
   if (a->inplace_of == b->value)
     return a->offset == b->offset && a->bytes == b->bytes && b->last == a->first;
+  return false;
+}
+
+static const kn_plan_tensor *tensor_of_value(const kn_mem_plan *p, int32_t v) {
+  for (int32_t i = 0; i < p->n_tensors; i++)
+    if (p->tensors[i].value == v) return &p->tensors[i];
+  return NULL;
+}
+
+/* Whether a is a part (or a part of a part) of b, inside b's bytes. */
+static bool part_of(const kn_mem_plan *p, const kn_plan_tensor *a, const kn_plan_tensor *b) {
+  uint64_t off = 0;
+  const kn_plan_tensor *c = a;
+  for (int32_t depth = 0; c && c->view_of >= 0 && depth < p->n_tensors; depth++) {
+    off += c->view_offset;
+    const kn_plan_tensor *up = tensor_of_value(p, c->view_of);
+    if (!up) return false;
+    if (up == b)
+      return (uint64_t)b->offset + off == (uint64_t)a->offset && off + a->bytes <= b->bytes;
+    c = up;
+  }
   return false;
 }
 
@@ -356,7 +463,8 @@ bool kn_plan_check(const kn_mem_plan *p, char *why, size_t wl) {
       const kn_plan_tensor *b = &p->tensors[j];
       if (b->offset < 0 || !lifetimes_overlap(a->first, a->last, b->first, b->last)) continue;
       uint64_t ao = (uint64_t)a->offset, bo = (uint64_t)b->offset;
-      if (ao < bo + b->bytes && bo < ao + a->bytes && !inplace_pair(a, b)) {
+      if (ao < bo + b->bytes && bo < ao + a->bytes && !inplace_pair(a, b) &&
+          !part_of(p, a, b) && !part_of(p, b, a)) {
         snprintf(why, wl,
                  "values %d and %d are live together (steps [%d, %d] and [%d, %d]) "
                  "and overlap in bytes [%llu, %llu) and [%llu, %llu)",

@@ -20,6 +20,12 @@ typedef struct kn_plan_tensor {
   int32_t last;       /* last step that reads it (== first if never read) */
   int64_t offset;     /* byte offset in the arena; -1: not in the arena */
   int32_t inplace_of; /* value whose buffer it reuses in place, or -1 */
+  /* A part of a Concat's output: the tensor is written where the Concat
+   * would copy it, view_offset bytes into value view_of's buffer, and the
+   * Concat copies nothing.  -1: not a part.  Not stored in engine files
+   * (the offsets are; kn_engine_read leaves -1). */
+  int32_t view_of;
+  uint64_t view_offset;
 } kn_plan_tensor;
 
 typedef struct kn_mem_plan {
@@ -29,6 +35,10 @@ typedef struct kn_mem_plan {
   uint64_t lower_bound_bytes; /* max over steps of the bytes live at that step */
   uint64_t naive_bytes;       /* sum of all planned intermediates */
   uint32_t alignment;         /* every offset is a multiple of it (64) */
+  /* bytes of the buffers live at each step (n_steps entries, the graph's
+   * nodes); NULL in a plan read from an engine file */
+  uint64_t *live;
+  int32_t n_steps;
 } kn_mem_plan;
 
 /* Plan the top-level graph g (steps: its nodes in order).  Tensors are
@@ -40,7 +50,12 @@ typedef struct kn_mem_plan {
  * or kn_op_def.inplace_input) when that input is a planned intermediate
  * read last by that step, read by no other input slot of it, and of equal
  * size.  lower_bound_bytes counts such a pair
- * once.  workspace_cap 0: no cap; otherwise an arena above it fails with
+ * once.  A Concat whose output is planned and whose axis has only
+ * size-1 dims before it (each input is then one contiguous run of the
+ * output's bytes) takes its inputs as parts (kn_plan_tensor.view_of) when
+ * every input is a planned intermediate, read last by the Concat, once:
+ * they are made in place and the output's buffer lives from the first of
+ * them on.  workspace_cap 0: no cap; otherwise an arena above it fails with
  * KN_ERR_LIMIT saying by how much.  On success *out is owned by the caller
  * (kn_mem_plan_free); on failure it is left empty. */
 kn_status kn_plan_memory(const kn_graph *g, uint64_t workspace_cap, kn_mem_plan *out,
@@ -49,7 +64,8 @@ void kn_mem_plan_free(kn_mem_plan *p);
 
 /* True when the plan is sound: every planned tensor is aligned and inside
  * the arena, and no two tensors live at one step share a byte, except a
- * declared in-place pair (same offset and size, meeting at one step).
+ * declared in-place pair (same offset and size, meeting at one step) or a
+ * part inside the Concat output holding it (at its view_offset).
  * Otherwise false, with the first problem written to why. */
 bool kn_plan_check(const kn_mem_plan *p, char *why, size_t wl);
 

@@ -215,6 +215,7 @@ static kn_mem_plan make_plan(const kn_graph *g) {
     t->last = g->n_nodes - 1;
     t->offset = g->values[v].is_output ? -1 : (int64_t)off;
     t->inplace_of = -1;
+    t->view_of = -1;
     if (!g->values[v].is_output) off += 256;
   }
   p.arena_bytes = off;
