@@ -20,6 +20,7 @@
 #include "conv_fast.h"
 #include "conv_ref.h"
 #include "kernels/conv/conv.h"
+#include "kernels/qgemm/qgemm.h"
 #include "layout.h"
 #include "plan/tactic.h"
 #include "ref_gemm.h"
@@ -713,6 +714,8 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   if (is_nhwc_node(n)) {
     if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c)
       return KN_TACTIC_conv_depthwise_nhwc;
+    /* reduced precision runs on the implicit GEMM only (conv_lowp.c) */
+    if (n->precision != KN_PRECISION_FP32) return KN_TACTIC_conv_igemm_nhwc;
     kn_conv2d c = conv2d_of(&geo);
     if (winograd_wins(&geo) && kn_f32_conv_winograd_nhwc_fits(&c))
       return KN_TACTIC_conv_winograd_nhwc;
@@ -730,7 +733,7 @@ int32_t kn_conv_candidates(const kn_graph *gr, const kn_node *n, int32_t isa, in
   if (max < 1 || !first) return 0;
   out[cnt++] = first;
   conv_geom geo;
-  if (!static_geometry(gr, n, false, &geo, NULL)) return cnt;
+  if (n->precision != KN_PRECISION_FP32 || !static_geometry(gr, n, false, &geo, NULL)) return cnt;
   kn_conv2d c = conv2d_of(&geo);
   int32_t other = 0;
   if (first == KN_TACTIC_conv_igemm_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))
@@ -741,6 +744,18 @@ int32_t kn_conv_candidates(const kn_graph *gr, const kn_node *n, int32_t isa, in
   else if (first == KN_TACTIC_conv_winograd) other = KN_TACTIC_conv_gemm;
   if (other && cnt < max) out[cnt++] = other;
   return cnt;
+}
+
+uint32_t kn_conv_precisions(const kn_graph *gr, const kn_node *n, int32_t isa) {
+  (void)isa;
+  conv_geom geo;
+  const kn_tensor *w;
+  if (!is_nhwc_node(n) || !static_geometry(gr, n, false, &geo, &w) || !w) return 0;
+  if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return 0; /* depthwise */
+  uint32_t m = (1u << KN_PRECISION_BF16) | (1u << KN_PRECISION_FP16) |
+               (1u << KN_PRECISION_FP16_WEIGHTS);
+  if (geo.c / geo.group * geo.k[0] * geo.k[1] <= KN_QGEMM_K_MAX) m |= 1u << KN_PRECISION_INT8;
+  return m;
 }
 
 bool kn_conv_prefers_nchw(const kn_graph *gr, const kn_node *n) {
@@ -793,6 +808,9 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, const kn_target *ta
   const kn_tensor *w;
   if (!static_geometry(gr, n, tr, &geo, &w) || !w) return KN_OK;
   kn_conv2d c = conv2d_of(&geo);
+  if (n->precision != KN_PRECISION_FP32 && n->tactic == KN_TACTIC_conv_igemm_nhwc &&
+      is_nhwc_node(n))
+    return kn_conv_lowp_pack(n, &c, w, target, packed, err);
   size_t nf = pack_floats(n->tactic, (kn_isa)isa, &c);
   if (nf == 0) return KN_OK;
   size_t head = (sizeof(conv_packed) + 63) & ~(size_t)63;
@@ -859,7 +877,9 @@ void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
   kn_caches ca;
   kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
   kn_isa isa = (kn_isa)target->isa;
-  if (n->tactic == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_tiling(isa, &c, &ca, buf, len);
+  if (n->tactic == KN_TACTIC_conv_igemm_nhwc && n->precision != KN_PRECISION_FP32)
+    kn_conv_lowp_tiling(n, &c, target, buf, len);
+  else if (n->tactic == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_tiling(isa, &c, &ca, buf, len);
   else if (n->tactic == KN_TACTIC_conv_winograd_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))
     kn_f32_conv_winograd_nhwc_tiling(isa, &c, &ca, buf, len);
   else if (n->tactic == KN_TACTIC_conv_depthwise_nhwc)
@@ -940,6 +960,11 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   /* a slice of a wider output: not the depthwise kernel, and no residual */
   if (c.ldy != c.m && (dw || (ep && ep->res))) return KN_OK;
   if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
+  if (ctx->node->precision != KN_PRECISION_FP32 && !dw && !wino) {
+    kn_status st = kn_conv_lowp_run(ctx, &c, x->data, s, w, ep, (float *)y->data + y_off);
+    *done = st == KN_OK;
+    return st;
+  }
   const kn_caches *ca = &rt->caches;
   size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads, ca)
                   : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads, ca)

@@ -54,6 +54,26 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, const kn_te
                             const float *s, const kn_tensor *w, const kn_epilogue *ep,
                             kn_tensor *y, int64_t y_off, bool *done) KN_WUR;
 
+/* ---- reduced precision (conv_lowp.c) --------------------------------------
+ * NhwcFusedConv on conv_igemm_nhwc when n->precision is int8, bf16, fp16
+ * or fp16-weights (kernels/conv/conv-lowp.h). */
+
+/* The `precisions` hook of NhwcFusedConv: int8, bf16, fp16 and
+ * fp16-weights for a 2-D fp32 convolution with constant weights that is
+ * not depthwise (int8: depth taps x c/group <= KN_QGEMM_K_MAX). */
+uint32_t kn_conv_precisions(const kn_graph *g, const kn_node *n, int32_t isa);
+/* The kernel type (kn_conv_lowp_type) of a precision; false for fp32. */
+bool kn_conv_lowp_type_of(int32_t precision, int32_t *type);
+/* Pack hook body for such a node: w [m, c/group, kh, kw] fp32. */
+kn_status kn_conv_lowp_pack(const kn_node *n, const kn_conv2d *c, const kn_tensor *w,
+                            const kn_target *target, void **packed, kn_error *err) KN_WUR;
+void kn_conv_lowp_tiling(const kn_node *n, const kn_conv2d *c, const kn_target *target,
+                         char *buf, size_t len);
+/* Runs the conv at ctx->node's precision (the arguments of
+ * kn_f32_conv_nhwc; y already offset to the step's channel slice). */
+kn_status kn_conv_lowp_run(kn_op_ctx *ctx, const kn_conv2d *c, const float *x, const float *s,
+                           const kn_tensor *w, const kn_epilogue *ep, float *y) KN_WUR;
+
 /* The kernels' 2-D geometry (kernels/conv/conv.h) of a complete 2-D geo. */
 kn_conv2d kn_conv2d_of(const kn_conv_geom *geo);
 
