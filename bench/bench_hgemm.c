@@ -12,7 +12,11 @@
  *             ("vs f16" there: its time ratio to f16w)
  *
  *   bench_hgemm [--reps N] [--isa portable|avx2|avx512] [--threads T]
- *               [--shape MxNxK]
+ *               [--shape MxNxK] [--cpu] [--only VARIANT] [--blocking KC,MC,NC]
+ *
+ * --cpu times process CPU time (1 thread: leaves out the time others had
+ * the core); --only runs one variant (and fp32 as the reference, "-" for
+ * the rest); --blocking replaces the blocking from the caches.
  *
  * The GEMV and small-M shapes at the end have weights larger than the L3
  * (128 MiB in fp32), so every call streams B from DRAM: there the fp16
@@ -35,9 +39,11 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/hgemm/hgemm.h"
 
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now_s(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock_id, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -51,6 +57,7 @@ static const shape shapes[] = {
     {128, 3072, 768, "BERT-base FFN up"},
     {128, 768, 3072, "BERT-base FFN down"},
     {3136, 64, 576, "ResNet-50 conv2 3x3 (NHWC im2col)"},
+    {3136, 256, 64, "ResNet-50 conv2 1x1 64->256"},
     {784, 512, 128, "ResNet-50 conv3 1x1 expand"},
     {49, 2048, 512, "ResNet-50 conv5 1x1 expand"},
     {1, 1000, 2048, "ResNet-50 FC, batch 1 (GEMV, B in L3)"},
@@ -110,11 +117,20 @@ enum { V_BF16, V_BF16DOT, V_F16W, V_F16IO, V_S8W, V_COUNT };
 static const char *vname[V_COUNT] = {"bf16", "bf16dot", "f16w", "f16io", "s8w"};
 
 int main(int argc, char **argv) {
-  int reps = 5, only_threads = 1, only_isa = -1;
+  int reps = 5, only_threads = 1, only_isa = -1, only_v = -1;
+  long long bkc = 0, bmc = 0, bnc = 0;
   shape one = {0, 0, 0, "command line"};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) only_threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    else if (!strcmp(argv[i], "--blocking") && i + 1 < argc) {
+      if (sscanf(argv[++i], "%lld,%lld,%lld", &bkc, &bmc, &bnc) != 3) return 2;
+    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      const char *n = argv[++i];
+      for (int v = 0; v < V_COUNT; v++)
+        if (!strcmp(n, vname[v])) only_v = v;
+    }
     else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
       const char *n = argv[++i];
       for (int j = 0; j < KN_ISA_COUNT; j++)
@@ -124,7 +140,8 @@ int main(int argc, char **argv) {
       if (sscanf(argv[++i], "%lldx%lldx%lld", &m, &n, &k) != 3) return 2;
       one.m = m, one.n = n, one.k = k;
     } else {
-      fprintf(stderr, "usage: bench_hgemm [--reps N] [--isa I] [--threads T] [--shape MxNxK]\n");
+      fprintf(stderr, "usage: bench_hgemm [--reps N] [--isa I] [--threads T] [--shape MxNxK] "
+                      "[--cpu] [--only VARIANT] [--blocking KC,MC,NC]\n");
       return 2;
     }
   }
@@ -193,8 +210,9 @@ int main(int argc, char **argv) {
 
     double worst = 0, worst_s8 = 0, t_f16w = 0, t_s8w = 0;
     kn_sgemm_blocking hbl = kn_hgemm_blocking_for(isa, l1, l2, l3);
+    if (bkc) hbl = (kn_sgemm_blocking){bkc, bmc, bnc};
     for (int v = 0; v < V_COUNT; v++) {
-      if (v == V_BF16DOT && !dot) {
+      if ((v == V_BF16DOT && !dot) || (only_v >= 0 && v != only_v)) {
         printf(" %8s %6s", "-", "-");
         continue;
       }
@@ -226,7 +244,9 @@ int main(int argc, char **argv) {
       printf(" %8.1f %5.2fx", flops / th * 1e-9, tf / th);
       fflush(stdout);
     }
-    printf(" %5.2fx %8.1e %8.1e  %s\n", t_f16w / t_s8w, worst, worst_s8, s->what);
+    if (t_f16w > 0 && t_s8w > 0) printf(" %5.2fx", t_f16w / t_s8w);
+    else printf(" %6s", "-");
+    printf(" %8.1e %8.1e  %s\n", worst, worst_s8, s->what);
     free(a);
     free(b);
     free(c);

@@ -13,8 +13,10 @@
  * uint16 halves, or int8 for S8W.
  * a, when !a_pairs: fp32 values, a(r, kk) = a[kk*as + r] (a packed panel,
  * as = MR, or one raw row, as = 1).  When a_pairs (vdpbf16ps): a packed
- * panel of uint32, a[p*MR + r] = bf16 A(r, 2p) | bf16 A(r, 2p+1) << 16,
- * the odd half zero past kc.  C is fp32 (the driver's tile buffer when C
+ * panel of uint32 pairs bf16 A(r, 2p) | bf16 A(r, 2p+1) << 16 (the odd
+ * half zero past kc) in chunks of C = pair_chunk pairs, row-major in a
+ * chunk: pair p of row r at a[((p/C)*MR + r)*C + p%C] (as is unused),
+ * written by the kernel table's pack_a.  C is fp32 (the driver's tile buffer when C
  * is half).  Columns j >= nr are computed and dropped.
  *
  * cs (S8W only, on the last k block; else NULL): the per-column weight
@@ -42,6 +44,13 @@ typedef struct kn_hgemm_ukernels {
   /* x[i] = fp16-rounded x[i] (to nearest even, kn_f32_to_f16 then back)
    * for n values: a packed fp32 A block when round_a; NULL for bf16 */
   void (*round_half)(float *x, int64_t n);
+  /* a_pairs only: pairs per A chunk, and the packer of one panel: `rows`
+   * (<= mr) rows of A (fp32, or bf16 when half; row stride lda elements,
+   * a at the block's first depth step), kc depth steps, into the layout
+   * above, zero past kc and for rows >= `rows` (ceil(ceil(kc/2) / C)
+   * chunks of mr * C uint32) */
+  int32_t pair_chunk;
+  void (*pack_a)(const void *a, int64_t lda, bool half, int64_t rows, int64_t kc, void *dst);
 } kn_hgemm_ukernels;
 
 extern const kn_hgemm_ukernels kn_bf16_gemm_ukernel_6x8__portable;

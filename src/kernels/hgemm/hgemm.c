@@ -227,6 +227,14 @@ typedef struct plan {
 
 static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
+/* Bytes of one packed A panel of kc depth steps: fp32, or bf16 pairs in
+ * whole chunks (hgemm-ukernel.h). */
+static size_t a_panel_bytes(const kn_hgemm_ukernels *uk, int64_t kc) {
+  kc = max64(kc, 1);
+  if (!uk->a_pairs) return (size_t)(uk->mr * kc) * sizeof(float);
+  return (size_t)(round_up(ceil_div(kc, 2), uk->pair_chunk) * uk->mr) * sizeof(uint32_t);
+}
+
 static void make_plan(kn_isa isa, const kn_hgemm_args *g, int32_t threads, plan *p) {
   memset(p, 0, sizeof *p);
   bool bf16 = g->type == KN_HGEMM_BF16, s8 = g->type == KN_HGEMM_S8W;
@@ -257,8 +265,11 @@ static void make_plan(kn_isa isa, const kn_hgemm_args *g, int32_t threads, plan 
   p->nc = max64(nr, bl.nc / nr * nr);
   p->mc = min64(p->mc, round_up(max64(m, 1), mr));
   p->nc = min64(p->nc, round_up(max64(n, 1), nr));
-  size_t kcp = (size_t)round_up(max64(p->kc, 1), 2);
-  p->a_bytes = p->a_direct ? 0 : align64((size_t)p->mc * kcp * (p->uk->a_pairs ? 2 : 4));
+  /* a single pass keeps no C block between k blocks (fp32 C is written
+   * once): every column in one block, so A is packed once (a half C
+   * still goes through the mc x nc buffer) */
+  if (p->kc >= k && !g->c_half) p->nc = round_up(max64(n, 1), nr);
+  p->a_bytes = p->a_direct ? 0 : align64((size_t)(p->mc / mr) * a_panel_bytes(p->uk, p->kc));
   p->t_bytes = g->c_half ? align64((size_t)(p->mc * p->nc) * sizeof(float)) : 0;
   p->thread_bytes = p->a_bytes + p->t_bytes;
 
@@ -334,42 +345,22 @@ static inline __attribute__((always_inline)) float a_f32(const int mode, const v
   }
 }
 
-static inline __attribute__((always_inline)) uint32_t a_bf16(const int mode, const void *row,
-                                                             int64_t kk) {
-  return mode == A_BF16 ? ((const uint16_t *)row)[kk] : to_bf16(((const float *)row)[kk]);
-}
-
-/* Rows [i0, i0+rows) x depth [k0, k0+kc) of A into panels of mr rows,
- * zero-padded: fp32 (panel at dst + p*kc floats, mr per kk), or bf16
- * pairs (panel at dst + p*ceil(kc/2) uint32, mr per pair).  k outer:
+/* Rows [i0, i0+rows) x depth [k0, k0+kc) of A into fp32 panels of mr
+ * rows, zero-padded (panel at dst + p*kc floats, mr per kk).  k outer:
  * contiguous writes and mr sequential read streams, as gemm.c packs. */
 static inline __attribute__((always_inline)) void
-pack_a_mode(const int mode, bool pairs, int64_t mr, const kn_hgemm_args *g, int64_t i0,
-            int64_t rows, int64_t k0, int64_t kc, void *dst) {
+pack_a_mode(const int mode, int64_t mr, const kn_hgemm_args *g, int64_t i0, int64_t rows,
+            int64_t k0, int64_t kc, void *dst) {
   size_t esz = g->a_half ? 2 : 4;
-  int64_t kcp = (kc + 1) / 2;
   for (int64_t p = 0; p < rows; p += mr) {
     int64_t h = min64(mr, rows - p);
     const void *src[KN_SGEMM_MR_MAX];
     for (int64_t r = 0; r < h; r++)
       src[r] = (const char *)g->a + ((size_t)((i0 + p + r) * g->lda + k0)) * esz;
-    if (pairs) {
-      uint32_t *d = (uint32_t *)dst + p * kcp;
-      for (int64_t q = 0; q < kcp; q++, d += mr) {
-        int64_t kk = 2 * q;
-        if (kk + 1 < kc)
-          for (int64_t r = 0; r < h; r++)
-            d[r] = a_bf16(mode, src[r], kk) | a_bf16(mode, src[r], kk + 1) << 16;
-        else
-          for (int64_t r = 0; r < h; r++) d[r] = a_bf16(mode, src[r], kk);
-        for (int64_t r = h; r < mr; r++) d[r] = 0;
-      }
-    } else {
-      float *d = (float *)dst + p * kc;
-      for (int64_t kk = 0; kk < kc; kk++, d += mr) {
-        for (int64_t r = 0; r < h; r++) d[r] = a_f32(mode, src[r], kk);
-        for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
-      }
+    float *d = (float *)dst + p * kc;
+    for (int64_t kk = 0; kk < kc; kk++, d += mr) {
+      for (int64_t r = 0; r < h; r++) d[r] = a_f32(mode, src[r], kk);
+      for (int64_t r = h; r < mr; r++) d[r] = 0.0f;
     }
   }
 }
@@ -377,12 +368,19 @@ pack_a_mode(const int mode, bool pairs, int64_t mr, const kn_hgemm_args *g, int6
 static void pack_a_block(const plan *p, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
                          void *dst) {
   const kn_hgemm_args *g = p->g;
-  bool pairs = p->uk->a_pairs;
+  const kn_hgemm_ukernels *uk = p->uk;
+  if (uk->a_pairs) { /* the kernel's vector packer, panel by panel */
+    size_t esz = g->a_half ? 2 : 4, pb = a_panel_bytes(uk, kc);
+    for (int64_t r = 0; r < rows; r += p->mr)
+      uk->pack_a((const char *)g->a + (size_t)((i0 + r) * g->lda + k0) * esz, g->lda,
+                 g->a_half, min64(p->mr, rows - r), kc, (char *)dst + (size_t)(r / p->mr) * pb);
+    return;
+  }
   switch (p->amode) {
-  case A_F32_TO_BF16: pack_a_mode(A_F32_TO_BF16, pairs, p->mr, g, i0, rows, k0, kc, dst); break;
-  case A_BF16: pack_a_mode(A_BF16, pairs, p->mr, g, i0, rows, k0, kc, dst); break;
-  case A_F16: pack_a_mode(A_F16, false, p->mr, g, i0, rows, k0, kc, dst); break;
-  default: pack_a_mode(A_F32, false, p->mr, g, i0, rows, k0, kc, dst); break;
+  case A_F32_TO_BF16: pack_a_mode(A_F32_TO_BF16, p->mr, g, i0, rows, k0, kc, dst); break;
+  case A_BF16: pack_a_mode(A_BF16, p->mr, g, i0, rows, k0, kc, dst); break;
+  case A_F16: pack_a_mode(A_F16, p->mr, g, i0, rows, k0, kc, dst); break;
+  default: pack_a_mode(A_F32, p->mr, g, i0, rows, k0, kc, dst); break;
   }
 }
 
@@ -450,7 +448,7 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
               ap = (const float *)g->a + ir * g->lda + pc;
               as = 1;
             } else if (uk->a_pairs) {
-              ap = (const uint32_t *)abuf + (ir - ic) * ((kcur + 1) / 2);
+              ap = (const char *)abuf + (size_t)((ir - ic) / mr) * a_panel_bytes(uk, kcur);
             } else {
               ap = (const float *)abuf + (ir - ic) * kcur;
             }
