@@ -19,8 +19,11 @@
  * times the extra rows its bands compute (the halos), plus a step's
  * overhead for each extra band step and the row copies into band inputs
  * at the L2's bandwidth.  When some candidates reach the workspace, the
- * cheapest of them is taken; otherwise the one saving the most bytes per
- * second, and the search goes on from the rewritten graph.  Each applied
+ * cheapest of them (the least predicted time per byte it must save) is
+ * taken; otherwise the one that saves the most (then the cheapest), since
+ * steps once in bands are not banded again and a cheap partial saving
+ * taken first would block a larger one; the search goes on from the
+ * rewritten graph while the peak lies elsewhere.  Each applied
  * rewrite is planned for real (the estimate is a lower bound's) and
  * recorded with the arena before and after and the IO model's time for
  * the new steps against the old.
@@ -64,7 +67,6 @@ static bool best_candidate(const kn_ir_model *m, const kn_mem_plan *p, uint64_t 
   uint64_t *suffix = kn_calloc((size_t)ns + 2, sizeof *suffix);
   double *rows = kn_calloc((size_t)ns + 1, sizeof *rows);
   bool found = false, found_fit = false;
-  double best_score = 0;
   if (!suffix || !rows) goto done;
   for (int32_t i = ns - 1; i >= 0; i--)
     suffix[i] = p->live[i] > suffix[i + 1] ? p->live[i] : suffix[i + 1];
@@ -97,12 +99,12 @@ static bool best_candidate(const kn_ir_model *m, const kn_mem_plan *p, uint64_t 
           cost += pred[i] * (rows[i - s] - 1.0) + over[i] * (double)(k - 1);
         cost += over[e]; /* the join */
         bool fits = est <= workspace;
-        double score = (double)(peak - est) / (cost > 1e-9 ? cost : 1e-9);
         bool better = !found || (fits && !found_fit) ||
-                      (fits == found_fit && (fits ? cost < best->cost_s : score > best_score));
+                      (fits == found_fit &&
+                       (fits ? cost < best->cost_s
+                             : est < best->peak || (est == best->peak && cost < best->cost_s)));
         if (!better) continue;
         *best = (candidate){.first = s, .last = e, .bands = k, .peak = est, .cost_s = cost};
-        best_score = score;
         found = true;
         found_fit |= fits;
       }
@@ -200,10 +202,10 @@ kn_status kn_plan_under_budget(kn_ir_model *m, const kn_budget_options *o, kn_me
                    (unsigned long long)(first_arena - o->workspace));
   return kn_fail(err, KN_ERR_LIMIT,
                  "workspace of %llu bytes is too small: the smallest plan found needs %llu "
-                 "bytes (%llu short; %llu without rewrites, %d runs in bands)",
+                 "bytes (%llu short; %llu without rewrites, %d run%s in bands)",
                  (unsigned long long)o->workspace, (unsigned long long)smallest,
                  (unsigned long long)(smallest - o->workspace),
-                 (unsigned long long)first_arena, rounds);
+                 (unsigned long long)first_arena, rounds, rounds == 1 ? "" : "s");
 fail:
   free(pred);
   free(over);

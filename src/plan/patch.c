@@ -4,10 +4,11 @@
  * A run is steps [first, last] of the top-level graph in step order where
  * every step is row-local on channels-last tensors of a batch of one:
  *
- *   window  NhwcFusedConv (no channel slice), NhwcExpandDwConv, NhwcMaxPool,
- *           NhwcAveragePool: output row y reads input rows
+ *   window  NhwcFusedConv, NhwcExpandDwConv, NhwcMaxPool, NhwcAveragePool:
+ *           output row y reads input rows
  *           [y*s - pad_top, y*s - pad_top + (k-1)*d + 1); a fused residual
- *           (input 3) is read at row y
+ *           (input 3) and the tensor a channel-slice conv fills (input 5,
+ *           src/passes/concat_inplace.c) are read at row y
  *   layout  Transpose NCHW -> NHWC (perm 0,2,3,1) of a tensor made before
  *           the run: output row y is input row y of axis 2
  *   eltwise elementwise ops (Add, Mul, Relu, ElementwiseChain, ...): row y
@@ -103,7 +104,7 @@ static pkind kind_of(const kn_graph *g, const kn_node *n) {
     return PK_NONE;
   for (int32_t a = 0; a < n->n_attrs; a++)
     if (n->attrs[a].type == KN_ATTR_GRAPH || n->attrs[a].type == KN_ATTR_GRAPHS) return PK_NONE;
-  if ((is_kiln(n, "NhwcFusedConv") && n->n_inputs <= 5 && !kn_node_attr(n, "concat_channels")) ||
+  if ((is_kiln(n, "NhwcFusedConv") && n->n_inputs <= 6) ||
       is_kiln(n, "NhwcExpandDwConv") || is_kiln(n, "NhwcMaxPool") ||
       is_kiln(n, "NhwcAveragePool"))
     return window_of(g, n, &w) ? PK_WINDOW : PK_NONE;
@@ -128,7 +129,9 @@ static prole role_of(const kn_graph *g, const kn_node *n, pkind k, int32_t j) {
   switch (k) {
   case PK_WINDOW:
     if (j == 0) return PR_WINDOW;
-    if (j == 3 && is_kiln(n, "NhwcFusedConv")) return PR_ROWS;
+    /* the residual, and the tensor whose other channels a channel-slice
+     * conv (concat_inplace) fills in place: row for row */
+    if ((j == 3 || j == 5) && is_kiln(n, "NhwcFusedConv")) return PR_ROWS;
     return PR_WHOLE;
   case PK_TRANSPOSE: return j == 0 ? PR_ROWS_AXIS2 : PR_BAD;
   case PK_ELTWISE: {

@@ -384,6 +384,58 @@ static void test_workspace_cap(void **state) {
   kn_ir_model_free(m);
 }
 
+/* A Concat along an axis with only size-1 dims before it holds its inputs
+ * as parts of its output: they are made in place (nested Concats too) and
+ * nothing is copied; the run with the plan (a garbage arena) equals the run
+ * without.  A Concat reading one value twice keeps its inputs copies. */
+static void test_concat_parts(void **state) {
+  (void)state;
+  kn_ir_model *m = model_new();
+  kn_graph *g = m->graph;
+  int32_t x = input(g, "x", 1, 64); /* 256 bytes */
+  int32_t a = node(g, "Add", x, x, "a");
+  int32_t b = node(g, "Mul", x, x, "b");
+  int32_t c = concat(g, a, b, "c");
+  int32_t d = node(g, "Sub", x, x, "d");
+  int32_t e = concat(g, c, d, "e");
+  int32_t y = node(g, "Add", e, e, "y");
+  tk_output(g, y);
+  prepare(m);
+  kn_mem_plan p;
+  plan_and_compare(m, &p);
+  const kn_plan_tensor *te = tensor_of(&p, e);
+  assert_int_equal(tensor_of(&p, a)->view_of, c);
+  assert_int_equal(tensor_of(&p, b)->view_of, c);
+  assert_int_equal(tensor_of(&p, c)->view_of, e);
+  assert_int_equal(tensor_of(&p, d)->view_of, e);
+  assert_int_equal(tensor_of(&p, b)->view_offset, 256);
+  assert_int_equal(tensor_of(&p, d)->view_offset, 512);
+  assert_int_equal(tensor_of(&p, a)->offset, te->offset);
+  assert_int_equal(tensor_of(&p, b)->offset, te->offset + 256);
+  assert_int_equal(tensor_of(&p, d)->offset, te->offset + 512);
+  assert_int_equal(p.arena_bytes, 768); /* e alone: the parts are inside it */
+  kn_mem_plan_free(&p);
+  kn_ir_model_free(m);
+
+  m = model_new();
+  g = m->graph;
+  x = input(g, "x", 1, 64);
+  a = node(g, "Add", x, x, "a");
+  b = node(g, "Mul", x, x, "b");
+  c = concat(g, a, b, "c");
+  int32_t c2 = concat(g, c, c, "c2"); /* one value twice: a copy */
+  tk_output(g, node(g, "Add", c2, c2, "y"));
+  prepare(m);
+  plan_and_compare(m, &p);
+  assert_int_equal(tensor_of(&p, a)->view_of, c);
+  assert_int_equal(tensor_of(&p, b)->view_of, c);
+  assert_int_equal(tensor_of(&p, b)->offset, tensor_of(&p, c)->offset + 256);
+  assert_int_equal(tensor_of(&p, c)->view_of, -1);
+  assert_int_equal(p.arena_bytes, 512 + 1024);
+  kn_mem_plan_free(&p);
+  kn_ir_model_free(m);
+}
+
 /* The checker catches overlaps, misalignment and overflow. */
 static void test_check_catches(void **state) {
   (void)state;
@@ -532,6 +584,7 @@ int main(void) {
       cmocka_unit_test(test_inplace_chain),  cmocka_unit_test(test_inplace_refused),
       cmocka_unit_test(test_unknown_sizes),  cmocka_unit_test(test_workspace_cap),
       cmocka_unit_test(test_check_catches),  cmocka_unit_test(test_real_models),
+      cmocka_unit_test(test_concat_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,6 +107,9 @@ static int print_summary(const kn_model *m, const char *model_path, const char *
            "timing cache, %d not the first choice\n",
            st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
            st.tactic_changed);
+  /* what the memory planner traded for the workspace (--workspace) */
+  for (int32_t i = 0; i < kn_model_decision_count(m); i++)
+    if (!strncmp(kn_model_decision(m, i), "memory: ", 8)) printf("%s\n", kn_model_decision(m, i));
   return KN_EXIT_OK;
 }
 

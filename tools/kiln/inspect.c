@@ -387,9 +387,16 @@ int kn_cmd_inspect(int argc, char **argv) {
     if (kn_model_step_io(m, i, (int32_t)threads, &io)) memset(&io, 0, sizeof io);
     char meas[32] = "-";
     if (measured_match) snprintf(meas, sizeof meas, "%.1f", measured[i]);
+    /* a step of a patch-based run (--workspace) leads with its band:
+     * "band2/6 /layer1/..." ("bands": the join) */
+    char name[288];
+    const char *band = strstr(si.name, "#band");
+    if (band)
+      snprintf(name, sizeof name, "%s %.*s", band + 1, (int)(band - si.name) & 0xff, si.name);
+    else snprintf(name, sizeof name, "%s", si.name);
     printf("  %-4d %-28.28s %-20.20s %-18.18s %-12s %-20.20s %10.3f %10.1f %9.1f %9s %-8s %7.1f "
            "%-4s  %-24.24s %.80s\n",
-           i, si.name, si.op, si.tactic ? si.tactic : "reference",
+           i, name, si.op, si.tactic ? si.tactic : "reference",
            kn_precision_name(si.precision) ? kn_precision_name(si.precision) : "?",
            shape, si.flops / 1e6,
            (double)(si.bytes_read + si.bytes_written) / 1024.0, io.predicted_us, meas,
