@@ -14,7 +14,9 @@
 //   --rounds, --seconds  set those directly
 //   --kiln     the kiln binary (default $KILN_BIN, else build/kiln)
 //   --out      the report (default bench/RESULTS.md)
-//   --limit    fp32 GFLOP/s of one core (default 250, ../shared/BENCHMARKING.md)
+//   --limit    fp32 GFLOP/s of one core (default: this machine's probe,
+//              `kiln probe`'s ~/.cache/kiln/machine.json or $KILN_MACHINE,
+//              peak.fp32_gflops.one; else 250, BENCHMARKING.md's Zen 5)
 //   --no-pin   let the OS place the processes (default: see "CPUs" below)
 //   --precisions  kiln engines to measure, each against ONNX Runtime's fp32
 //              (default fp32): bf16, fp16 and int8 engines are built with
@@ -65,7 +67,7 @@ function usage(msg) {
 function parseArgs(argv) {
   const a = {models: ALL, threads: [1, 2], rounds: 5, seconds: 1.5, quick: false, pin: true,
              kiln: process.env.KILN_BIN || path.join(ROOT, 'build', 'kiln'),
-             out: path.join(ROOT, 'bench', 'RESULTS.md'), limit: 250, precisions: ['fp32']};
+             out: path.join(ROOT, 'bench', 'RESULTS.md'), limit: 0, precisions: ['fp32']};
   const set = {};
   for (let i = 0; i < argv.length; i++) {
     let s = argv[i], v = null;
@@ -100,13 +102,33 @@ function parseArgs(argv) {
     }
     else if (s === '-h' || s === '--help') {
       const src = fs.readFileSync(__filename, 'utf8').split('\n');
-      console.log(src.slice(1, 39).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+      console.log(src.slice(1, 41).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
       process.exit(0);
     } else usage('unknown argument ' + s);
   }
   if (a.quick) { a.rounds = 2; a.seconds = 0.3; }
   Object.assign(a, set);
+  if (!a.limit) {
+    const probed = probedLimit();
+    a.limit = probed ? probed.gflops : 250;
+    a.limitFrom = probed ? `this machine's probe (${probed.file})`
+                         : '../shared/BENCHMARKING.md: 225–275 measured on one Zen 5 core';
+  } else a.limitFrom = '--limit';
   return a;
+}
+
+// fp32 GFLOP/s of one core from the machine description `kiln probe` keeps
+// (what kiln builds for); null when there is none.
+function probedLimit() {
+  const file = process.env.KILN_MACHINE ||
+               path.join(os.homedir(), '.cache', 'kiln', 'machine.json');
+  try {
+    const m = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const g = m.peak && m.peak.fp32_gflops && m.peak.fp32_gflops.one;
+    return g > 0 ? {gflops: g, file} : null;
+  } catch (e) {
+    return null;
+  }
 }
 
 // Runs a command; returns stdout, or throws with its last stderr line.
@@ -372,7 +394,7 @@ function report(a, cpu, rows, skipped, started, loadStart) {
            : ' CPUs: placed by the OS (--no-pin or no taskset).'));
   L.push(`- GFLOP/s: FLOPs of one run (\`kiln inspect --json\` on the engine, a multiply-add ` +
          `= 2) / p50. Limit: ${a.limit} GFLOP/s per core × threads (fp32 FMA, ` +
-         '../shared/BENCHMARKING.md: 225–275 measured on one Zen 5 core).');
+         `${a.limitFrom}).`);
   L.push('- Outputs: kiln against ORT on these inputs, |kiln − ORT| ≤ 1e-4 + 1e-3·|ORT|.', '');
   for (const t of a.threads) {
     const rs = rows.filter((r) => r.threads === t);
