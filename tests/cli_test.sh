@@ -402,6 +402,20 @@ if grep -q '"precision": "bf16"' "$OUT"; then pass inspect_shows_bf16
 else fail inspect_shows_bf16 "no step with precision bf16 in kiln inspect --json"; fi
 expect run_tinycnn_bf16 0 "" run "$TMP/tiny_bf16.kiln" --input-dir "$M/test_data_set_0"
 expect build_workspace_small 1 "workspace" build "$M/model.onnx" -o "$TMP/ws.kiln" --shape input=1x3x32x32 --workspace 1K
+if grep -q 'smallest plan found needs [0-9]* bytes ([0-9]* short' "$ERR"; then pass build_workspace_small_says_short
+else fail build_workspace_small_says_short "the message does not name the smallest plan and the shortfall"; fi
+# --workspace at 60% of the unconstrained arena: the early layers run in bands
+expect build_workspace_full 0 "" build "$M/model.onnx" -o "$TMP/ws100.kiln" --shape input=1x3x32x32
+expect inspect_workspace_full 0 "" inspect "$TMP/ws100.kiln" --json
+ARENA=$(grep -o '"arena_bytes": [0-9]*' "$OUT" | grep -o '[0-9]*$')
+expect build_workspace_60 0 "" build "$M/model.onnx" -o "$TMP/ws60.kiln" --shape input=1x3x32x32 --workspace $((${ARENA:-0} * 6 / 10))
+if grep -q '^memory: steps .* bands of output rows' "$OUT"; then pass build_workspace_60_decision
+else fail build_workspace_60_decision "kiln build printed no memory decision"; fi
+expect inspect_workspace_60 0 "" inspect "$TMP/ws60.kiln"
+if grep -q ' band0/[0-9]* ' "$OUT" && grep -q 'memory: steps ' "$OUT"; then pass inspect_shows_bands
+else fail inspect_shows_bands "kiln inspect shows no band step or no memory decision"; fi
+expect run_workspace_60 0 "" run "$TMP/ws60.kiln" --input-dir "$M/test_data_set_0" --output-dir "$TMP/o_ws60"
+expect compare_workspace_60 0 "" compare "$M/model.onnx" "$TMP/ws60.kiln" --shape input=1x3x32x32
 expect build_bad_shape 1 "declared" build "$B/good.onnx" -o "$TMP/x.kiln" --shape X=1x5
 expect build_unknown_input 1 "no input" build "$B/good.onnx" -o "$TMP/x.kiln" --shape Nope=1x4
 expect build_unknown_pass 1 "nosuch" build "$B/good.onnx" -o "$TMP/x.kiln" --disable-pass nosuch
