@@ -335,7 +335,7 @@ static uint32_t next(uint32_t *s) {
 
 static const int64_t msizes[] = {1, 1, 2, 3, 5, 6, 7, 13, 14, 15, 17, 29, 33, 64};
 static const int64_t nsizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 100, 129};
-static const int64_t ksizes[] = {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 64, 97, 130, 301};
+static const int64_t ksizes[] = {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 97, 130, 301};
 #define NS(x) ((uint32_t)(sizeof x / sizeof x[0]))
 
 /* Every (type, vdpbf16ps) variant this machine runs for `isa`. */
@@ -379,7 +379,12 @@ static void test_hgemm(void **state) {
       const int64_t fixed[][3] = {{1, 1, 1},     {3, 5, 0},     {1, 257, 257}, {1, 1000, 301},
                                   {14, 32, 33},  {12, 32, 16},  {6, 16, 7},    {129, 200, 600},
                                   {2, 300, 64},  {200, 70, 45}, {1, 777, 4099}, {4, 100, 3001},
-                                  {16, 65, 2000}, {8, 96, 768}};
+                                  {16, 65, 2000}, {8, 96, 768},
+                                  /* the vdpbf16ps kernel's A chunks (16 pairs): k tails
+                                   * inside and at a chunk, rows past every tile, one
+                                   * and several k passes */
+                                  {128, 64, 1031}, {43, 96, 95},  {29, 33, 2700},
+                                  {15, 31, 63},    {127, 40, 32}, {1, 64, 33}};
       for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++)
         for (int w = 0; w < 3; w++) {
           hcase hc = base;

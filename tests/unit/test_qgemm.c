@@ -219,9 +219,10 @@ static void run_case(kn_qgemm_impl impl, const qcase *qc, kn_pool *pool2) {
   free(ref);
 }
 
-static const int64_t ms[] = {1, 2, 3, 5, 6, 7, 13, 14, 15, 17, 29, 31, 64, 97};
+static const int64_t ms[] = {1, 2, 3, 5, 6, 7, 13, 14, 15, 17, 28, 29, 31, 64, 97, 127};
 static const int64_t ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 65, 100};
-static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 33, 64, 100, 257, 770};
+/* k: tails of the depth group (4) and of the VNNI A chunk (64) */
+static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 33, 63, 64, 65, 100, 129, 257, 770};
 #define COUNT(a) ((uint32_t)(sizeof a / sizeof a[0]))
 
 static kn_pool *make_pool(void) {
@@ -287,6 +288,11 @@ static void big(kn_qgemm_impl impl, kn_pool *pool) {
       {.m = 33, .n = 65, .k = 1003, .amode = 0, .za = 128, .extreme = 1, .tiny = 1,
        .u8out = true, .bias = 1},
       {.m = 1, .n = 100, .k = 5000, .amode = 0, .za = 0, .extreme = 1, .unit = true},
+      /* two k passes with the VNNI kc and more columns than one block of
+       * partial sums holds; A packed (chunks) read from a later pass */
+      {.m = 30, .n = 700, .k = 4111, .amode = 1, .za = 5, .bias = 1},
+      {.m = 29, .n = 65, .k = 4111, .amode = 3, .za = 200, .unit = true},
+      {.m = 128, .n = 64, .k = 577, .amode = 0, .za = 128, .res = 2},
   };
   for (uint32_t i = 0; i < COUNT(cases); i++) run_case(impl, &cases[i], pool);
 }
