@@ -56,7 +56,8 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, const kn_te
 
 /* ---- reduced precision (conv_lowp.c) --------------------------------------
  * NhwcFusedConv on conv_igemm_nhwc when n->precision is int8, bf16, fp16
- * or fp16-weights (kernels/conv/conv-lowp.h). */
+ * or fp16-weights, and bf16 on conv_winograd_nhwc (kernels/conv/
+ * conv-lowp.h). */
 
 /* The `precisions` hook of NhwcFusedConv: int8, bf16, fp16 and
  * fp16-weights for a 2-D fp32 convolution with constant weights that is
@@ -71,8 +72,9 @@ void kn_conv_lowp_tiling(const kn_node *n, const kn_conv2d *c, const kn_target *
                          char *buf, size_t len);
 /* Runs the conv at ctx->node's precision (the arguments of
  * kn_f32_conv_nhwc; y already offset to the step's channel slice). */
-kn_status kn_conv_lowp_run(kn_op_ctx *ctx, const kn_conv2d *c, const float *x, const float *s,
-                           const kn_tensor *w, const kn_epilogue *ep, float *y) KN_WUR;
+kn_status kn_conv_lowp_run(kn_op_ctx *ctx, int32_t tactic, const kn_conv2d *c, const float *x,
+                           const float *s, const kn_tensor *w, const kn_epilogue *ep,
+                           float *y) KN_WUR;
 
 /* The kernels' 2-D geometry (kernels/conv/conv.h) of a complete 2-D geo. */
 kn_conv2d kn_conv2d_of(const kn_conv_geom *geo);

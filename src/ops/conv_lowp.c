@@ -11,7 +11,10 @@
  *                 kiln.a_zero, exact s32 sums on the qgemm kernels;
  *   bf16 / fp16   weights and input rounded to bf16 / fp16, fp32 sums on
  *                 the hgemm kernels;
- *   fp16-weights  weights fp16, input fp32.
+ *   fp16-weights  weights fp16, input fp32;
+ *   bf16 on conv_winograd_nhwc (3x3 stride 1, where the builder timed it
+ *                 faster than the bf16 implicit GEMM): the Winograd
+ *                 products on the bf16 kernels (winograd-nhwc-bf16.c).
  *
  * The fused epilogue (bias, activation, residual) and FusedConv's input
  * scale S are those of fp32.  Depthwise convolutions have no reduced
@@ -64,17 +67,32 @@ static kn_conv_lowp variant_of(const kn_node *n, kn_isa isa, uint64_t features) 
   return v;
 }
 
+static bool winograd(int32_t tactic) { return tactic == KN_TACTIC_conv_winograd_nhwc; }
+
+/* Bytes of the packed weights of `tactic` for v. */
+static size_t pack_bytes(int32_t tactic, const kn_conv_lowp *v, const kn_conv2d *c) {
+  return winograd(tactic) ? kn_bf16_conv_winograd_nhwc_pack_size(v->isa, c)
+                          : kn_conv_nhwc_lowp_pack_size(v, c);
+}
+
 /* Bytes of the temporaries the packing needs: the tap-major fp32
- * weights, and for int8 their s8 values and scales. */
-static size_t temp_bytes(const kn_conv2d *c) {
+ * weights, and for int8 their s8 values and scales (Winograd: one
+ * transformed position, c x m floats). */
+static size_t temp_bytes(int32_t tactic, const kn_conv2d *c) {
+  if (winograd(tactic)) return (size_t)(c->c * c->m) * sizeof(float);
   size_t nw = (size_t)(c->m * (c->c / c->group) * c->kh * c->kw);
   return ((nw * sizeof(float) + 63) & ~(size_t)63) + ((nw + 63) & ~(size_t)63) +
          (((size_t)c->m * sizeof(float) + 63) & ~(size_t)63);
 }
 
-/* Packs w [m, c/group, kh, kw] for v into dst (temp: temp_bytes). */
-static void pack_weights(const kn_node *n, const kn_conv_lowp *v, const kn_conv2d *c,
-                         const float *w, void *dst, void *temp) {
+/* Packs w [m, c/group, kh, kw] for tactic and v into dst (temp:
+ * temp_bytes). */
+static void pack_weights(const kn_node *n, int32_t tactic, const kn_conv_lowp *v,
+                         const kn_conv2d *c, const float *w, void *dst, void *temp) {
+  if (winograd(tactic)) {
+    kn_bf16_conv_winograd_nhwc_pack(v->isa, c, w, temp, dst);
+    return;
+  }
   int64_t cg = c->c / c->group, ksz = c->kh * c->kw, k = ksz * cg;
   size_t nw = (size_t)(c->m * k);
   float *wt = temp;
@@ -94,7 +112,7 @@ kn_status kn_conv_lowp_pack(const kn_node *n, const kn_conv2d *c, const kn_tenso
   uint64_t features = kn_cpu_features();
   if (target->machine) features &= target->machine->features;
   kn_conv_lowp v = variant_of(n, (kn_isa)target->isa, features);
-  size_t bytes = kn_conv_nhwc_lowp_pack_size(&v, c), tb = temp_bytes(c);
+  size_t bytes = pack_bytes(n->tactic, &v, c), tb = temp_bytes(n->tactic, c);
   conv_lowp_packed *p = kn_packed_alloc(LOWP_HEAD + bytes, target->isa, n->tactic);
   void *temp = aligned_alloc(64, tb);
   if (!p || !temp) {
@@ -103,7 +121,7 @@ kn_status kn_conv_lowp_pack(const kn_node *n, const kn_conv2d *c, const kn_tenso
     return kn_fail(err, KN_ERR_OOM, "node '%s' (%s): out of memory packing %zu bytes of %s "
                    "weights", n->name, n->op_type, bytes, kn_precision_name(n->precision));
   }
-  pack_weights(n, &v, c, w->data, (char *)p + LOWP_HEAD, temp);
+  pack_weights(n, n->tactic, &v, c, w->data, (char *)p + LOWP_HEAD, temp);
   free(temp);
   memcpy(p->wdims, w->dims, sizeof p->wdims);
   p->group = c->group;
@@ -121,27 +139,35 @@ void kn_conv_lowp_tiling(const kn_node *n, const kn_conv2d *c, const kn_target *
   kn_conv_lowp v = variant_of(n, (kn_isa)target->isa, features);
   kn_caches ca;
   kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
-  kn_conv_nhwc_lowp_tiling(&v, c, &ca, buf, len);
+  if (winograd(n->tactic)) kn_bf16_conv_winograd_nhwc_tiling(v.isa, c, &ca, buf, len);
+  else kn_conv_nhwc_lowp_tiling(&v, c, &ca, buf, len);
 }
 
-kn_status kn_conv_lowp_run(kn_op_ctx *ctx, const kn_conv2d *c, const float *x, const float *s,
-                           const kn_tensor *w, const kn_epilogue *ep, float *y) {
+kn_status kn_conv_lowp_run(kn_op_ctx *ctx, int32_t tactic, const kn_conv2d *c, const float *x,
+                           const float *s, const kn_tensor *w, const kn_epilogue *ep, float *y) {
   kn_rt *rt = ctx->rt;
   int32_t threads = kn_rt_threads(rt);
   kn_conv_lowp v = variant_of(ctx->node, rt->isa, rt->features);
   const conv_lowp_packed *pk = ctx->packed;
-  bool ok = pk && pk->hdr.tactic == KN_TACTIC_conv_igemm_nhwc &&
+  bool ok = pk && pk->hdr.tactic == tactic &&
             pk->hdr.isa == (int32_t)rt->isa && pk->precision == ctx->node->precision &&
             pk->data_off == LOWP_HEAD && pk->group == c->group &&
             (v.type != KN_CONV_LOWP_INT8 || pk->qimpl == (int32_t)v.qimpl) &&
             !memcmp(pk->wdims, w->dims, sizeof pk->wdims);
-  size_t pbytes = ok ? 0 : (kn_conv_nhwc_lowp_pack_size(&v, c) + 63) & ~(size_t)63;
-  size_t tbytes = ok ? 0 : temp_bytes(c);
-  size_t kbytes = kn_conv_nhwc_lowp_scratch(&v, c, threads, s != NULL, &rt->caches);
+  size_t pbytes = ok ? 0 : (pack_bytes(tactic, &v, c) + 63) & ~(size_t)63;
+  size_t tbytes = ok ? 0 : (temp_bytes(tactic, c) + 63) & ~(size_t)63;
+  size_t kbytes = winograd(tactic)
+                      ? kn_bf16_conv_winograd_nhwc_scratch(v.isa, v.bf16_dot, c, threads,
+                                                           &rt->caches)
+                      : kn_conv_nhwc_lowp_scratch(&v, c, threads, s != NULL, &rt->caches);
   char *scratch = kn_rt_scratch(rt, pbytes + tbytes + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
   const void *wp = ok ? (const char *)pk + pk->data_off : scratch;
-  if (!ok) pack_weights(ctx->node, &v, c, w->data, scratch, scratch + pbytes);
-  kn_conv_nhwc_lowp(&v, rt->pool, c, x, s, wp, ep, y, scratch + pbytes + tbytes, &rt->caches);
+  if (!ok) pack_weights(ctx->node, tactic, &v, c, w->data, scratch, scratch + pbytes);
+  char *ks = scratch + pbytes + tbytes;
+  if (winograd(tactic))
+    kn_bf16_conv_winograd_nhwc(v.isa, v.bf16_dot, rt->pool, c, x, s, wp, ep, y, ks, &rt->caches);
+  else
+    kn_conv_nhwc_lowp(&v, rt->pool, c, x, s, wp, ep, y, ks, &rt->caches);
   return KN_OK;
 }

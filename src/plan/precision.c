@@ -47,13 +47,27 @@ static bool is_value_copy(const kn_node *n) {
   return false;
 }
 
+/* The range calibrated for `name`, or for the NCHW value it is the
+ * channels-last copy of: the channels_last pass names a value it makes
+ * channels-last "<name>_nhwc" (calibrate runs the model as imported, and
+ * a layout changes no minimum or maximum). */
+static bool range_of(const kn_calibration *cal, const char *name, kn_calib_range *r) {
+  if (kn_calibration_get(cal, name, r)) return true;
+  size_t len = strlen(name), sl = strlen("_nhwc");
+  char base[512];
+  if (len <= sl || len - sl >= sizeof base || strcmp(name + len - sl, "_nhwc")) return false;
+  memcpy(base, name, len - sl);
+  base[len - sl] = 0;
+  return kn_calibration_get(cal, base, r);
+}
+
 /* The calibrated range of value v: its own name, else that of the value a
  * chain of copies (reshapes, transposes) took it from. */
 static bool find_range(const kn_graph *g, int32_t v, const kn_calibration *cal,
                        kn_calib_range *r, const char **found) {
   for (int32_t hop = 0; v >= 0 && hop < 16; hop++) {
     const kn_value *val = &g->values[v];
-    if (kn_calibration_get(cal, val->name, r)) {
+    if (range_of(cal, val->name, r)) {
       *found = val->name;
       return true;
     }
@@ -135,9 +149,14 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
             (!o->calibration || n->n_inputs < 1 ||
              !find_range(g, n->inputs[0], o->calibration, &r, &nm)))
           continue;
+        /* predicted with the tactic it would get in p (fp32 3x3
+         * convolutions: Winograd, a reduced precision: the implicit GEMM) */
         n->precision = p;
+        int32_t tactic = n->tactic;
+        if (n->op && n->op->select) n->tactic = n->op->select(g, n, o->isa);
         kn_io_step io;
         kn_io_predict(m, i, o->machine, o->threads, &io);
+        n->tactic = tactic;
         if (p == KN_PRECISION_FP32 || io.predicted_s < best_s * 0.97) {
           best = p;
           best_s = io.predicted_s;

@@ -203,8 +203,19 @@ tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t thread
 
 tk_results tk_run_fast_features(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads,
                                 uint64_t features) {
+  return tk_run_fast_tactic(m, fill, isa, threads, features, 0);
+}
+
+tk_results tk_run_fast_tactic(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads,
+                              uint64_t features, int32_t tactic) {
   kn_graph *g = m->graph;
   kn_tactics_select(m, isa, false);
+  for (int32_t i = 0; tactic && i < g->n_nodes; i++) {
+    kn_node *n = &g->nodes[i];
+    int32_t cand[8], nc = n->op && n->op->candidates ? n->op->candidates(g, n, isa, cand, 8) : 0;
+    for (int32_t k = 0; k < nc; k++)
+      if (cand[k] == tactic) n->tactic = tactic;
+  }
   void **packed = kn_calloc((size_t)g->n_nodes + 1, sizeof *packed);
   assert_non_null(packed);
   kn_error err;

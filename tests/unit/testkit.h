@@ -125,6 +125,10 @@ tk_results tk_run_fast(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t thread
  * repack per run (tk_run_fast passes kn_cpu_features()). */
 tk_results tk_run_fast_features(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads,
                                 uint64_t features);
+/* The same with every node that can run `tactic` (one of its op's
+ * candidates) on it (0: the select choice). */
+tk_results tk_run_fast_tactic(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t threads,
+                              uint64_t features, int32_t tactic);
 int32_t tk_fast_tactic(const kn_ir_model *m, const char *op, int32_t isa);
 
 void tk_results_free(tk_results *r);

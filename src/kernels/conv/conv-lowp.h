@@ -25,12 +25,12 @@
  * pixel more than once (kxk, or the scale s to apply) the input is first
  * converted once, whole, into scratch (u8 / bf16 / fp16: 1/4 to 1/2 of its
  * fp32 bytes), and the gather copies converted values; a 1x1 stride-1
- * unpadded conv without s reads its fp32 rows in place and the GEMM's
- * packing converts them.  Rows of a group-1, undilated window row are one
+ * unpadded conv without s (and with one slab, below) reads its fp32 rows
+ * in place and the GEMM's packing converts them.  Rows of a group-1, undilated window row are one
  * copy of kw x c contiguous values (the 7x7 stem: 7 copies of 21, not 49
  * of 3).
  *
- * B: the weights of each group are cut into slabs of at most 256 output
+ * B: the weights of each group are cut into slabs of at most 512 output
  * channels (whole NR panels), each slab one packed B block of its kernel
  * (kn_qgemm_pack_b / kn_hgemm_pack_b), so tasks can split the output
  * channels of a layer with few pixels (ResNet-50's 7x7 maps).  Chunks and
@@ -87,5 +87,23 @@ void kn_conv_nhwc_lowp(const kn_conv_lowp *v, kn_pool *pool, const kn_conv2d *g,
 /* Its plan on one thread, for kiln inspect: "int8 112px slab 256c". */
 void kn_conv_nhwc_lowp_tiling(const kn_conv_lowp *v, const kn_conv2d *g,
                               const kn_caches *caches, char *buf, size_t len);
+
+/* ---- conv_winograd_nhwc in bf16 (kernels/conv/winograd-nhwc-bf16.c) -------
+ * 3x3, stride 1, undilated, group 1 (kn_f32_conv_winograd_nhwc_fits):
+ * Winograd F(4x4, 3x3) with the 36 products [tiles, c] x [c, m] on the
+ * bf16 kernels, the transforms in fp32 (their outputs rounded to bf16 as
+ * the products read them); x, s, ep, y as kn_f32_conv_winograd_nhwc. */
+size_t kn_bf16_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
+/* w [m, c, 3, 3]; temp: c x m floats; dst: pack_size bytes, 64-aligned. */
+void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *temp,
+                                     void *dst);
+size_t kn_bf16_conv_winograd_nhwc_scratch(kn_isa isa, bool bf16_dot, const kn_conv2d *g,
+                                          int32_t threads, const kn_caches *caches);
+void kn_bf16_conv_winograd_nhwc(kn_isa isa, bool bf16_dot, kn_pool *pool, const kn_conv2d *g,
+                                const float *x, const float *s, const void *upacked,
+                                const kn_epilogue *ep, float *y, void *scratch,
+                                const kn_caches *caches);
+void kn_bf16_conv_winograd_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches,
+                                       char *buf, size_t len);
 
 #endif

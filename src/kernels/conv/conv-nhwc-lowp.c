@@ -20,8 +20,11 @@
 
 #include "kernels/hgemm/hgemm.h"
 
-/* Output channels per slab at most (see conv-lowp.h). */
-#define SLAB_MAX 256
+/* Output channels per slab at most (see conv-lowp.h): wide, since each
+ * slab's GEMM packs (and converts) its A rows again; narrow enough that a
+ * layer with few pixels (ResNet-50's 7x7 maps, 512 and 2048 channels)
+ * still has tasks for two threads. */
+#define SLAB_MAX 512
 /* Tasks a layer is cut into at least, where its pixels allow: enough for
  * the pool to balance two or four threads by whole tasks. */
 #define MIN_TASKS 8
@@ -108,8 +111,11 @@ static void make_plan(const kn_conv_lowp *v, const kn_conv2d *g, bool scaled,
   slab_geom(v, g, p);
   kn_caches ca = kn_caches_or_common(caches);
   p->esize = elem_size(v);
+  /* a 1x1 conv reads its rows in place, converted by the GEMM's packing,
+   * unless there are several slabs (each would convert them again) or a
+   * scale: then they are converted once, first */
   bool pw = pointwise(g);
-  p->mode = pw ? (scaled ? MODE_DIRECT_CONV : MODE_DIRECT) : MODE_ROWS;
+  p->mode = pw ? (scaled || p->nslabs > 1 ? MODE_DIRECT_CONV : MODE_DIRECT) : MODE_ROWS;
   /* F16W without a scale gathers the fp32 input itself */
   p->convert = p->mode != MODE_DIRECT && (scaled || v->type != KN_CONV_LOWP_F16W);
   p->np = g->n * g->oh * g->ow;
@@ -128,8 +134,11 @@ static void make_plan(const kn_conv_lowp *v, const kn_conv2d *g, bool scaled,
   p->xc_bytes = p->convert ? align64((size_t)(g->n * g->h * g->w * g->c) * p->esize) : 0;
   p->rows_bytes = p->mode == MODE_ROWS ? align64((size_t)(p->chunk * p->k) * p->esize) : 0;
   /* the GEMM's A buffer grows with the rows, but a chunk of one row panel
-   * (the last one may be) takes the whole depth in one pass: the larger */
-  for (int64_t rows = 1; rows <= p->chunk; rows += max64(1, p->chunk - 1)) {
+   * (the last one may be) takes the whole depth in one pass, and one row
+   * may be read in place: the largest of the three cases */
+  const int64_t cases[3] = {1, min64(2, p->chunk), p->chunk};
+  for (int ci = 0; ci < 3; ci++) {
+    int64_t rows = cases[ci];
     size_t bytes;
     if (is_int8(v)) {
       kn_qgemm_blocking bl = kn_qgemm_blocking_of(v->qimpl, &ca);

@@ -122,6 +122,38 @@ static void wgn_input(const float *x, const float *s, int64_t h, int64_t w, int6
   }
 }
 
+/* The input transform of `rows` tiles into row-major rows, the A of the
+ * bf16 products (hgemm rounds it while packing): (B^T d B)_xi of tile r,
+ * channel ci at dst[xi * xs + r * ldv + ci], ci < c.  Each slice is staged
+ * as input_tile writes it, then copied out (an L1 copy, 1/m of the
+ * products' work). */
+static void wgn_input_rows(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
+                           const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs,
+                           int64_t ldv) {
+  float stage[NPOS_ * WGN_MRP * VL] __attribute__((aligned(64)));
+  for (int r = 0; r < rows; r++) {
+    unsigned rm = 0, cm = 0;
+    for (int a = 0; a < 6; a++) {
+      if (tiles[r].iy0 + a >= 0 && tiles[r].iy0 + a < h) rm |= 1u << a;
+      if (tiles[r].ix0 + a >= 0 && tiles[r].ix0 + a < w) cm |= 1u << a;
+    }
+    int64_t off0 = tiles[r].xb + (tiles[r].iy0 * w + tiles[r].ix0) * c;
+    for (int64_t ci = 0; ci < c; ci += VL) {
+      int n = (int)(c - ci < VL ? c - ci : VL);
+      const float *sr = s ? s + tiles[r].sb + ci : NULL;
+      float *d = dst + r * ldv + ci;
+      if (n == VL && rm == 0x3f && cm == 0x3f)
+        input_tile(x, off0 + ci, sr, w, c, 0x3f, 0x3f, VL, true, stage);
+      else
+        input_tile(x, off0 + ci, sr, w, c, rm, cm, n, n == VL, stage);
+      if (n == VL)
+        for (int xi = 0; xi < NPOS_; xi++) v_st(d + xi * xs, v_ld(stage + xi * WGN_MRP * VL));
+      else
+        for (int xi = 0; xi < NPOS_; xi++) v_stn(d + xi * xs, v_ld(stage + xi * WGN_MRP * VL), n);
+    }
+  }
+}
+
 WGN_INLINE void output_slice(const float *m, int64_t xs, const float *bias, float *y,
                              const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
                              const kn_wgn_epi *e, int n, bool full) {
@@ -160,4 +192,4 @@ static void wgn_output(const float *m, int64_t xs, int64_t nch, const float *bia
                  ncols, e, (int)(nch - j), false);
 }
 
-const kn_wgn_ukernels KN_WGN_TABLE = {VL, WGN_MR, wgn_input, wgn_output};
+const kn_wgn_ukernels KN_WGN_TABLE = {VL, WGN_MR, wgn_input, wgn_output, wgn_input_rows};

@@ -47,6 +47,11 @@ typedef struct kn_wgn_ukernels {
   void (*output)(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
                  const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
                  const kn_wgn_epi *e);
+  /* The input transform as `input`, into row-major rows: tile r's
+   * channel ci of position xi at dst[xi * xs + r * ldv + ci] (the bf16
+   * products' A, kernels/conv/winograd-nhwc-bf16.c). */
+  void (*input_rows)(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
+                     const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs, int64_t ldv);
 } kn_wgn_ukernels;
 
 extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__portable;
