@@ -199,14 +199,14 @@ void kn_conv_nhwc_lowp_tiling(const kn_conv_lowp *v, const kn_conv2d *g,
 
 /* ---- conversions ---------------------------------------------------------------- */
 
-/* kn_f32_to_bf16, inline so that the loop vectorises: NaN quietened, else
- * round to nearest even (the bits hgemm's packing gives an fp32 A) */
+/* kn_f32_to_bf16 without a branch, so that the loop vectorises: NaN
+ * quietened, else round to nearest even (the bits hgemm's packing gives
+ * an fp32 A) */
 static inline uint16_t to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-  x += 0x7fffu + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1)) >> 16, q = (x >> 16) | 0x40;
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
 /* n values of x (times sc when not NULL) converted into dst. */
@@ -270,6 +270,26 @@ static void convert_task(void *arg, int64_t task, int32_t thread) {
                 (char *)j->xc + (size_t)(px * c) * j->p.esize);
 }
 
+/* memcpy for the short runs of a gather (a stem's 7 x 3 bytes, a tap's
+ * channels): two overlapping fixed-size moves instead of a call, which
+ * cost more than the copy itself below 64 bytes. */
+static inline void copy_run(char *restrict d, const char *restrict s, size_t n) {
+  if (n > 64) {
+    memcpy(d, s, n);
+  } else if (n >= 32) {
+    memcpy(d, s, 32);
+    memcpy(d + n - 32, s + n - 32, 32);
+  } else if (n >= 16) {
+    memcpy(d, s, 16);
+    memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    memcpy(d, s, 8);
+    memcpy(d + n - 8, s + n - 8, 8);
+  } else {
+    for (size_t i = 0; i < n; i++) d[i] = s[i];
+  }
+}
+
 /* Fill n values of the A row with the real zero. */
 static inline void pad_fill(const ljob *j, char *d, int64_t n) {
   memset(d, is_int8(j->v) ? j->v->a_zero : 0, (size_t)n * j->p.esize);
@@ -296,14 +316,14 @@ static void gather_rows(const ljob *j, int64_t gi, int64_t p0, int64_t p1, char 
       }
       const char *row = j->xc + (size_t)((b * g->h + iy) * g->w * c + gi * cg) * es;
       if (row_copy && ix0 >= 0 && ix0 + g->kw <= g->w) {
-        memcpy(d, row + (size_t)(ix0 * c) * es, (size_t)(g->kw * c) * es);
+        copy_run(d, row + (size_t)(ix0 * c) * es, (size_t)(g->kw * c) * es);
         continue;
       }
       for (int64_t kx = 0; kx < g->kw; kx++) {
         int64_t ix = ix0 + kx * g->dw;
         char *dt = d + (size_t)(kx * cg) * es;
         if (ix < 0 || ix >= g->w) pad_fill(j, dt, cg);
-        else memcpy(dt, row + (size_t)(ix * c) * es, (size_t)cg * es);
+        else copy_run(dt, row + (size_t)(ix * c) * es, (size_t)cg * es);
       }
     }
   }
@@ -354,8 +374,11 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
     qa.b_packed = b;
     qa.c = c;
     qa.ldc = ldy;
-    qa.ep = ep;
     kn_qgemm(v->qimpl, NULL, &qa, gs);
+    /* the epilogue once over the task's block (in L2), not per register
+     * tile: kn_qgemm applies it with a call per 14 x 32 tile after the
+     * store, which cost 12% of ResNet-50's int8 time */
+    if (ep) kn_f32_epilogue(kn_qgemm_impl_isa(v->qimpl), ep, c, ldy, 0, p1 - p0, 0, n);
   } else {
     kn_hgemm_args ha = hargs(v, p, p1 - p0, n, &j->hb);
     ha.a = a;
