@@ -252,7 +252,10 @@ typedef struct kn_build_options {
   int32_t n_disabled_passes;
   /* Largest constant (bytes) that constant folding may create; 0: 16 MiB. */
   uint64_t fold_max_bytes;
-  /* Cap on the activation arena in bytes; 0: none. */
+  /* Cap on the activation arena in bytes; 0: none.  Above it the planner
+   * runs early steps patch by patch (bands of rows, halos recomputed),
+   * chosen by the IO model's predicted cost (docs/MEMORY.md); the build
+   * fails only when no plan fits. */
   uint64_t workspace;
   /* Skip the optimization passes (the reference graph, as imported). */
   int32_t no_optimize;
@@ -321,7 +324,7 @@ void kn_build_options_init(kn_build_options *o);
 /* Optimize the model in place: fix the given input shapes, run the graph
  * passes and plan memory.  Contexts created afterwards run the optimized
  * graph.  Fails on a malformed or unknown --shape, a pass error, or a
- * workspace too small for the plan. */
+ * workspace too small for any plan the memory planner can make. */
 kn_status kn_model_build(kn_model *model, const kn_build_options *options,
                          kn_error *err) __attribute__((warn_unused_result));
 
