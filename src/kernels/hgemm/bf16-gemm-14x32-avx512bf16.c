@@ -12,8 +12,9 @@
  * 2 partial sums (fixed order) to hide the latency, as elsewhere.
  *
  * A is packed here too (hgemm-ukernel.h's pack_a): in chunks of KCP = 16
- * pairs, row r's 64 bytes per chunk at r * 64, converted from fp32 by 16
- * lanes at a time (kn_f32_to_bf16's integer rounding, the same bits) and
+ * pairs, row r's 64 bytes per chunk at r * 64, converted from fp32 32
+ * values at a time (vcvtne2ps2bf16, or kn_f32_to_bf16's integer rounding
+ * where a NaN or denormal is among them: the same bits either way) and
  * stored as whole rows: the driver's portable packer converted one value
  * at a time and interleaved the rows pair by pair, which on BERT's
  * 128x768x3072 took about a quarter of the time and on n = 64 most of it.
@@ -197,26 +198,35 @@ static inline __m512i bf16x16(__m512i x) {
  * in chunks of KCP pairs: row r's pairs [c*KCP, c*KCP + KCP) at
  * dst + (c*MR + r) * KCP (uint32), zero past kc and for rows >= `rows`. */
 static void pack_a(const void *a, int64_t lda, bool half, int64_t rows, int64_t kc, void *dst) {
-  uint32_t *d = dst;
   const int64_t chunks = ((kc + 1) / 2 + KCP - 1) / KCP;
-  for (int64_t c = 0; c < chunks; c++, d += MR * KCP) {
-    const int64_t k0 = c * 2 * KCP;
-    const int64_t left = kc - k0;
-    const __mmask16 m0 = hv_mask(left), m1 = hv_mask(left - 16);
-    for (int64_t r = 0; r < MR; r++) {
+  /* row by row: a row of A is read in address order (one stream; rows of
+   * a plain matrix follow each other), the 64-byte stores scatter in L1 */
+  for (int64_t r = 0; r < MR; r++) {
+    uint32_t *d = (uint32_t *)dst + r * KCP;
+    for (int64_t c = 0; c < chunks; c++, d += MR * KCP) {
+      const int64_t k0 = c * 2 * KCP;
+      const int64_t left = kc - k0;
+      const __mmask16 m0 = hv_mask(left), m1 = hv_mask(left - 16);
       __m512i v = _mm512_setzero_si512();
       if (r < rows && half) {
         const uint16_t *src = (const uint16_t *)a + r * lda + k0;
         v = _mm512_maskz_loadu_epi16(_cvtu32_mask32((uint32_t)m0 | (uint32_t)m1 << 16), src);
       } else if (r < rows) {
         const float *src = (const float *)a + r * lda + k0;
-        const __m256i lo = _mm512_cvtepi32_epi16(
-            bf16x16(_mm512_castps_si512(_mm512_maskz_loadu_ps(m0, src))));
-        const __m256i hi = _mm512_cvtepi32_epi16(
-            bf16x16(_mm512_castps_si512(_mm512_maskz_loadu_ps(m1, src + 16))));
-        v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        const __m512 x0 = _mm512_maskz_loadu_ps(m0, src), x1 = _mm512_maskz_loadu_ps(m1, src + 16);
+        /* vcvtne2ps2bf16 rounds to nearest even as kn_f32_to_bf16 does but
+         * reads fp32 denormals as zero and has its own NaN bits: lanes of
+         * those classes (fpclass: QNaN, SNaN, denormal) take the integer
+         * rounding */
+        if (_mm512_fpclass_ps_mask(x0, 0xa1) | _mm512_fpclass_ps_mask(x1, 0xa1)) {
+          const __m256i lo = _mm512_cvtepi32_epi16(bf16x16(_mm512_castps_si512(x0)));
+          const __m256i hi = _mm512_cvtepi32_epi16(bf16x16(_mm512_castps_si512(x1)));
+          v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        } else {
+          v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+        }
       }
-      _mm512_storeu_si512(d + r * KCP, v);
+      _mm512_storeu_si512(d, v);
     }
   }
 }

@@ -133,7 +133,9 @@ static void pack_a_panel(const kn_qgemm_ukernels *uk, const uint8_t *a, int64_t 
       int64_t k0 = g * G;
       for (int64_t r = 0; r < mr; r++) {
         uint8_t *dr = d + r * G;
-        if (r < rows && k0 + G <= kv) {
+        if (r < rows && k0 + G <= kv && G == 4) {
+          memcpy(dr, a + r * lda + k0, 4); /* a constant size: one move, no call */
+        } else if (r < rows && k0 + G <= kv) {
           memcpy(dr, a + r * lda + k0, (size_t)G);
         } else {
           for (int64_t t = 0; t < G; t++)

@@ -186,15 +186,15 @@ static inline __mmask64 byte_mask(int64_t n) {
  * every byte of the round_up(kg, KC) groups written. */
 static void pack_a(const uint8_t *a, int64_t lda, int64_t rows, int64_t kv, int64_t kg,
                    void *dst) {
-  uint8_t *d = dst;
   const int64_t chunks = (kg + KC - 1) / KC;
-  for (int64_t c = 0; c < chunks; c++, d += MR * CHUNK) {
-    const int64_t k0 = c * CHUNK;
-    const __mmask64 m = byte_mask(kv - k0);
-    for (int64_t r = 0; r < MR; r++) {
+  /* row by row: a row of A is read in address order (one stream), the
+   * 64-byte stores scatter in L1 */
+  for (int64_t r = 0; r < MR; r++) {
+    uint8_t *d = (uint8_t *)dst + r * CHUNK;
+    for (int64_t c = 0; c < chunks; c++, d += MR * CHUNK) {
       __m512i v = _mm512_setzero_si512();
-      if (r < rows) v = _mm512_maskz_loadu_epi8(m, a + r * lda + k0);
-      _mm512_storeu_si512(d + r * CHUNK, v);
+      if (r < rows) v = _mm512_maskz_loadu_epi8(byte_mask(kv - c * CHUNK), a + r * lda + c * CHUNK);
+      _mm512_storeu_si512(d, v);
     }
   }
 }
@@ -202,20 +202,19 @@ static void pack_a(const uint8_t *a, int64_t lda, int64_t rows, int64_t kv, int6
 static void quant_pack_a(const float *x, int64_t ldx, int64_t rows, int64_t kv, int64_t kg,
                          float scale, int32_t zero, void *dst) {
   const __m512 sv = _mm512_set1_ps(scale), z = _mm512_set1_ps((float)zero);
-  uint8_t *d = dst;
   const int64_t chunks = (kg + KC - 1) / KC;
-  for (int64_t c = 0; c < chunks; c++, d += MR * CHUNK) {
-    const int64_t k0 = c * CHUNK;
-    for (int64_t r = 0; r < MR; r++) {
-      uint8_t *dr = d + r * CHUNK;
+  for (int64_t r = 0; r < MR; r++) {
+    uint8_t *d = (uint8_t *)dst + r * CHUNK;
+    for (int64_t c = 0; c < chunks; c++, d += MR * CHUNK) {
       if (r >= rows) {
-        _mm512_storeu_si512(dr, _mm512_setzero_si512());
+        _mm512_storeu_si512(d, _mm512_setzero_si512());
         continue;
       }
+      const int64_t k0 = c * CHUNK;
       const float *xr = x + r * ldx + k0;
 #pragma GCC unroll 4
       for (int q = 0; q < 4; q++)
-        _mm_storeu_si128((__m128i *)(void *)(dr + 16 * q),
+        _mm_storeu_si128((__m128i *)(void *)(d + 16 * q),
                          quant16(xr + 16 * q, lane_mask(kv - k0 - 16 * q), sv, z));
     }
   }
