@@ -15,6 +15,7 @@
  * 2e-5 of the output's largest magnitude.  1 and 2 threads must agree
  * bit for bit.  The int8 cases also run with VNNI withheld (the packed
  * block is then not used and the op packs per run). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "testkit.h"
 
 #include <math.h>
