@@ -481,7 +481,10 @@ static void test_conversions(void **state) {
                             1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-23f, 1.0f + 3 * 0x1p-8f,
                             1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65519.0f, 65520.0f, -70000.0f,
                             0x1p-24f, 0x1p-25f, 0x1.8p-25f, 3 * 0x1p-26f, 0x1p-15f + 0x1p-25f,
-                            3.4e38f, 1.17e-38f, -2.5f};
+                            3.4e38f, 1.17e-38f, -2.5f,
+                            /* the largest fp32 denormal: bf16 rounds it up to 2^-126,
+                             * a normal (vcvtne2ps2bf16 would read it as zero) */
+                            0x1.fffffcp-127f, -0x1.fffffcp-127f};
   const int ns = (int)(sizeof specials / sizeof specials[0]);
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, feat)) continue;
