@@ -258,10 +258,11 @@ static void make_plan(kn_isa isa, const kn_hgemm_args *g, int32_t threads, plan 
   p->kc = bl.kc;
   /* vdpbf16ps: a 14 x 32 tile reads 184 bytes of A and B per 28
    * instructions, which L2 streams easily; deeper k blocks save the fp32
-   * C round trips between them and most shapes take k in one pass (A
-   * packed once).  Zen 4: BERT 128x768x768 3%, 3136x64x576 10% over the
-   * fp32 kernels' kc. */
-  if (p->uk->a_pairs) p->kc = 4 * bl.kc;
+   * C round trips between them and A packed again per column block, and
+   * k up to 12 fp32 blocks (4032 with kc 336) takes one pass.  Zen 4,
+   * 1 thread: BERT 128x768x3072 173 -> 194-208 GFLOP/s, 3136x64x576 +10%
+   * over the fp32 kernels' kc. */
+  if (p->uk->a_pairs) p->kc = 12 * bl.kc;
   if (m <= mr) p->kc = 8 * bl.kc; /* one row panel: nothing to reuse */
   p->kc = max64(0, min64(p->kc, k));
   /* equal passes, multiples of 8 (bf16 pairs: every block but the last
