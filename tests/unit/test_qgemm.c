@@ -351,6 +351,23 @@ static void quantizers(kn_qgemm_impl impl, kn_pool *pool) {
   kn_qgemm_pack_a(impl, m, k, q, k, p1);
   kn_qgemm_quantize_pack_a(impl, m, k, xf, k, 0.7f, 77, p2);
   if (memcmp(p1, p2, sz)) fail_msg("%s: quantize_pack_a differs from pack_a", kn_qgemm_impl_name(impl));
+  /* the packed A layout of qgemm.h, element by element (zero padding) */
+  {
+    const int64_t MR = kn_qgemm_mr(impl), G = kn_qgemm_kgroup(impl), C = kn_qgemm_kchunk(impl);
+    const int64_t kg = (k + G - 1) / G, kgp = (kg + C - 1) / C * C;
+    const int64_t es = kn_qgemm_impl_isa(impl) == KN_ISA_AVX2 ? 2 : 1;
+    assert_int_equal(sz, (size_t)((m + MR - 1) / MR * MR * kgp * G * es));
+    for (int64_t i = 0; i < (m + MR - 1) / MR * MR; i++)
+      for (int64_t kk = 0; kk < kgp * G; kk++) {
+        int64_t p = i / MR, r = i % MR, g = kk / G, t = kk % G;
+        size_t at = (size_t)(p * kgp * MR * G + ((g / C) * MR + r) * C * G + (g % C) * G + t);
+        int want = i < m && kk < k ? q[i * k + kk] : 0;
+        int got = es == 2 ? ((const uint16_t *)(const void *)p1)[at] : p1[at];
+        if (got != want)
+          fail_msg("%s: packed A row %lld depth %lld = %d, want %d", kn_qgemm_impl_name(impl),
+                   (long long)i, (long long)kk, got, want);
+      }
+  }
   free(xf);
   free(q);
   free(p1);

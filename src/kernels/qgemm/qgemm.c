@@ -83,6 +83,7 @@ kn_isa kn_qgemm_impl_isa(kn_qgemm_impl impl) {
 int32_t kn_qgemm_mr(kn_qgemm_impl impl) { return ukernels(impl)->mr; }
 int32_t kn_qgemm_nr(kn_qgemm_impl impl) { return ukernels(impl)->nr; }
 int32_t kn_qgemm_kgroup(kn_qgemm_impl impl) { return ukernels(impl)->g; }
+int32_t kn_qgemm_kchunk(kn_qgemm_impl impl) { return ukernels(impl)->kchunk; }
 
 /* ---- blocking ------------------------------------------------------------------ */
 

@@ -40,9 +40,14 @@
  *                           B[g*G + t][p*NR + j] at index
  *                           ((p*kg + g)*NR + j)*G + t, as s8 (G = 4) or as
  *                           s16 (AVX2, G = 2)
- *   A (kn_qgemm_pack_a, kn_qgemm_quantize_pack_a): panels of MR rows;
+ *   A (kn_qgemm_pack_a, kn_qgemm_quantize_pack_a): panels of MR rows, each
+ *     in chunks of C = kn_qgemm_kchunk groups (16 for VNNI, 1 for the
+ *     others), row-major within a chunk; kgp = kg rounded up to C:
  *     element (panel p, group g, row r, t) = A[p*MR + r][g*G + t] at index
- *     ((p*kg + g)*MR + r)*G + t, as u8 (G = 4) or as u16 (AVX2, G = 2).
+ *     p*kgp*MR*G + ((g/C)*MR + r)*C*G + (g%C)*G + t, as u8 (G = 4) or as
+ *     u16 (AVX2, G = 2).  C = 1 is one group of every row after the other;
+ *     C = 16 gives each row 64 contiguous bytes per chunk, which the VNNI
+ *     packers copy (or quantize) with whole vectors.
  * For VNNI one s32 lane of a B vector is one column's 4 consecutive k (what
  * vpdpbusd multiplies with a broadcast 4-byte group of one A row); for AVX2
  * one s32 lane is one column's 2 consecutive k as s16 (vpmaddwd).  Neither
@@ -81,6 +86,8 @@ kn_isa kn_qgemm_impl_isa(kn_qgemm_impl impl);
 int32_t kn_qgemm_mr(kn_qgemm_impl impl);
 int32_t kn_qgemm_nr(kn_qgemm_impl impl);
 int32_t kn_qgemm_kgroup(kn_qgemm_impl impl);
+/* Depth groups per packed A chunk (the A layout below). */
+int32_t kn_qgemm_kchunk(kn_qgemm_impl impl);
 
 /* ---- weights (at build time) -------------------------------------------- */
 
@@ -110,9 +117,12 @@ void kn_qgemm_quantize_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const fl
 /* ---- the product ------------------------------------------------------------ */
 
 /* Cache blocking: kc (depth of a pass, a multiple of 16: the B micro-panel
- * kc x NR in about half of L1), mc (rows of the packed A block and of the
- * s32 partial-sum block) and nc (columns per block; mc x nc partial sums
- * and the mc x kc A block share half of L2).  The results do not depend
+ * kc x NR in about half of L1; for VNNI, whose tile reads few bytes per
+ * instruction, the A block and a B micro-panel in half of L2, so most k
+ * take one pass), mc (rows of the packed A block and of the s32
+ * partial-sum block) and nc (columns per block; mc x nc partial sums and
+ * the mc x kc A block share half of L2; with one pass there are no
+ * partial sums and every column is one block).  The results do not depend
  * on it. */
 typedef struct kn_qgemm_blocking {
   int64_t kc, mc, nc;
