@@ -52,10 +52,22 @@ static inline __attribute__((always_inline)) void
 ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
         const int8_t *restrict b, int64_t nr, const kn_qgemm_ustore *s) {
   __m512i c0[4][MR], c1[4][MR];
+  /* the first pass starts from -a_zero * colsum (the zero point's
+   * compensation, exact in s32), so the store has no subtraction: a sixth
+   * fewer operations in it, which k = 64 shapes notice */
+  __m512i z0 = _mm512_setzero_si512(), z1 = z0;
+  if (!s->load) {
+    const __m512i nza = _mm512_set1_epi32(-s->a_zero);
+    z0 = _mm512_mullo_epi32(nza, _mm512_loadu_si512(s->colsum));
+    z1 = _mm512_mullo_epi32(nza, _mm512_loadu_si512(s->colsum + 16));
+  }
 #pragma GCC unroll 4
   for (int q = 0; q < split; q++)
 #pragma GCC unroll 14
-    for (int r = 0; r < mr; r++) c0[q][r] = c1[q][r] = _mm512_setzero_si512();
+    for (int r = 0; r < mr; r++) {
+      c0[q][r] = q == 0 ? z0 : _mm512_setzero_si512();
+      c1[q][r] = q == 0 ? z1 : _mm512_setzero_si512();
+    }
   /* one chunk of A (mr rows of CHUNK bytes, MR * CHUNK apart) per pass of
    * the outer loop; ap steps through its groups */
   for (int64_t g0 = 0; g0 < kg; g0 += KC, a += MR * CHUNK) {
@@ -112,9 +124,6 @@ ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
     }
     return;
   }
-  const __m512i za = _mm512_set1_epi32(s->a_zero);
-  const __m512i zc0 = _mm512_mullo_epi32(za, _mm512_loadu_si512(s->colsum));
-  const __m512i zc1 = _mm512_mullo_epi32(za, _mm512_loadu_si512(s->colsum + 16));
   const __m512 sa = _mm512_set1_ps(s->a_scale);
   const __m512 sc0 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale));
   const __m512 sc1 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale + 16));
@@ -126,8 +135,8 @@ ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
       v0 = _mm512_add_epi32(v0, _mm512_load_si512(acc + r * NR));
       v1 = _mm512_add_epi32(v1, _mm512_load_si512(acc + r * NR + 16));
     }
-    const __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v0, zc0)), sc0);
-    const __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v1, zc1)), sc1);
+    const __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(v0), sc0);
+    const __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(v1), sc1);
     float *cr = s->c + r * s->ldc;
     _mm512_mask_storeu_ps(cr, m0, f0);
     _mm512_mask_storeu_ps(cr + 16, m1, f1);

@@ -6,11 +6,18 @@
  * function: one function per mr in [1, MR]) and nr <= NR columns over kg
  * groups of G depth steps:
  *
- *   t[r][j] = sum_{g < kg, q < G} a[(g*MR + r)*G + q] * b[(g*NR + j)*G + q]
+ *   t[r][j] = sum_{g < kg, q < G} A(g, r, q) * b[(g*NR + j)*G + q]
+ *             with A(g, r, q) = a[((g/C)*MR + r)*C*G + (g%C)*G + q], C = kchunk
  *   t      += acc[r*NR + j]                          when s->load
- *   final:  c[r*ldc + j] = (float)(t - a_zero * colsum[j]) * (a_scale * w_scale[j])
- *           for j < nr
+ *   t      -= a_zero * colsum[j]                     exactly once (below)
+ *   final:  c[r*ldc + j] = (float)t * (a_scale * w_scale[j])   for j < nr
  *   else:   acc[r*NR + j] = t                        (every r < mr, j < NR)
+ *
+ * The zero point's compensation enters once: the VNNI kernel starts the
+ * first pass (!s->load) from it, so its partial sums in acc carry it; the
+ * AVX2 and portable kernels subtract it in the final store.  acc only
+ * passes between the kernels of one implementation, and every
+ * intermediate is exact in s32 (qgemm.h's bound), so the results agree.
  *
  * a: packed A micro-panel (chunks of C groups of MR rows, row-major in a
  * chunk: C = 1 is one group of every row after the other; rows past mr
