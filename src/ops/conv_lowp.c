@@ -112,7 +112,8 @@ kn_status kn_conv_lowp_pack(const kn_node *n, const kn_conv2d *c, const kn_tenso
   uint64_t features = kn_cpu_features();
   if (target->machine) features &= target->machine->features;
   kn_conv_lowp v = variant_of(n, (kn_isa)target->isa, features);
-  size_t bytes = pack_bytes(n->tactic, &v, c), tb = temp_bytes(n->tactic, c);
+  size_t bytes = pack_bytes(n->tactic, &v, c);
+  size_t tb = (temp_bytes(n->tactic, c) + 63) & ~(size_t)63; /* aligned_alloc: a multiple */
   conv_lowp_packed *p = kn_packed_alloc(LOWP_HEAD + bytes, target->isa, n->tactic);
   void *temp = aligned_alloc(64, tb);
   if (!p || !temp) {
