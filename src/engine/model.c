@@ -456,7 +456,8 @@ static kn_status apply_shape(kn_model *m, const char *spec, kn_error *err) {
 }
 
 /* Each step's precision (src/plan/precision.c), recorded as decisions. */
-static kn_status assign_precisions(kn_model *m, const kn_build_options *o, kn_error *err) {
+static kn_status assign_precisions(kn_model *m, const kn_build_options *o, uint8_t *revocable,
+                                   kn_error *err) {
   bool reduced = o->precision != KN_PRECISION_FP32 || o->n_layer_precisions || o->weights;
   const char *pn = kn_precision_name(o->precision);
   if (!pn || (o->precision >= KN_PRECISION_FP16_WEIGHTS && o->precision != KN_PRECISION_BEST))
@@ -484,7 +485,8 @@ static kn_status assign_precisions(kn_model *m, const kn_build_options *o, kn_er
                              .isa = build_isa(m),
                              .machine = &m->machine,
                              .threads = o->threads > 0 ? o->threads : kn_default_threads(),
-                             .decisions = &m->timing.decisions};
+                             .decisions = &m->timing.decisions,
+                             .revocable = revocable};
   return kn_precision_assign(m->ir, &po, err);
 }
 
@@ -537,7 +539,13 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   kn_mem_plan_free(&m->plan);
   st = plan_for_max(m, o->workspace, err);
   if (st) return st;
-  if ((st = assign_precisions(m, o, err))) return st;
+  /* which steps' reduced precision is the default's (timed against fp32) */
+  uint8_t *revocable = kn_calloc((size_t)m->ir->graph->n_nodes + 1, 1);
+  if (!revocable) return kn_fail(err, KN_ERR_OOM, "out of memory");
+  if ((st = assign_precisions(m, o, revocable, err))) {
+    free(revocable);
+    return st;
+  }
   kn_tactics_select(m->ir, build_isa(m), o->reference_kernels != 0);
   if (!o->reference_kernels) {
     const char *te = getenv("KILN_TACTICS");
@@ -549,8 +557,11 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
                             .threads = o->threads > 0 ? o->threads : kn_default_threads(),
                             .isa = build_isa(m),
                             .machine = &m->machine};
-    if ((st = kn_tactics_time(m->ir, &to, &m->timing, err))) return st;
+    if (!(st = kn_tactics_time(m->ir, &to, &m->timing, err)))
+      st = kn_precisions_time(m->ir, &to, revocable, &m->timing, err);
   }
+  free(revocable);
+  if (st) return st;
   st = pack_all(m, err);
   if (st) return st;
   /* the fusions, each recorded with what the IO model says it saves */

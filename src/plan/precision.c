@@ -232,6 +232,9 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
     }
     n->precision = want;
     counts[want]++;
+    if (o->revocable)
+      o->revocable[i] = want != KN_PRECISION_FP32 && forced < 0 && !qdq &&
+                        want != KN_PRECISION_FP16_WEIGHTS && want != KN_PRECISION_INT8_WEIGHTS;
     if (want != KN_PRECISION_FP32 && o->decisions) {
       char line[512];
       snprintf(line, sizeof line, "%s: precision %s%s%s", n->name, kn_precision_name(want),

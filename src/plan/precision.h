@@ -15,6 +15,11 @@ typedef struct kn_precision_options {
   const kn_machine *machine;         /* the build's machine (rates, features) */
   int32_t threads;                   /* for the IO model's predictions */
   kn_lines *decisions;               /* one line per step not in fp32, and why */
+  /* NULL, or one byte per top-level node, set to 1 where the node's
+   * reduced precision came from the default (--precision, best), not from
+   * an override or a Q/DQ model: kn_precisions_time may take it back to
+   * fp32 where that is measured faster */
+  uint8_t *revocable;
 } kn_precision_options;
 
 /* Give every top-level node the precision it runs in (kn_node.precision),

@@ -339,6 +339,22 @@ static bool add_decision(kn_timing_report *r, const char *text) {
   return kn_lines_add(&r->decisions, text);
 }
 
+/* A step is timed with its weights warm, run after run.  In the model
+ * they come from memory when all the weights cannot stay in the L3: then
+ * each candidate is charged its packed weights' bytes at DRAM's bandwidth
+ * on top (Winograd's weights are 4x the GEMM's: ResNet-50's layer4 3x3
+ * timed 908 us warm against 1067, but ran 1415 against 1330 in the
+ * model).  True then, with *dram_bw in bytes/s. */
+static bool weights_cold(const kn_graph *g, const kn_timing_options *o, double *dram_bw) {
+  double wbytes = 0;
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (g->values[v].constant) wbytes += (double)g->values[v].constant->nbytes;
+  const kn_mem_level *l3 = kn_machine_level(o->machine, "L3"),
+                     *dram = &o->machine->levels[o->machine->n_levels - 1];
+  *dram_bw = dram->read_gbs[o->threads > 1 ? 1 : 0] * 1e9;
+  return l3 && wbytes > (double)l3->bytes / 2 && *dram_bw > 0;
+}
+
 kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_report *rep,
                           kn_error *err) {
   kn_lines kept = rep->decisions; /* lines from before (the passes'): appended to */
@@ -351,19 +367,8 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
   kn_rt rt = {.isa = (kn_isa)o->isa, .features = kn_cpu_features()};
   kn_machine_caches(o->machine, 1, &rt.caches.l1d, &rt.caches.l2, &rt.caches.l3);
   kn_target target = {o->isa, o->machine};
-  /* A step is timed with its weights warm, run after run.  In the model
-   * they come from memory when all the weights cannot stay in the L3:
-   * then each candidate is charged its packed weights' bytes at DRAM's
-   * bandwidth on top (Winograd's weights are 4x the GEMM's: ResNet-50's
-   * layer4 3x3 timed 908 us warm against 1067, but ran 1415 against 1330
-   * in the model). */
-  double wbytes = 0;
-  for (int32_t v = 0; v < g->n_values; v++)
-    if (g->values[v].constant) wbytes += (double)g->values[v].constant->nbytes;
-  const kn_mem_level *l3 = kn_machine_level(o->machine, "L3"),
-                     *dram = &o->machine->levels[o->machine->n_levels - 1];
-  double dram_bw = dram->read_gbs[o->threads > 1 ? 1 : 0] * 1e9;
-  bool cold = l3 && wbytes > (double)l3->bytes / 2 && dram_bw > 0;
+  double dram_bw;
+  bool cold = weights_cold(g, o, &dram_bw);
   char *key = malloc(KEY_MAX);
   if (!key) st = kn_fail(err, KN_ERR_OOM, "out of memory");
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
@@ -470,5 +475,55 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
   kn_pool_free(rt.pool);
   free(rt.scratch);
   rep->seconds = now_s() - t0;
+  return st;
+}
+
+kn_status kn_precisions_time(kn_ir_model *m, const kn_timing_options *o,
+                             const uint8_t *revocable, kn_timing_report *rep,
+                             kn_error *err) {
+  if (o->heuristic || !revocable) return KN_OK;
+  kn_graph *g = m->graph;
+  kn_rt rt = {.isa = (kn_isa)o->isa, .features = kn_cpu_features()};
+  kn_machine_caches(o->machine, 1, &rt.caches.l1d, &rt.caches.l2, &rt.caches.l3);
+  kn_target target = {o->isa, o->machine};
+  kn_status st = KN_OK;
+  double t0 = now_s(), dram_bw;
+  bool cold = weights_cold(g, o, &dram_bw); /* as kn_tactics_time charges them */
+  for (int32_t i = 0; i < g->n_nodes && !st; i++) {
+    kn_node *n = &g->nodes[i];
+    if (!revocable[i] || n->precision == KN_PRECISION_FP32 || !n->op) continue;
+    if (!rt.pool && o->threads > 1 && (st = kn_pool_create(o->threads, &rt.pool, err))) break;
+    int32_t prec = n->precision, tactic = n->tactic;
+    double took[2];
+    bool ok = true;
+    for (int32_t k = 0; k < 2 && ok; k++) {
+      if (k == 1) {
+        n->precision = KN_PRECISION_FP32;
+        int32_t t = n->op->select ? n->op->select(g, n, o->isa) : 0;
+        n->tactic = kn_tactic_name(t) ? t : 0;
+      }
+      void *packed = NULL;
+      kn_error perr;
+      if (n->op->pack && n->op->pack(g, n, &target, &packed, &perr)) {
+        ok = false;
+        break;
+      }
+      ok = time_node(m, n, &rt, packed, &took[k]);
+      if (ok && cold && packed) took[k] += (double)((const kn_packed *)packed)->bytes / dram_bw;
+      if (packed) kn_packed_free(packed);
+    }
+    if (ok && took[1] * (1 + DISPLACE_MARGIN) < took[0]) {
+      char line[512];
+      snprintf(line, sizeof line, "precision: %s: fp32 (%s %.1f us, fp32 %.1f us timed: the "
+               "reduced precision is slower here)", n->name, kn_precision_name(prec),
+               took[0] * 1e6, took[1] * 1e6);
+      if (!add_decision(rep, line)) st = kn_fail(err, KN_ERR_OOM, "out of memory");
+      continue; /* fp32 and its tactic stay */
+    }
+    n->precision = prec;
+    n->tactic = tactic;
+  }
+  rep->seconds += now_s() - t0;
+  kn_pool_free(rt.pool);
   return st;
 }

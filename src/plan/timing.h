@@ -53,4 +53,16 @@ void kn_timing_report_free(kn_timing_report *r);
 kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_report *rep,
                           kn_error *err) KN_WUR;
 
+/* TensorRT's reading of a precision flag: a reduced precision is allowed,
+ * not imposed.  After kn_tactics_time, every node with revocable[i] (from
+ * kn_precision_assign) and a reduced precision is timed in it and in fp32
+ * (with fp32's first-choice tactic), and goes back to fp32 when that is
+ * more than 10% faster (a 3-channel stem, where converting and gathering
+ * the input costs more than the products save).  Each such step is a
+ * decision line "precision: STEP: fp32, ...".  Nothing is timed with
+ * o->heuristic. */
+kn_status kn_precisions_time(kn_ir_model *m, const kn_timing_options *o,
+                             const uint8_t *revocable, kn_timing_report *rep,
+                             kn_error *err) KN_WUR;
+
 #endif

@@ -107,9 +107,12 @@ static int print_summary(const kn_model *m, const char *model_path, const char *
            "timing cache, %d not the first choice\n",
            st.tactic_choices, st.tactic_timed, st.tactic_seconds, st.tactic_cached,
            st.tactic_changed);
-  /* what the memory planner traded for the workspace (--workspace) */
+  /* what the memory planner traded for the workspace (--workspace), and
+   * the steps a reduced precision left in fp32 because it timed slower */
   for (int32_t i = 0; i < kn_model_decision_count(m); i++)
-    if (!strncmp(kn_model_decision(m, i), "memory: ", 8)) printf("%s\n", kn_model_decision(m, i));
+    if (!strncmp(kn_model_decision(m, i), "memory: ", 8) ||
+        !strncmp(kn_model_decision(m, i), "precision: ", 11))
+      printf("%s\n", kn_model_decision(m, i));
   return KN_EXIT_OK;
 }
 
