@@ -28,6 +28,7 @@
 #include "kernels/kernels.h"
 #include "ops/gemm_tactic.h"
 #include "ops/op.h"
+#include "plan/precision.h"
 #include "plan/tactic.h"
 
 typedef enum { OP_MATMUL, OP_GEMM_TB, OP_FUSED } op_kind;
@@ -253,9 +254,56 @@ static void test_precisions_hook(void **state) {
   kn_ir_model_free(m);
 }
 
+/* Which reduced precisions the build may time against fp32 and take back
+ * (kn_precisions_time): those from --precision, never an override's. */
+static void test_revocable(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t ad[2] = {4, 8}, bd[2] = {8, 8};
+  int32_t x = tk_input(g, "a", 2, ad);
+  static const char *const names[3] = {"mm0", "mm1", "mm2"};
+  for (int32_t k = 0; k < 3; k++) {
+    int32_t in[2] = {x, tk_const_rand(g, 2, bd, 3 + (uint32_t)k, 0.0f)};
+    int32_t y = kn_graph_add_fresh_value(g, names[k]);
+    assert_true(kn_graph_new_node(g, "MatMul", "", names[k], 2, in, 1, &y) >= 0);
+    x = y;
+  }
+  tk_output(g, x);
+  tk_prepare(m);
+  kn_machine mach;
+  kn_machine_fallback(&mach);
+  const char *ov[1];
+  char pat[300];
+  snprintf(pat, sizeof pat, "%s=fp16", names[1]);
+  ov[0] = pat;
+  uint8_t rev[4] = {9, 9, 9, 9};
+  kn_lines dec = {0};
+  kn_error err;
+  kn_precision_options po = {.precision = KN_PRECISION_BF16, .overrides = ov, .n_overrides = 1,
+                             .isa = KN_ISA_PORTABLE, .machine = &mach, .threads = 1,
+                             .decisions = &dec, .revocable = rev};
+  if (kn_precision_assign(m, &po, &err)) fail_msg("precision: %s", err.msg);
+  assert_int_equal(g->nodes[0].precision, KN_PRECISION_BF16);
+  assert_int_equal(g->nodes[1].precision, KN_PRECISION_FP16);
+  assert_int_equal(rev[0], 1);
+  assert_int_equal(rev[1], 0); /* --layer-precision: kept as asked */
+  assert_int_equal(rev[2], 1);
+  /* weight-only compression is no arithmetic to time: not revocable */
+  po = (kn_precision_options){.precision = KN_PRECISION_FP32, .weights = KN_WEIGHTS_INT8,
+                              .isa = KN_ISA_PORTABLE, .machine = &mach, .threads = 1,
+                              .decisions = &dec, .revocable = rev};
+  if (kn_precision_assign(m, &po, &err)) fail_msg("precision: %s", err.msg);
+  assert_int_equal(g->nodes[0].precision, KN_PRECISION_INT8_WEIGHTS);
+  assert_int_equal(rev[0], 0);
+  kn_lines_free(&dec);
+  kn_ir_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_precisions_hook),
+      cmocka_unit_test(test_revocable),
       cmocka_unit_test(test_int8),
       cmocka_unit_test(test_bf16),
       cmocka_unit_test(test_fp16_weights),
