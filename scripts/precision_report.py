@@ -19,7 +19,10 @@ Two tables, each row measured now with the given kiln binary:
    the same test_data_set_0 inputs (one sample: the ranges of exactly the
    data compared, so this shows the arithmetic's error, not calibration's).
 
-A model missing from the cache is skipped with a note.  Needs only the
+Engines are built with heuristic tactics (KILN_TACTICS=heuristic), so no
+step a precision reaches is timed back to fp32: the accuracy is that of
+every step the precision can reach.  A model missing from the cache is
+skipped with a note.  Needs only the
 standard library and numpy (through eval_accuracy.py).  Exit 1 when a kiln
 command fails.
 """
@@ -47,8 +50,14 @@ TRAINED_ROWS = [("fp32", [], None), ("bf16", ["--precision", "bf16"], None),
 EXPORTED_PRECISIONS = ["bf16", "fp16", "int8"]
 
 
+# Heuristic tactics: no step is timed back to fp32 (kn_precisions_time), so
+# every step that can take the precision does, and the accuracy is that of
+# the whole reduced engine.
+ENV = dict(os.environ, KILN_TACTICS="heuristic")
+
+
 def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     if p.returncode not in (0, 1) or (p.returncode == 1 and "compare" not in cmd[1:2]):
         raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode,
                                                  p.stderr.strip().splitlines()[-1:]))
