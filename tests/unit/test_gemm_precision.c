@@ -44,16 +44,6 @@ typedef struct pcase {
   bool residual;
 } pcase;
 
-static int32_t const_u8(kn_graph *g, uint8_t v) {
-  kn_tensor t;
-  memset(&t, 0, sizeof t);
-  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_U8, 0, NULL, NULL), KN_OK);
-  *(uint8_t *)t.data = v;
-  int32_t id = kn_graph_add_constant(g, "zp", &t);
-  assert_true(id >= 0);
-  return id;
-}
-
 /* What the precision does to the weights, in place: B is rows x cols,
  * the output channels its rows (per_row) or columns. */
 static void round_weights(float *b, int64_t rows, int64_t cols, bool per_row, int32_t prec) {
@@ -81,7 +71,7 @@ static int32_t step_input(kn_graph *g, int32_t x, const pcase *c, bool ref) {
   if (!ref || c->prec == KN_PRECISION_FP16_WEIGHTS || c->prec == KN_PRECISION_INT8_WEIGHTS)
     return x;
   if (c->prec == KN_PRECISION_INT8) {
-    int32_t in[3] = {x, tk_const_scalar(g, c->a_scale), const_u8(g, (uint8_t)c->a_zero)};
+    int32_t in[3] = {x, tk_const_scalar(g, c->a_scale), tk_const_u8(g, (uint8_t)c->a_zero)};
     int32_t q = tk_node(g, "QuantizeLinear", 3, in);
     in[0] = q;
     return tk_node(g, "DequantizeLinear", 3, in);
@@ -140,21 +130,12 @@ static kn_ir_model *make(const pcase *c, bool ref) {
 
 static void check(const tk_results *fast, const tk_results *ref, const pcase *c, int isa,
                   int threads, bool withheld) {
-  assert_int_equal(fast->n, ref->n);
-  const kn_tensor *x = &fast->outs[0].t, *y = &ref->outs[0].t;
-  assert_int_equal(kn_tensor_numel(x), kn_tensor_numel(y));
-  const float *p = x->data, *q = y->data;
-  double amax = 0;
-  for (int64_t i = 0; i < kn_tensor_numel(y); i++) amax = fmax(amax, fabs(q[i]));
-  double tol = 2e-5 * amax + 1e-6;
-  for (int64_t i = 0; i < kn_tensor_numel(y); i++)
-    if (!(fabs((double)p[i] - q[i]) <= tol))
-      fail_msg("%s op %d m %lld k %lld n %lld isa %s threads %d%s: element %lld is %.9g, "
-               "reference %.9g (tolerance %.3g)",
-               kn_precision_name(c->prec), (int)c->op, (long long)c->m, (long long)c->k,
-               (long long)c->n, kn_isa_name((kn_isa)isa), threads,
-               withheld ? " (features withheld)" : "", (long long)i, (double)p[i], (double)q[i],
-               tol);
+  char what[256];
+  snprintf(what, sizeof what, "%s op %d m %lld k %lld n %lld isa %s threads %d%s",
+           kn_precision_name(c->prec), (int)c->op, (long long)c->m, (long long)c->k,
+           (long long)c->n, kn_isa_name((kn_isa)isa), threads,
+           withheld ? " (features withheld)" : "");
+  tk_assert_near_ref(fast, ref, what);
 }
 
 static void run_case(const pcase *c) {

@@ -100,6 +100,16 @@ int32_t tk_const_scalar(kn_graph *g, float x) {
   return v;
 }
 
+int32_t tk_const_u8(kn_graph *g, uint8_t v) {
+  kn_tensor t;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_U8, 0, NULL, NULL), KN_OK);
+  *(uint8_t *)t.data = v;
+  int32_t id = kn_graph_add_constant(g, "zp", &t);
+  assert_true(id >= 0);
+  return id;
+}
+
 int32_t tk_const_f32(kn_graph *g, int32_t rank, const int64_t *dims, const float *vals) {
   kn_tensor t;
   memset(&t, 0, sizeof t);
@@ -295,6 +305,20 @@ void tk_assert_same(tk_results *a, tk_results *b) {
   }
   tk_results_free(a);
   tk_results_free(b);
+}
+
+void tk_assert_near_ref(const tk_results *fast, const tk_results *ref, const char *what) {
+  assert_int_equal(fast->n, ref->n);
+  const kn_tensor *x = &fast->outs[0].t, *y = &ref->outs[0].t;
+  assert_int_equal(kn_tensor_numel(x), kn_tensor_numel(y));
+  const float *p = x->data, *r = y->data;
+  double amax = 0;
+  for (int64_t i = 0; i < kn_tensor_numel(y); i++) amax = fmax(amax, fabs(r[i]));
+  double tol = 2e-5 * amax + 1e-6;
+  for (int64_t i = 0; i < kn_tensor_numel(y); i++)
+    if (!(fabs((double)p[i] - r[i]) <= tol))
+      fail_msg("%s: element %lld is %.9g, reference %.9g (tolerance %.3g)", what, (long long)i,
+               (double)p[i], (double)r[i], tol);
 }
 
 void tk_assert_bits(const tk_results *a, const tk_results *b, const char *what) {

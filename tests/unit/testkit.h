@@ -57,6 +57,8 @@ int32_t tk_const_rand(kn_graph *g, int32_t rank, const int64_t *dims, uint32_t s
 
 /* A float scalar constant. */
 int32_t tk_const_scalar(kn_graph *g, float x);
+/* A uint8 scalar constant (a zero point). */
+int32_t tk_const_u8(kn_graph *g, uint8_t v);
 
 /* A float constant holding `vals`. */
 int32_t tk_const_f32(kn_graph *g, int32_t rank, const int64_t *dims, const float *vals);
@@ -139,6 +141,11 @@ void tk_assert_same(tk_results *a, tk_results *b);
 /* Asserts float outputs of the same shapes and bits, naming `what` and the
  * first element that differs; frees neither. */
 void tk_assert_bits(const tk_results *a, const tk_results *b, const char *what);
+
+/* Asserts output 0 of `fast` within 2e-5 of the largest |element| of
+ * `ref`'s (plus 1e-6) elementwise: a reduced-precision step against its
+ * reference with the rounding made explicit; names `what` on failure. */
+void tk_assert_near_ref(const tk_results *fast, const tk_results *ref, const char *what);
 
 /* Runs context c of model km on its one float input, filled as tk_run
  * fills it (dynamic dims as 2), and returns copies of its outputs. */

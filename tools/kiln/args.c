@@ -113,6 +113,29 @@ bool kn_cli_int(const kn_cli_args *a, int64_t min, int64_t max, int64_t *out) {
   return false;
 }
 
+bool kn_cli_precision(const kn_cli_args *a, bool allow_fp32, int32_t *out) {
+  int32_t p = kn_precision_from_name(a->arg);
+  if (p < 0 || (p == KN_PRECISION_FP32 && !allow_fp32) ||
+      (p > KN_PRECISION_INT8 && p != KN_PRECISION_BEST)) {
+    kn_cli_usage(a->cmd, "--precision takes %sbf16, fp16, int8 or best, got '%s'",
+                 allow_fp32 ? "fp32, " : "", a->arg);
+    return false;
+  }
+  *out = p;
+  return true;
+}
+
+bool kn_cli_weights(const kn_cli_args *a, int32_t *out) {
+  if (!strcmp(a->arg, "fp16")) *out = KN_WEIGHTS_FP16;
+  else if (!strcmp(a->arg, "int8")) *out = KN_WEIGHTS_INT8;
+  else if (!strcmp(a->arg, "fp32")) *out = KN_WEIGHTS_FP32;
+  else {
+    kn_cli_usage(a->cmd, "--weights takes fp16 or int8, got '%s'", a->arg);
+    return false;
+  }
+  return true;
+}
+
 bool kn_cli_double(const kn_cli_args *a, double min, double max, double *out) {
   char *end;
   errno = 0;

@@ -423,23 +423,15 @@ int kn_cmd_build(int argc, char **argv) {
       break;
     }
     case O_TIMING_CACHE: bo.timing_cache = args.arg; break;
-    case O_PRECISION: {
-      int32_t p = kn_precision_from_name(args.arg);
-      if (p < 0 || (p > KN_PRECISION_INT8 && p != KN_PRECISION_BEST))
-        return kn_cli_usage(cmd, "--precision takes fp32, bf16, fp16, int8 or best, got '%s'",
-                            args.arg);
-      bo.precision = p;
+    case O_PRECISION:
+      if (!kn_cli_precision(&args, true, &bo.precision)) return KN_EXIT_USAGE;
       break;
-    }
     case O_LAYER_PRECISION:
       if (n_layer_prec == MAX_OPTS) return kn_cli_usage(cmd, "too many --layer-precision options");
       layer_prec[n_layer_prec++] = args.arg;
       break;
     case O_WEIGHTS:
-      if (!strcmp(args.arg, "fp16")) bo.weights = KN_WEIGHTS_FP16;
-      else if (!strcmp(args.arg, "int8")) bo.weights = KN_WEIGHTS_INT8;
-      else if (!strcmp(args.arg, "fp32")) bo.weights = KN_WEIGHTS_FP32;
-      else return kn_cli_usage(cmd, "--weights takes fp16 or int8, got '%s'", args.arg);
+      if (!kn_cli_weights(&args, &bo.weights)) return KN_EXIT_USAGE;
       break;
     case O_CALIBRATION: calib_path = args.arg; break;
     case KN_CLI_POSITIONAL:

@@ -63,6 +63,10 @@ int kn_cli_next(kn_cli_args *a);
  * message naming the option, the range and the value given. */
 bool kn_cli_int(const kn_cli_args *a, int64_t min, int64_t max, int64_t *out);
 bool kn_cli_double(const kn_cli_args *a, double min, double max, double *out);
+/* --precision: fp32 (when allow_fp32), bf16, fp16, int8 or best. */
+bool kn_cli_precision(const kn_cli_args *a, bool allow_fp32, int32_t *out);
+/* --weights: fp32, fp16 or int8 (KN_WEIGHTS_*). */
+bool kn_cli_weights(const kn_cli_args *a, int32_t *out);
 /* "512M" -> bytes (suffixes K, M, G); false when malformed (no message). */
 bool kn_cli_parse_bytes(const char *s, uint64_t *out);
 

@@ -231,10 +231,7 @@ int kn_cmd_compare(int argc, char **argv) {
       if (!kn_cli_int(&args, 1, KN_CLI_MAX_THREADS, &threads)) return KN_EXIT_USAGE;
       break;
     case O_PRECISION:
-      precision = kn_precision_from_name(args.arg);
-      if (precision < 0 || (precision > KN_PRECISION_INT8 && precision != KN_PRECISION_BEST))
-        return kn_cli_usage(cmd, "--precision takes fp32, bf16, fp16, int8 or best, got '%s'",
-                            args.arg);
+      if (!kn_cli_precision(&args, true, &precision)) return KN_EXIT_USAGE;
       build_opts = true;
       break;
     case O_CALIBRATION: calib_path = args.arg, build_opts = true; break;
@@ -244,10 +241,7 @@ int kn_cmd_compare(int argc, char **argv) {
       build_opts = true;
       break;
     case O_WEIGHTS:
-      if (!strcmp(args.arg, "fp16")) weights = KN_WEIGHTS_FP16;
-      else if (!strcmp(args.arg, "int8")) weights = KN_WEIGHTS_INT8;
-      else if (!strcmp(args.arg, "fp32")) weights = KN_WEIGHTS_FP32;
-      else return kn_cli_usage(cmd, "--weights takes fp16 or int8, got '%s'", args.arg);
+      if (!kn_cli_weights(&args, &weights)) return KN_EXIT_USAGE;
       build_opts = true;
       break;
     case KN_CLI_POSITIONAL:

@@ -109,15 +109,10 @@ static int debug_precision(int argc, char **argv) {
   for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
     switch (id) {
     case KN_CLI_BAD: return KN_EXIT_USAGE;
-    case O_PRECISION: {
-      int32_t p = kn_precision_from_name(args.arg);
-      if (p < 0 || p == KN_PRECISION_FP32 || (p > KN_PRECISION_INT8 && p != KN_PRECISION_BEST))
-        return kn_cli_usage(cmd, "--precision takes bf16, fp16, int8 or best, got '%s'",
-                            args.arg);
-      bo.precision = p;
+    case O_PRECISION:
+      if (!kn_cli_precision(&args, false, &bo.precision)) return KN_EXIT_USAGE;
       precision_given = true;
       break;
-    }
     case O_CALIBRATION: calib_path = args.arg; break;
     case O_LAYER_PRECISION:
       if (n_layer_prec == MAX_OPTS) return kn_cli_usage(cmd, "too many --layer-precision options");

@@ -35,16 +35,6 @@
 
 #define NPOS 36
 
-static const kn_wgn_ukernels *wgn_uk(kn_isa isa) {
-#ifdef KN_HAVE_X86_KERNELS
-  if (isa == KN_ISA_AVX512) return &kn_f32_winograd_nhwc_f43__avx512;
-  if (isa == KN_ISA_AVX2) return &kn_f32_winograd_nhwc_f43__avx2;
-#else
-  (void)isa;
-#endif
-  return &kn_f32_winograd_nhwc_f43__portable;
-}
-
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -62,14 +52,7 @@ size_t kn_bf16_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
 
 void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *temp,
                                      void *dst) {
-  static const double G[6][3] = {
-      {1.0 / 4, 0, 0},
-      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-      {1.0 / 24, 1.0 / 12, 1.0 / 6},
-      {1.0 / 24, -1.0 / 12, 1.0 / 6},
-      {0, 0, 1},
-  };
+  const double(*G)[3] = kn_winograd_f43_g;
   KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
   int64_t c = g->c, m = g->m, us = u_elems(isa, g);
   memset(dst, 0, kn_bf16_conv_winograd_nhwc_pack_size(isa, g));
@@ -234,7 +217,7 @@ void kn_bf16_conv_winograd_nhwc(kn_isa isa, bool bf16_dot, kn_pool *pool, const 
   if (g->n * g->m * g->oh * g->ow == 0) return;
   KN_ASSERT(!(ep && ep->res) || kn_conv2d_ldy(g) == g->m); /* the residual shares y's stride */
   int32_t threads = kn_pool_threads(pool);
-  bwg_job j = {.isa = isa, .dot = bf16_dot, .uk = wgn_uk(isa), .g = g, .x = x, .s = s,
+  bwg_job j = {.isa = isa, .dot = bf16_dot, .uk = kn_wgn_ukernels_for(isa), .g = g, .x = x, .s = s,
                .u = upacked, .us = u_elems(isa, g), .ep = ep, .y = y, .buf = scratch};
   layout(isa, bf16_dot, g, threads, caches, &j.L);
   kn_act act = ep ? ep->act.act : KN_ACT_NONE;

@@ -50,7 +50,16 @@
 #define NPOS 36
 #define HEADER 16 /* floats before U (keeps U 64-byte aligned) */
 
-static const kn_wgn_ukernels *wgn_uk(kn_isa isa) {
+const double kn_winograd_f43_g[6][3] = {
+    {1.0 / 4, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0, 0, 1},
+};
+
+const kn_wgn_ukernels *kn_wgn_ukernels_for(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS
   if (isa == KN_ISA_AVX512) return &kn_f32_winograd_nhwc_f43__avx512;
   if (isa == KN_ISA_AVX2) return &kn_f32_winograd_nhwc_f43__avx2;
@@ -92,14 +101,7 @@ size_t kn_f32_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
  * written in kn_sgemm's packed-B layout (gemm.h): U_xi panel j holds, for
  * each input channel k, output channels [j*NR, j*NR+NR), zeros past m. */
 void kn_f32_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
-  static const double G[6][3] = {
-      {1.0 / 4, 0, 0},
-      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-      {1.0 / 24, 1.0 / 12, 1.0 / 6},
-      {1.0 / 24, -1.0 / 12, 1.0 / 6},
-      {0, 0, 1},
-  };
+  const double(*G)[3] = kn_winograd_f43_g;
   KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
   int64_t nr = kn_sgemm_nr(isa), c = g->c, us = u_floats(isa, g);
   int32_t hdr[HEADER] = {(int32_t)nr, (int32_t)isa};
@@ -326,10 +328,10 @@ void kn_f32_conv_winograd_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, co
   int32_t hdr[HEADER];
   memcpy(hdr, wpacked, sizeof hdr);
   KN_ASSERT(hdr[0] == kn_sgemm_nr(isa) && hdr[1] == (int32_t)isa);
-  KN_ASSERT(wgn_uk(isa)->mr == kn_sgemm_mr(isa) && kn_sgemm_mr(isa) <= KN_SGEMM_MR_MAX);
+  KN_ASSERT(kn_wgn_ukernels_for(isa)->mr == kn_sgemm_mr(isa) && kn_sgemm_mr(isa) <= KN_SGEMM_MR_MAX);
   int32_t threads = kn_pool_threads(pool);
   KN_ASSERT(threads >= 1);
-  wgn_job j = {.isa = isa, .uk = wgn_uk(isa), .g = g, .x = x, .s = s, .u = wpacked + HEADER,
+  wgn_job j = {.isa = isa, .uk = kn_wgn_ukernels_for(isa), .g = g, .x = x, .s = s, .u = wpacked + HEADER,
                .ep = ep, .y = y, .buf = scratch, .nr = kn_sgemm_nr(isa),
                .us = u_floats(isa, g)};
   layout(isa, g, threads, caches, &j.L);

@@ -60,4 +60,13 @@ extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__avx2;
 extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__avx512;
 #endif
 
+/* The ISA's tile transforms (portable ones for an ISA this build lacks);
+ * the fp32 and the bf16 Winograd tactics share them. */
+const kn_wgn_ukernels *kn_wgn_ukernels_for(kn_isa isa);
+
+/* F(4,3)'s filter transform G (6 x 3): U = G w G^T per 3x3 filter, taken
+ * in double by the packers (the 1/6 and 1/24 entries would otherwise add
+ * their rounding to the run's error). */
+extern const double kn_winograd_f43_g[6][3];
+
 #endif
