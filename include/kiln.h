@@ -40,7 +40,8 @@ typedef enum kn_status {
   KN_ERR_MISSING,      /* a required input or value was not given        */
   KN_ERR_LIMIT,        /* a size exceeds kiln's limits (memory, rank)    */
   KN_ERR_OOM,          /* the allocator failed                           */
-  KN_ERR_INTERNAL      /* a bug in kiln                                  */
+  KN_ERR_INTERNAL,     /* a bug in kiln                                  */
+  KN_ERR_CANCELLED     /* a run stopped by its cancel hook or deadline  */
 } kn_status;
 
 /* Element types.  The numbers are those of ONNX's TensorProto.DataType. */
@@ -462,6 +463,21 @@ kn_status kn_context_set_profiling(kn_context *ctx, int32_t on, kn_error *err)
  * span first); *spans is owned by the context and valid until the next
  * run.  0 when profiling was off or nothing has run. */
 int32_t kn_context_spans(const kn_context *ctx, const kn_step_span **spans);
+
+/* Cancellation, for servers and anything else that must bound a run's time.
+ * Both are checked before every step of the graph and before every
+ * iteration of a Loop or Scan body (so a model whose Loop never ends costs
+ * one deadline, not a thread); a step already started runs to its end.  A
+ * run that finds the hook returning nonzero, or CLOCK_MONOTONIC at or past
+ * the deadline, returns KN_ERR_CANCELLED with a line naming the step it
+ * stopped before; its outputs are not set and the context stays usable for
+ * the next run.  The hook is called from the thread that called
+ * kn_context_run (a few times per step: keep it cheap, e.g. an atomic
+ * load).  fn NULL turns the hook off; deadline_ns 0 removes the deadline.
+ * Both stay set for later runs until changed. */
+typedef int32_t (*kn_cancel_fn)(void *arg);
+void kn_context_set_cancel(kn_context *ctx, kn_cancel_fn fn, void *arg);
+void kn_context_set_deadline(kn_context *ctx, int64_t deadline_ns);
 
 /* Run the model on the bound inputs. */
 kn_status kn_context_run(kn_context *ctx, kn_error *err)

@@ -61,6 +61,7 @@ const char *kn_status_name(kn_status s) {
       [KN_ERR_LIMIT] = "limit exceeded",
       [KN_ERR_OOM] = "out of memory",
       [KN_ERR_INTERNAL] = "internal error",
+      [KN_ERR_CANCELLED] = "cancelled",
   };
   if ((unsigned)s < sizeof names / sizeof names[0] && names[s]) return names[s];
   return "unknown status";

@@ -31,9 +31,37 @@ static void env_release(kn_mem_budget *mem, kn_slot *s) {
   kn_slot_release(s);
 }
 
+/* KN_ERR_CANCELLED when the run's cancel hook says so or its deadline has
+ * passed; `where` names what was about to run. */
+static kn_status check_cancel(const kn_mem_budget *mem, const char *label, const char *where,
+                              kn_error *err) {
+  if (mem->cancel && mem->cancel(mem->cancel_arg))
+    return kn_fail(err, KN_ERR_CANCELLED, "%s: run cancelled before %s (by the cancel hook)",
+                   label, where);
+  if (mem->deadline_ns > 0) {
+    int64_t now = kn_now_ns();
+    if (now >= mem->deadline_ns)
+      return kn_fail(err, KN_ERR_CANCELLED,
+                     "%s: run cancelled before %s: deadline passed %.3f ms ago", label, where,
+                     (double)(now - mem->deadline_ns) / 1e6);
+  }
+  return KN_OK;
+}
+
+static inline bool cancel_armed(const kn_mem_budget *mem) {
+  return mem->cancel || mem->deadline_ns > 0;
+}
+
 static kn_status run_subgraph(kn_op_ctx *ctx, const kn_graph *g, int32_t n_in,
                               const kn_slot *const *in, int32_t n_out, kn_slot *out) {
   frame *f = ctx->exec;
+  if (cancel_armed(f->mem)) {
+    char where[160];
+    snprintf(where, sizeof where, "a run of subgraph '%s' of node '%s'", g->name ? g->name : "",
+             ctx->node && ctx->node->name ? ctx->node->name : "");
+    kn_status cst = check_cancel(f->mem, f->m->label, where, ctx->err);
+    if (cst) return cst;
+  }
   if (n_in != g->n_inputs)
     return kn_op_fail(ctx, KN_ERR_SHAPE, "subgraph '%s' takes %d inputs, given %d",
                       g->name ? g->name : "", g->n_inputs, n_in);
@@ -401,6 +429,13 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
   kn_prof *prof = g->parent ? NULL : mem->prof;
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     const kn_node *n = &g->nodes[i];
+    if (cancel_armed(mem)) {
+      char where[160];
+      snprintf(where, sizeof where, "%s %d ('%s')", g->parent ? "node" : "step", i,
+               n->name ? n->name : "");
+      st = check_cancel(mem, m->label, where, err);
+      if (st) break;
+    }
     int64_t t0 = prof ? prof_begin(prof) : 0;
     for (int32_t k = 0; k < n->n_inputs; k++) pin[k] = n->inputs[k] >= 0 ? &env[n->inputs[k]] : NULL;
     for (int32_t o = 0; o < n->n_outputs; o++) {

@@ -38,6 +38,14 @@ typedef struct kn_mem_budget {
   const void *const *packed;
   /* Optional: profiling; top-level steps append their spans. */
   struct kn_prof *prof;
+  /* Optional: cancellation (kn_context_set_cancel, kn_context_set_deadline),
+   * checked before every node of every graph and before every subgraph
+   * run (each Loop or Scan iteration): a nonzero cancel(cancel_arg), or
+   * deadline_ns > 0 reached on CLOCK_MONOTONIC, stops the run with
+   * KN_ERR_CANCELLED. */
+  int32_t (*cancel)(void *arg);
+  void *cancel_arg;
+  int64_t deadline_ns;
 } kn_mem_budget;
 
 /* A run's profile (kn_context_set_profiling): spans has room for every

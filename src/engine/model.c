@@ -31,6 +31,9 @@ struct kn_context {
   void *observe_arg;
   bool profiling;
   kn_prof prof; /* the last run's spans when profiling */
+  kn_cancel_fn cancel; /* kn_context_set_cancel */
+  void *cancel_arg;
+  int64_t deadline_ns; /* kn_context_set_deadline; 0: none */
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
@@ -837,7 +840,8 @@ kn_status kn_context_run(kn_context *c, kn_error *err) {
   }
   c->ran = false;
   kn_mem_budget mem = {.limit = c->mem_limit, .live = 0, .observe = c->observe,
-                       .observe_arg = c->observe_arg};
+                       .observe_arg = c->observe_arg, .cancel = c->cancel,
+                       .cancel_arg = c->cancel_arg, .deadline_ns = c->deadline_ns};
   if (m->plan.n_tensors && m->plan.arena_bytes) {
     if (!c->arena) {
       if (m->plan.arena_bytes > c->mem_limit) {
@@ -887,6 +891,15 @@ void kn_context_set_observer(kn_context *c, kn_tensor_observer fn, void *arg) {
 }
 
 void kn_context_set_memory_limit(kn_context *c, uint64_t bytes) { c->mem_limit = bytes; }
+
+void kn_context_set_cancel(kn_context *c, kn_cancel_fn fn, void *arg) {
+  c->cancel = fn;
+  c->cancel_arg = fn ? arg : NULL;
+}
+
+void kn_context_set_deadline(kn_context *c, int64_t deadline_ns) {
+  c->deadline_ns = deadline_ns > 0 ? deadline_ns : 0;
+}
 
 const kn_slot *kn_context_output_slot(const kn_context *c, int32_t i) {
   if (!c->ran || i < 0 || i >= c->model->ir->graph->n_outputs) return NULL;

@@ -319,6 +319,97 @@ static void test_profiling_spans(void **state) {
   kn_model_free(m);
 }
 
+/* Cancellation: a Loop that never ends (tests/data/control/loop_endless.onnx)
+ * stops at its deadline and at its cancel hook, built or not, on 1 and 2
+ * threads, with KN_ERR_CANCELLED and a message naming where; a context
+ * cancelled inside loop_rnn's Loop then runs to the right answer once the
+ * hook is off, and a deadline in the future changes nothing. */
+typedef struct cancel_count {
+  int32_t calls, stop_at;
+} cancel_count;
+
+static int32_t cancel_after(void *arg) {
+  cancel_count *c = arg;
+  return ++c->calls >= c->stop_at;
+}
+
+static void test_cancel_endless_loop(void **state) {
+  (void)state;
+  const char *path = KILN_SOURCE_DIR "/tests/data/control/loop_endless.onnx";
+  kn_error err;
+  for (int built = 0; built < 2; built++) {
+    kn_model *m;
+    if (kn_model_load(path, &m, &err)) fail_msg("%s", err.msg);
+    if (built) {
+      kn_build_options o;
+      kn_build_options_init(&o);
+      if (kn_model_build(m, &o, &err)) fail_msg("%s", err.msg);
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+      kn_context *ctx;
+      assert_int_equal(kn_context_create(m, &ctx, &err), KN_OK);
+      assert_int_equal(kn_context_set_threads(ctx, threads, &err), KN_OK);
+      int64_t d[1] = {4};
+      kn_tensor x;
+      assert_int_equal(kn_tensor_alloc(&x, KN_DTYPE_F32, 1, d, NULL), KN_OK);
+      assert_int_equal(kn_context_set_input(ctx, 0, &x, &err), KN_OK);
+      /* a deadline 30 ms ahead: the run ends soon after it */
+      int64_t t0 = kn_now_ns();
+      kn_context_set_deadline(ctx, t0 + 30 * 1000000LL);
+      assert_int_equal(kn_context_run(ctx, &err), KN_ERR_CANCELLED);
+      int64_t took = kn_now_ns() - t0;
+      assert_true(took >= 30 * 1000000LL);
+      assert_true(took < 2000 * 1000000LL);
+      assert_non_null(strstr(err.msg, "cancelled"));
+      assert_non_null(strstr(err.msg, "deadline"));
+      assert_null(kn_context_output(ctx, 0));
+      /* the hook: stops after many iterations, and is called per iteration */
+      kn_context_set_deadline(ctx, 0);
+      cancel_count c = {0, 5000};
+      kn_context_set_cancel(ctx, cancel_after, &c);
+      assert_int_equal(kn_context_run(ctx, &err), KN_ERR_CANCELLED);
+      assert_int_equal(c.calls, 5000);
+      assert_non_null(strstr(err.msg, "cancel hook"));
+      kn_context_set_cancel(ctx, NULL, NULL);
+      kn_tensor_release(&x);
+      kn_context_free(ctx);
+    }
+    kn_model_free(m);
+  }
+
+  /* loop_rnn: cancelled inside the Loop, then a whole run is right */
+  kn_model *m;
+  if (kn_model_load(KILN_SOURCE_DIR "/tests/data/control/loop_rnn.onnx", &m, &err))
+    fail_msg("%s", err.msg);
+  kn_context *ctx;
+  assert_int_equal(kn_context_create(m, &ctx, &err), KN_OK);
+  int64_t d[2] = {1, 8};
+  kn_tensor x, h0;
+  assert_int_equal(kn_tensor_alloc(&x, KN_DTYPE_F32, 2, d, NULL), KN_OK);
+  assert_int_equal(kn_tensor_alloc(&h0, KN_DTYPE_F32, 2, d, NULL), KN_OK);
+  fill(x.data, 8, 41u);
+  assert_int_equal(kn_context_set_input(ctx, 0, &x, &err), KN_OK);
+  assert_int_equal(kn_context_set_input(ctx, 1, &h0, &err), KN_OK);
+  for (int stop = 1; stop <= 12; stop += 3) {
+    cancel_count c = {0, stop};
+    kn_context_set_cancel(ctx, cancel_after, &c);
+    assert_int_equal(kn_context_run(ctx, &err), KN_ERR_CANCELLED);
+    assert_int_equal(c.calls, stop);
+  }
+  kn_context_set_cancel(ctx, NULL, NULL);
+  kn_context_set_deadline(ctx, kn_now_ns() + 60 * 1000000000LL);
+  if (kn_context_run(ctx, &err)) fail_msg("%s", err.msg);
+  float ref[48];
+  loop_rnn_ref(x.data, ref);
+  const kn_tensor *hs = kn_context_output(ctx, 1);
+  assert_non_null(hs);
+  for (int i = 0; i < 48; i++) assert_true(fabsf(((const float *)hs->data)[i] - ref[i]) <= 1e-5f);
+  kn_tensor_release(&x);
+  kn_tensor_release(&h0);
+  kn_context_free(ctx);
+  kn_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_data_shaped_step_reinferred),
@@ -326,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_loop_body_recorded),
       cmocka_unit_test(test_engine_keeps_packed_weights),
       cmocka_unit_test(test_profiling_spans),
+      cmocka_unit_test(test_cancel_endless_loop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
