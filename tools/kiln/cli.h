@@ -390,10 +390,15 @@ void kn_cli_shell_quote(const char *s, char *buf, size_t n);
 
 int kn_cmd_debug(int argc, char **argv); /* debug.c: kiln debug precision */
 void kn_cmd_debug_usage(FILE *f);
+/* loadgen.c: load for a KServe v2 server (libcurl) */
+int kn_cmd_loadgen(int argc, char **argv);
+void kn_cmd_loadgen_usage(FILE *f);
 
 int kn_cmd_calibrate(int argc, char **argv);
 void kn_cmd_calibrate_usage(FILE *f);
 int kn_cmd_quantize(int argc, char **argv); /* quantize.c: a Q/DQ ONNX model */
 void kn_cmd_quantize_usage(FILE *f);
+int kn_cmd_serve(int argc, char **argv); /* serve.c: the inference server */
+void kn_cmd_serve_usage(FILE *f);
 
 #endif

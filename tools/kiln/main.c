@@ -28,6 +28,10 @@ static const kn_cli_cmd commands[] = {
      kn_cmd_quantize, kn_cmd_quantize_usage},
     {"debug", "debug precision: bisect which layers must stay fp32 for an accuracy budget",
      kn_cmd_debug, kn_cmd_debug_usage},
+    {"serve", "serve a model repository over HTTP (KServe v2): batching, reload, metrics",
+     kn_cmd_serve, kn_cmd_serve_usage},
+    {"loadgen", "load a KServe v2 server: closed/open loop, throughput, latency percentiles",
+     kn_cmd_loadgen, kn_cmd_loadgen_usage},
 };
 
 const kn_cli_cmd *kn_cli_find(const char *name) {
