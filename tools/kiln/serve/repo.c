@@ -180,7 +180,7 @@ done:
   return ok;
 }
 
-static void version_free(sv_version *v) {
+void sv_version_free(sv_version *v) {
   if (!v) return;
   sv_batcher_stop(v);
   kn_model_free(v->kmodel);
@@ -192,8 +192,8 @@ static int32_t instance_threads(const sv_server *s, const sv_config *c) {
   return s->opt.threads > c->instance_count ? s->opt.threads / c->instance_count : 1;
 }
 
-static sv_version *version_load(sv_server *s, sv_model *md, int64_t ver, const sv_config *cfg,
-                                char *err, size_t err_n) {
+sv_version *sv_version_open(sv_server *s, sv_model *md, int64_t ver, const char *path,
+                            const sv_config *cfg, char *err, size_t err_n) {
   sv_version *v = calloc(1, sizeof *v);
   if (!v) {
     snprintf(err, err_n, "out of memory");
@@ -204,11 +204,7 @@ static sv_version *version_load(sv_server *s, sv_model *md, int64_t ver, const s
   v->version = ver;
   v->cfg = *cfg;
   v->stats = sv_metrics_series(&s->metrics, md->name, ver);
-  char base[1100];
-  snprintf(base, sizeof base, "%s/%lld", md->dir, (long long)ver);
-  snprintf(v->path, sizeof v->path, "%s/model.kiln", base);
-  struct stat st;
-  if (stat(v->path, &st) != 0) snprintf(v->path, sizeof v->path, "%s/model.onnx", base);
+  snprintf(v->path, sizeof v->path, "%s", path);
   kn_error e = {0};
   if (kn_model_load(v->path, &v->kmodel, &e) != KN_OK) {
     snprintf(err, err_n, "%s", e.msg);
@@ -232,8 +228,17 @@ static sv_version *version_load(sv_server *s, sv_model *md, int64_t ver, const s
   atomic_store(&v->refs, 1); /* the served reference */
   return v;
 fail:
-  version_free(v);
+  sv_version_free(v);
   return NULL;
+}
+
+static sv_version *version_load(sv_server *s, sv_model *md, int64_t ver, const sv_config *cfg,
+                                char *err, size_t err_n) {
+  char path[1200];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%lld/model.kiln", md->dir, (long long)ver);
+  if (stat(path, &st) != 0) snprintf(path, sizeof path, "%s/%lld/model.onnx", md->dir, (long long)ver);
+  return sv_version_open(s, md, ver, path, cfg, err, err_n);
 }
 
 /* ---- validation ------------------------------------------------------------------- */
@@ -450,7 +455,7 @@ void sv_repo_reap(sv_server *s) {
   while (d) {
     sv_version *n = d->next_dead;
     log_load(s, "model_freed", d->owner->name, d->version, NULL, -1);
-    version_free(d);
+    sv_version_free(d);
     d = n;
   }
 }
@@ -609,7 +614,7 @@ static bool bring_up(sv_server *s, sv_model *m, sv_vslot *sl, const sv_config *c
     set_state(s, sl, SV_STATE_FAILED, err);
     atomic_fetch_add(&v->stats->loads[SV_LOAD_REJECTED], 1);
     log_load(s, "model_rejected", m->name, ver, err, (double)(sv_now_ns() - t0) * 1e-6);
-    version_free(v);
+    sv_version_free(v);
     return false;
   }
   pthread_mutex_lock(&s->repo_mu);

@@ -270,6 +270,13 @@ bool sv_repo_metadata(struct sv_server *s, const char *model, int64_t version, s
 void sv_repo_reap(struct sv_server *s);
 void sv_repo_free(struct sv_server *s);
 
+/* Loads the model at path (an ONNX model is built for cfg: the batch dim
+ * as a profile 1..max_batch_size) into a version of md, not yet served
+ * (refs 1, no batcher); NULL with one line in err.  sv_version_free stops
+ * its batcher and frees it.  Used by repo.c and the unit tests. */
+sv_version *sv_version_open(struct sv_server *s, sv_model *md, int64_t ver, const char *path,
+                            const sv_config *cfg, char *err, size_t err_n);
+void sv_version_free(sv_version *v);
 /* Builds a version from a loaded model: metadata, batch checks (err names
  * what does not fit the config).  Used by repo.c and the unit tests. */
 bool sv_version_describe(sv_version *v, char *err, size_t err_n);
