@@ -249,6 +249,8 @@ static const ccase cases[] = {
     {1, 6, 6, 160, 40, 3, 1, 1, 1, 1, "Relu", 1, false},  /* k 1440: several depth passes */
     {1, 30, 30, 64, 64, 3, 1, 1, 1, 1, "Relu", 0, false}, /* several chunks of rows */
     {1, 20, 20, 520, 24, 1, 1, 1, 0, 1, NULL, 1, false},  /* 1x1 read in place, 2 passes */
+    {1, 9, 8, 24, 40, 1, 2, 1, 0, 1, "Relu", 1, false},   /* strided 1x1: converted as gathered */
+    {2, 7, 9, 16, 24, 1, 2, 1, 0, 2, NULL, 0, false},     /* the same, grouped, odd sizes */
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

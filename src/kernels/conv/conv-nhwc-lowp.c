@@ -43,6 +43,7 @@ typedef struct lplan {
   size_t slab_bytes;       /* one packed B block, 64-aligned */
   int mode;
   bool convert;            /* the input is converted whole into scratch */
+  bool gconv;              /* the gather converts fp32 input values itself */
   size_t esize;            /* bytes of a converted / gathered A value */
   int64_t np, chunk, nchunks;
   size_t xc_bytes, rows_bytes, gemm_bytes, thread_bytes;
@@ -116,8 +117,18 @@ static void make_plan(const kn_conv_lowp *v, const kn_conv2d *g, bool scaled,
    * scale: then they are converted once, first */
   bool pw = pointwise(g);
   p->mode = pw ? (scaled || p->nslabs > 1 ? MODE_DIRECT_CONV : MODE_DIRECT) : MODE_ROWS;
-  /* F16W without a scale gathers the fp32 input itself */
+  /* F16W without a scale gathers the fp32 input itself; the others
+   * gather converted values, converted whole first where windows read an
+   * input pixel more than once on average (a 3x3, a stem), and while
+   * gathering where they read it once or less (a strided 1x1 reads a
+   * quarter of its input: converting all of it cost ResNet-50's
+   * downsample layers a fifth of their time) */
   p->convert = p->mode != MODE_DIRECT && (scaled || v->type != KN_CONV_LOWP_F16W);
+  if (p->convert && p->mode == MODE_ROWS && !scaled &&
+      p->taps * g->oh * g->ow <= g->h * g->w) {
+    p->convert = false;
+    p->gconv = true;
+  }
   p->np = g->n * g->oh * g->ow;
   /* Pixels per chunk: its gathered rows in half of the L2, at least
    * MIN_TASKS tasks where there are pixels for them, whole pairs of
@@ -265,6 +276,13 @@ static void convert_task(void *arg, int64_t task, int32_t thread) {
   const kn_conv2d *g = j->g;
   int64_t hw = g->h * g->w, total = g->n * hw, c = g->c;
   int64_t p1 = min64(total, (task + 1) * CONVERT_PIXELS);
+  if (!j->s) { /* the task's pixels are one run of values: one call, not one per pixel
+                  (a 3-channel stem's 150528 values took 12% of its time in calls) */
+    int64_t px0 = task * CONVERT_PIXELS;
+    convert_run(j->v, j->x + px0 * c, NULL, (p1 - px0) * c,
+                (char *)j->xc + (size_t)(px0 * c) * j->p.esize);
+    return;
+  }
   for (int64_t px = task * CONVERT_PIXELS; px < p1; px++)
     convert_run(j->v, j->x + px * c, j->s ? j->s + px / hw * c : NULL, c,
                 (char *)j->xc + (size_t)(px * c) * j->p.esize);
@@ -302,6 +320,8 @@ static void gather_rows(const ljob *j, int64_t gi, int64_t p0, int64_t p1, char 
   const kn_conv2d *g = j->g;
   const lplan *p = &j->p;
   const size_t es = p->esize;
+  /* bytes of a source value: fp32 when the gather converts */
+  const size_t ses = p->gconv ? sizeof(float) : es;
   const int64_t c = g->c, cg = p->cg, k = p->k, ohw = g->oh * g->ow;
   const bool row_copy = g->group == 1 && g->dw == 1;
   for (int64_t q = p0; q < p1; q++) {
@@ -314,15 +334,18 @@ static void gather_rows(const ljob *j, int64_t gi, int64_t p0, int64_t p1, char 
         pad_fill(j, d, g->kw * cg);
         continue;
       }
-      const char *row = j->xc + (size_t)((b * g->h + iy) * g->w * c + gi * cg) * es;
+      const char *row = j->xc + (size_t)((b * g->h + iy) * g->w * c + gi * cg) * ses;
       if (row_copy && ix0 >= 0 && ix0 + g->kw <= g->w) {
-        copy_run(d, row + (size_t)(ix0 * c) * es, (size_t)(g->kw * c) * es);
+        if (p->gconv) convert_run(j->v, (const float *)(row + (size_t)(ix0 * c) * ses), NULL,
+                                  g->kw * c, d);
+        else copy_run(d, row + (size_t)(ix0 * c) * es, (size_t)(g->kw * c) * es);
         continue;
       }
       for (int64_t kx = 0; kx < g->kw; kx++) {
         int64_t ix = ix0 + kx * g->dw;
         char *dt = d + (size_t)(kx * cg) * es;
         if (ix < 0 || ix >= g->w) pad_fill(j, dt, cg);
+        else if (p->gconv) convert_run(j->v, (const float *)(row + (size_t)(ix * c) * ses), NULL, cg, dt);
         else copy_run(dt, row + (size_t)(ix * c) * es, (size_t)cg * es);
       }
     }
