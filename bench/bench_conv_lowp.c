@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
     for (int threads = 1; threads <= 2; threads++) {
       if (only_threads && threads != only_threads) continue;
       kn_epilogue ep = {.act = {.act = KN_ACT_RELU}, .bias = bias, .bias_per_row = false,
-                        .res = l->res ? res : NULL, .ldr = l->m};
+                        .res = l->res ? res : NULL, .ldr = l->m, .res_first = true};
       job jf = {.lowp = false, .isa = isa, .pool = threads == 2 ? pool2 : NULL, .c = c, .x = x,
                 .ep = ep, .y = y};
       job jl = jf;
