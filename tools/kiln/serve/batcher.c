@@ -451,13 +451,14 @@ static void *instance_main(void *arg) {
     }
     int64_t due = oldest_enqueue(b) + delay_us * 1000;
     if (!ready && now >= due) {
+      /* Triton's rule: the largest preferred size the queue can fill,
+       * else everything up to the cap */
       ready = true;
-      /* Triton: the largest preferred size that the queue can fill */
+      int32_t best = 0;
       for (int32_t i = 0; i < c->n_preferred; i++)
-        if (c->preferred[i] <= b->samples && c->preferred[i] <= cap &&
-            (limit == cap || c->preferred[i] > limit))
-          limit = c->preferred[i];
-      if (limit == cap && b->samples < cap) limit = cap;
+        if (c->preferred[i] <= b->samples && c->preferred[i] <= cap && c->preferred[i] > best)
+          best = c->preferred[i];
+      limit = best ? best : cap;
     }
     if (!ready) {
       int64_t wake = due, dl = earliest_deadline(b);

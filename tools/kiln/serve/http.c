@@ -205,6 +205,68 @@ static enum MHD_Result handle_infer(sv_conn *k, const char *model, int64_t versi
   return MHD_YES;
 }
 
+/* Load and unload take as long as a build: they run on a thread of their
+ * own while the connection is suspended, so that no HTTP thread (and none
+ * of the connections it serves) waits for them. */
+typedef struct control_job {
+  sv_conn *k;
+  char model[SV_NAME_MAX];
+  bool load;
+} control_job;
+
+static void *control_job_main(void *arg) {
+  control_job *j = arg;
+  sv_conn *k = j->k;
+  sv_server *s = k->s;
+  char err[1200];
+  bool ok = j->load ? sv_repo_sync(s, j->model, err, sizeof err)
+                    : sv_repo_unload(s, j->model, err, sizeof err);
+  if (ok) {
+    sv_buf_puts(&k->resp, "{}");
+    k->status = 200;
+  } else {
+    sv_v2_error(&k->resp, err);
+    k->status = strstr(err, "unknown model") == err ? 404 : 400;
+  }
+  k->resp_header_len = -1;
+  free(j);
+  pthread_mutex_lock(&k->mu);
+  k->done = true;
+  MHD_resume_connection(k->c);
+  pthread_mutex_unlock(&k->mu);
+  atomic_fetch_sub(&s->control_jobs, 1);
+  return NULL;
+}
+
+static enum MHD_Result start_control(sv_conn *k, const char *model, bool load) {
+  control_job *j = calloc(1, sizeof *j);
+  if (!j) return send_error(k->c, 500, "out of memory");
+  j->k = k;
+  j->load = load;
+  snprintf(j->model, sizeof j->model, "%s", model);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  atomic_fetch_add(&k->s->control_jobs, 1);
+  pthread_mutex_lock(&k->mu);
+  MHD_suspend_connection(k->c);
+  k->suspended = true;
+  int rc = pthread_create(&th, &at, control_job_main, j);
+  if (rc != 0) {
+    k->suspended = false;
+    MHD_resume_connection(k->c);
+  }
+  pthread_mutex_unlock(&k->mu);
+  pthread_attr_destroy(&at);
+  if (rc != 0) {
+    atomic_fetch_sub(&k->s->control_jobs, 1);
+    free(j);
+    return send_error(k->c, 500, "cannot start a thread for the load");
+  }
+  return MHD_YES;
+}
+
 static enum MHD_Result route(sv_conn *k, const char *url, const char *method) {
   sv_server *s = k->s;
   struct MHD_Connection *c = k->c;
@@ -262,13 +324,9 @@ static enum MHD_Result route(sv_conn *k, const char *url, const char *method) {
     if (strchr(model, '/') || !strcmp(model, ".") || !strcmp(model, ".."))
       return send_error(c, 400, "bad model name");
     if (!post) return send_error(c, 405, "use POST");
-    bool ok;
-    if (!strcmp(slash, "/load")) ok = sv_repo_sync(s, model, err, sizeof err);
-    else if (!strcmp(slash, "/unload")) ok = sv_repo_unload(s, model, err, sizeof err);
-    else return send_error(c, 404, "expected /v2/repository/models/MODEL/load or /unload");
-    if (!ok) return send_error(c, strstr(err, "unknown model") == err ? 404 : 400, err);
-    sv_buf_puts(&b, "{}");
-    return send_json(c, 200, &b);
+    if (strcmp(slash, "/load") && strcmp(slash, "/unload"))
+      return send_error(c, 404, "expected /v2/repository/models/MODEL/load or /unload");
+    return start_control(k, model, !strcmp(slash, "/load"));
   }
   if (!strncmp(url, "/v2/models/", 11)) {
     char model[SV_NAME_MAX];

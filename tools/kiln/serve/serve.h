@@ -338,6 +338,7 @@ typedef struct sv_server {
   sv_log log;
   _Atomic uint64_t request_seq;
   _Atomic int32_t stopping;
+  _Atomic int32_t control_jobs; /* load/unload requests running (http.c) */
   pthread_mutex_t ctl_mu;
   pthread_cond_t ctl_cv;
   pthread_t control;

@@ -104,13 +104,14 @@ void sv_server_stop(sv_server *s) {
     for (int32_t i = 0; i < m->n_slots; i++)
       if (m->slots[i].v) sv_batcher_abort(m->slots[i].v);
   pthread_mutex_unlock(&s->repo_mu);
-  for (int64_t until = sv_now_ns() + 10 * INT64_C(1000000000); sv_now_ns() < until;) {
+  for (int64_t until = sv_now_ns() + 120 * INT64_C(1000000000); sv_now_ns() < until;) {
     int32_t busy = 0;
     pthread_mutex_lock(&s->repo_mu);
     for (sv_model *m = s->models; m; m = m->next)
       for (int32_t i = 0; i < m->n_slots; i++)
         if (m->slots[i].v) busy += atomic_load(&m->slots[i].v->refs) - 1;
     pthread_mutex_unlock(&s->repo_mu);
+    busy += atomic_load(&s->control_jobs);
     if (!busy) break;
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
