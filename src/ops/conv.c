@@ -714,9 +714,18 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
   if (is_nhwc_node(n)) {
     if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c)
       return KN_TACTIC_conv_depthwise_nhwc;
-    /* reduced precision runs on the implicit GEMM first; bf16 3x3 also on
-     * Winograd, a candidate the builder times (conv_lowp.c) */
+    /* reduced precision runs on the implicit GEMM first, except a bf16
+     * 3x3 stride-1 layer of 16 channels and more on Winograd F(2,3): 2.25x
+     * fewer products for about twice the direct conv's rounding error
+     * (winograd-nhwc-bf16.c; the transforms cost about as much per channel
+     * as 16 channels of products, as for fp32's F(4,3) below).  Measured
+     * (timed builds, Zen 4, 1 thread): every 3x3 stride-1 layer of
+     * ResNet-50 (64 to 512 channels, 56x56 down to 7x7) times faster on
+     * F(2,3) than on the bf16 implicit GEMM or the fp32 F(4,3). */
     kn_conv2d c = conv2d_of(&geo);
+    if (n->precision == KN_PRECISION_BF16 && kn_f32_conv_winograd_nhwc_fits(&c) && c.c >= 16 &&
+        c.m >= 16)
+      return KN_TACTIC_conv_winograd_f23_nhwc;
     if (n->precision != KN_PRECISION_FP32) return KN_TACTIC_conv_igemm_nhwc;
     if (winograd_wins(&geo) && kn_f32_conv_winograd_nhwc_fits(&c))
       return KN_TACTIC_conv_winograd_nhwc;
@@ -734,16 +743,31 @@ int32_t kn_conv_candidates(const kn_graph *gr, const kn_node *n, int32_t isa, in
   if (max < 1 || !first) return 0;
   out[cnt++] = first;
   conv_geom geo;
-  /* bf16 Winograd (winograd-nhwc-bf16.c) is 1.5x faster than the bf16
-   * implicit GEMM on ResNet-50's 3x3 layers but rounds the transformed
-   * operands: about 7x the error of a bf16 direct conv (2% RMS of the
-   * output against 0.3%; ResNet-50's logits' cosine 0.990 against 0.996),
-   * so it is a candidate only when asked for, with KILN_BF16_WINOGRAD=1 */
+  /* bf16 Winograd (winograd-nhwc-bf16.c) rounds the transformed operands
+   * to bf16.  F(2,3)'s transforms (entries 0, +-1, +-1/2) keep that error
+   * near a bf16 direct conv's, for 2.25x fewer products: always a
+   * candidate.  F(4,3) is faster still but has about 7x the error of a
+   * bf16 direct conv (2% RMS of the output against 0.3%; ResNet-50's
+   * logits' cosine 0.990 against 0.996), so it is a candidate only when
+   * asked for, with KILN_BF16_WINOGRAD=1 */
   bool lowp = n->precision != KN_PRECISION_FP32;
   const char *bw = getenv("KILN_BF16_WINOGRAD");
-  bool bf16_wino = n->precision == KN_PRECISION_BF16 && bw && !strcmp(bw, "1");
-  if ((lowp && !bf16_wino) || !static_geometry(gr, n, false, &geo, NULL)) return cnt;
+  bool bf16 = n->precision == KN_PRECISION_BF16;
+  bool bf16_f43 = bf16 && bw && !strcmp(bw, "1");
+  if ((lowp && !bf16) || !static_geometry(gr, n, false, &geo, NULL)) return cnt;
   kn_conv2d c = conv2d_of(&geo);
+  if (bf16) {
+    if (first != KN_TACTIC_conv_igemm_nhwc && first != KN_TACTIC_conv_winograd_f23_nhwc)
+      return cnt;
+    if (!kn_f32_conv_winograd_nhwc_fits(&c)) return cnt;
+    static const int32_t order[3] = {KN_TACTIC_conv_igemm_nhwc,
+                                     KN_TACTIC_conv_winograd_f23_nhwc,
+                                     KN_TACTIC_conv_winograd_nhwc};
+    for (int i = 0; i < 3 && cnt < max; i++)
+      if (order[i] != first && (order[i] != KN_TACTIC_conv_winograd_nhwc || bf16_f43))
+        out[cnt++] = order[i];
+    return cnt;
+  }
   int32_t other = 0;
   if (first == KN_TACTIC_conv_igemm_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))
     other = KN_TACTIC_conv_winograd_nhwc;
@@ -787,6 +811,14 @@ static kn_conv2d conv2d_of(const conv_geom *geo) {
   return c;
 }
 
+/* Whether node n runs a Winograd tactic with bf16 products: F(2,3), or
+ * F(4,3) given bf16 (conv_lowp.c packs and runs both). */
+static bool bf16_winograd(const kn_node *n, const kn_conv2d *c) {
+  return n->precision == KN_PRECISION_BF16 && kn_f32_conv_winograd_nhwc_fits(c) &&
+         (n->tactic == KN_TACTIC_conv_winograd_nhwc ||
+          n->tactic == KN_TACTIC_conv_winograd_f23_nhwc);
+}
+
 /* Packed floats of tactic t (0: the tactic packs nothing). */
 static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   if (t == KN_TACTIC_conv_gemm) return kn_f32_conv_gemm_pack_size(isa, c);
@@ -820,9 +852,7 @@ kn_status kn_conv_pack(const kn_graph *gr, const kn_node *n, const kn_target *ta
   if (!static_geometry(gr, n, tr, &geo, &w) || !w) return KN_OK;
   kn_conv2d c = conv2d_of(&geo);
   if (n->precision != KN_PRECISION_FP32 && is_nhwc_node(n) &&
-      (n->tactic == KN_TACTIC_conv_igemm_nhwc ||
-       (n->tactic == KN_TACTIC_conv_winograd_nhwc && n->precision == KN_PRECISION_BF16 &&
-        kn_f32_conv_winograd_nhwc_fits(&c))))
+      (n->tactic == KN_TACTIC_conv_igemm_nhwc || bf16_winograd(n, &c)))
     return kn_conv_lowp_pack(n, &c, w, target, packed, err);
   size_t nf = pack_floats(n->tactic, (kn_isa)isa, &c);
   if (nf == 0) return KN_OK;
@@ -891,7 +921,7 @@ void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
   kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
   kn_isa isa = (kn_isa)target->isa;
   if (n->precision != KN_PRECISION_FP32 &&
-      (n->tactic == KN_TACTIC_conv_igemm_nhwc ||
+      (n->tactic == KN_TACTIC_conv_igemm_nhwc || bf16_winograd(n, &c) ||
        (n->tactic == KN_TACTIC_conv_winograd_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))))
     kn_conv_lowp_tiling(n, &c, target, buf, len);
   else if (n->tactic == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_tiling(isa, &c, &ca, buf, len);
@@ -962,7 +992,7 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   if (geo->nd != 2 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
       y->dtype != KN_DTYPE_F32 ||
       (t != KN_TACTIC_conv_igemm_nhwc && t != KN_TACTIC_conv_depthwise_nhwc &&
-       t != KN_TACTIC_conv_winograd_nhwc))
+       t != KN_TACTIC_conv_winograd_nhwc && t != KN_TACTIC_conv_winograd_f23_nhwc))
     return KN_OK;
   kn_rt *rt = ctx->rt;
   kn_isa isa = rt->isa;
@@ -974,8 +1004,13 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const conv_geom *geo, const kn_tenso
   if (y_off < 0 || y_off + c.m > c.ldy) return KN_OK;
   /* a slice of a wider output: not the depthwise kernel, and no residual */
   if (c.ldy != c.m && (dw || (ep && ep->res))) return KN_OK;
-  if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
   int32_t prec = ctx->node->precision;
+  /* F(2,3) exists with bf16 products only: anything else runs the
+   * implicit GEMM (a step given fp32 after its tactic was chosen) */
+  if (t == KN_TACTIC_conv_winograd_f23_nhwc &&
+      (prec != KN_PRECISION_BF16 || !kn_f32_conv_winograd_nhwc_fits(&c)))
+    t = KN_TACTIC_conv_igemm_nhwc;
+  if (wino && !kn_f32_conv_winograd_nhwc_fits(&c)) t = KN_TACTIC_conv_igemm_nhwc, wino = false;
   if (prec != KN_PRECISION_FP32 && !dw && (!wino || prec == KN_PRECISION_BF16)) {
     kn_status st = kn_conv_lowp_run(ctx, t, &c, x->data, s, w, ep, (float *)y->data + y_off);
     *done = st == KN_OK;

@@ -12,9 +12,10 @@
  *   bf16 / fp16   weights and input rounded to bf16 / fp16, fp32 sums on
  *                 the hgemm kernels;
  *   fp16-weights  weights fp16, input fp32;
- *   bf16 on conv_winograd_nhwc (3x3 stride 1, where the builder timed it
- *                 faster than the bf16 implicit GEMM): the Winograd
- *                 products on the bf16 kernels (winograd-nhwc-bf16.c).
+ *   bf16 on conv_winograd_f23_nhwc (3x3 stride 1, where the builder timed
+ *                 it faster than the bf16 implicit GEMM) or, when asked
+ *                 for, conv_winograd_nhwc: Winograd F(2,3) or F(4,3) with
+ *                 the products on the bf16 kernels (winograd-nhwc-bf16.c).
  *
  * The fused epilogue (bias, activation, residual) and FusedConv's input
  * scale S are those of fp32.  Depthwise convolutions have no reduced
@@ -67,11 +68,16 @@ static kn_conv_lowp variant_of(const kn_node *n, kn_isa isa, uint64_t features) 
   return v;
 }
 
-static bool winograd(int32_t tactic) { return tactic == KN_TACTIC_conv_winograd_nhwc; }
+static bool winograd(int32_t tactic) {
+  return tactic == KN_TACTIC_conv_winograd_nhwc || tactic == KN_TACTIC_conv_winograd_f23_nhwc;
+}
+
+/* The Winograd output tile edge of a Winograd tactic: F(2,3) or F(4,3). */
+static int wtile(int32_t tactic) { return tactic == KN_TACTIC_conv_winograd_f23_nhwc ? 2 : 4; }
 
 /* Bytes of the packed weights of `tactic` for v. */
 static size_t pack_bytes(int32_t tactic, const kn_conv_lowp *v, const kn_conv2d *c) {
-  return winograd(tactic) ? kn_bf16_conv_winograd_nhwc_pack_size(v->isa, c)
+  return winograd(tactic) ? kn_bf16_conv_winograd_nhwc_pack_size(v->isa, wtile(tactic), c)
                           : kn_conv_nhwc_lowp_pack_size(v, c);
 }
 
@@ -90,7 +96,7 @@ static size_t temp_bytes(int32_t tactic, const kn_conv2d *c) {
 static void pack_weights(const kn_node *n, int32_t tactic, const kn_conv_lowp *v,
                          const kn_conv2d *c, const float *w, void *dst, void *temp) {
   if (winograd(tactic)) {
-    kn_bf16_conv_winograd_nhwc_pack(v->isa, c, w, temp, dst);
+    kn_bf16_conv_winograd_nhwc_pack(v->isa, wtile(tactic), c, w, temp, dst);
     return;
   }
   int64_t cg = c->c / c->group, ksz = c->kh * c->kw, k = ksz * cg;
@@ -140,7 +146,8 @@ void kn_conv_lowp_tiling(const kn_node *n, const kn_conv2d *c, const kn_target *
   kn_conv_lowp v = variant_of(n, (kn_isa)target->isa, features);
   kn_caches ca;
   kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
-  if (winograd(n->tactic)) kn_bf16_conv_winograd_nhwc_tiling(v.isa, c, &ca, buf, len);
+  if (winograd(n->tactic))
+    kn_bf16_conv_winograd_nhwc_tiling(v.isa, wtile(n->tactic), c, &ca, buf, len);
   else kn_conv_nhwc_lowp_tiling(&v, c, &ca, buf, len);
 }
 
@@ -158,8 +165,8 @@ kn_status kn_conv_lowp_run(kn_op_ctx *ctx, int32_t tactic, const kn_conv2d *c, c
   size_t pbytes = ok ? 0 : (pack_bytes(tactic, &v, c) + 63) & ~(size_t)63;
   size_t tbytes = ok ? 0 : (temp_bytes(tactic, c) + 63) & ~(size_t)63;
   size_t kbytes = winograd(tactic)
-                      ? kn_bf16_conv_winograd_nhwc_scratch(v.isa, v.bf16_dot, c, threads,
-                                                           &rt->caches)
+                      ? kn_bf16_conv_winograd_nhwc_scratch(v.isa, v.bf16_dot, wtile(tactic), c,
+                                                           threads, &rt->caches)
                       : kn_conv_nhwc_lowp_scratch(&v, c, threads, s != NULL, &rt->caches);
   char *scratch = kn_rt_scratch(rt, pbytes + tbytes + kbytes);
   if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
@@ -167,7 +174,8 @@ kn_status kn_conv_lowp_run(kn_op_ctx *ctx, int32_t tactic, const kn_conv2d *c, c
   if (!ok) pack_weights(ctx->node, tactic, &v, c, w->data, scratch, scratch + pbytes);
   char *ks = scratch + pbytes + tbytes;
   if (winograd(tactic))
-    kn_bf16_conv_winograd_nhwc(v.isa, v.bf16_dot, rt->pool, c, x, s, wp, ep, y, ks, &rt->caches);
+    kn_bf16_conv_winograd_nhwc(v.isa, v.bf16_dot, wtile(tactic), rt->pool, c, x, s, wp, ep, y,
+                               ks, &rt->caches);
   else
     kn_conv_nhwc_lowp(&v, rt->pool, c, x, s, wp, ep, y, ks, &rt->caches);
   return KN_OK;

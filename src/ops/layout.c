@@ -296,7 +296,8 @@ static kn_status nhwc_run(kn_op_ctx *ctx) {
   int32_t t = ctx->node->tactic;
   nhwc_fast_fn fast = t == KN_TACTIC_pool_nhwc ? kn_pool_nhwc_fast
                       : t == KN_TACTIC_conv_igemm_nhwc || t == KN_TACTIC_conv_depthwise_nhwc ||
-                              t == KN_TACTIC_conv_winograd_nhwc
+                              t == KN_TACTIC_conv_winograd_nhwc ||
+                              t == KN_TACTIC_conv_winograd_f23_nhwc
                           ? kn_fused_conv_nhwc_fast
                           : NULL;
   if (ctx->rt && fast) {

@@ -349,10 +349,12 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
       for (int32_t b = 0; b < nb && b <= home; b++) out_b[b] += bytes;
     }
   }
-  /* F(4,3) Winograd: a quarter of the products, plus the transforms */
+  /* F(4,3) Winograd: a quarter of the products, plus the transforms;
+   * F(2,3): 4/9 of them, plus its (cheaper) transforms */
   double scale = n->tactic == KN_TACTIC_conv_winograd || n->tactic == KN_TACTIC_conv_winograd_nhwc
                      ? 0.4
-                     : 1.0;
+                 : n->tactic == KN_TACTIC_conv_winograd_f23_nhwc ? 0.55
+                                                                 : 1.0;
   scale *= precision_compute_scale(mach, threads, n->precision);
   double over = n->op && n->op->inplace == KN_INPLACE_ALIAS ? OVERHEAD_ALIAS_S : overhead_s(threads);
   finish(mach, threads, scale, in_b, out_b, over, out);

@@ -142,6 +142,42 @@ static void check(const tk_results *fast, const tk_results *ref, const char *wha
   tk_assert_near_ref(fast, ref, full);
 }
 
+/* RMS error and largest error of fast against exact, relative to the
+ * output's RMS and its largest magnitude. */
+static void rel_errors(const tk_results *fast, const tk_results *exact, double *rms,
+                       double *mx) {
+  const kn_tensor *x = &fast->outs[0].t, *y = &exact->outs[0].t;
+  assert_int_equal(kn_tensor_numel(x), kn_tensor_numel(y));
+  const float *p = x->data, *r = y->data;
+  double amax = 0, se = 0, sr = 0, emax = 0;
+  for (int64_t i = 0; i < kn_tensor_numel(y); i++) {
+    double e = fabs((double)p[i] - r[i]);
+    amax = fmax(amax, fabs(r[i]));
+    emax = e == e ? fmax(emax, e) : INFINITY;
+    se += e * e;
+    sr += (double)r[i] * r[i];
+  }
+  *rms = sr > 0 ? sqrt(se / sr) : sqrt(se);
+  *mx = amax > 0 ? emax / amax : emax;
+}
+
+/* Winograd F(2,3) with bf16 products against fp32 without rounding:
+ * within 2.5x the error of the bf16 direct conv (igemm) on the same
+ * case, RMS and largest, plus a floor of bf16's own rounding. */
+static void check_f23(const tk_results *f23, const tk_results *direct, const tk_results *exact,
+                      const char *what, int isa, int threads) {
+  double rw, mw, rd, md;
+  rel_errors(f23, exact, &rw, &mw);
+  rel_errors(direct, exact, &rd, &md);
+  if (getenv("KILN_TEST_VERBOSE"))
+    printf("%s F(2,3) isa %s: rms %.3g max %.3g (direct: rms %.3g max %.3g)\n", what,
+           kn_isa_name((kn_isa)isa), rw, mw, rd, md);
+  if (!(rw <= 2.5 * rd + 1e-3) || !(mw <= 2.5 * md + 2e-3))
+    fail_msg("%s F(2,3) isa %s threads %d: rms error %.3g, max %.3g; the direct bf16 conv's "
+             "%.3g and %.3g (at most 2.5x those expected)",
+             what, kn_isa_name((kn_isa)isa), threads, rw, mw, rd, md);
+}
+
 static void check_winograd(const tk_results *fast, const tk_results *exact, const char *what,
                            int isa, int threads) {
   const kn_tensor *x = &fast->outs[0].t, *y = &exact->outs[0].t;
@@ -175,7 +211,12 @@ static void run_case(const ccase *c, const qparams *q) {
   tk_results ref = tk_run(ref_m, TK_FILL_SEEDED);
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, feat)) continue;
-    assert_int_equal(tk_fast_tactic(fast_m, "NhwcFusedConv", isa), KN_TACTIC_conv_igemm_nhwc);
+    /* the first choice: bf16 3x3 stride-1 layers of 16 channels and more
+     * on Winograd F(2,3), everything else on the implicit GEMM */
+    bool f23_first = q->prec == KN_PRECISION_BF16 && c->k == 3 && c->stride == 1 &&
+                     c->dil == 1 && c->group == 1 && c->c >= 16 && c->m >= 16;
+    assert_int_equal(tk_fast_tactic(fast_m, "NhwcFusedConv", isa),
+                     f23_first ? KN_TACTIC_conv_winograd_f23_nhwc : KN_TACTIC_conv_igemm_nhwc);
     if (q->prec == KN_PRECISION_BF16 && c->k == 3 && c->stride == 1 && c->dil == 1 &&
         c->group == 1) {
       /* bf16 3x3: Winograd (the builder's other candidate) against fp32
@@ -192,6 +233,21 @@ static void run_case(const ccase *c, const qparams *q) {
       tk_results w3 = tk_run_fast_tactic(fast_m, TK_FILL_SEEDED, isa, 2,
                                          feat & ~KN_CPU_BIT(AVX512BF16), wt);
       check_winograd(&w3, &exact, what, isa, 2);
+      /* F(2,3), a candidate always: near the direct conv's error */
+      int32_t ft = KN_TACTIC_conv_winograd_f23_nhwc;
+      tk_results direct = tk_run_fast_tactic(fast_m, TK_FILL_SEEDED, isa, 1, feat,
+                                             KN_TACTIC_conv_igemm_nhwc);
+      tk_results f1 = tk_run_fast_tactic(fast_m, TK_FILL_SEEDED, isa, 1, feat, ft);
+      check_f23(&f1, &direct, &exact, what, isa, 1);
+      tk_results f2 = tk_run_fast_tactic(fast_m, TK_FILL_SEEDED, isa, 2, feat, ft);
+      tk_assert_bits(&f1, &f2, what);
+      tk_results f3 = tk_run_fast_tactic(fast_m, TK_FILL_SEEDED, isa, 1,
+                                         feat & ~KN_CPU_BIT(AVX512BF16), ft);
+      check_f23(&f3, &direct, &exact, what, isa, 1);
+      tk_results_free(&direct);
+      tk_results_free(&f1);
+      tk_results_free(&f2);
+      tk_results_free(&f3);
       tk_results_free(&w1);
       tk_results_free(&w2);
       tk_results_free(&w3);

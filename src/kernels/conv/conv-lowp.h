@@ -88,22 +88,25 @@ void kn_conv_nhwc_lowp(const kn_conv_lowp *v, kn_pool *pool, const kn_conv2d *g,
 void kn_conv_nhwc_lowp_tiling(const kn_conv_lowp *v, const kn_conv2d *g,
                               const kn_caches *caches, char *buf, size_t len);
 
-/* ---- conv_winograd_nhwc in bf16 (kernels/conv/winograd-nhwc-bf16.c) -------
- * 3x3, stride 1, undilated, group 1 (kn_f32_conv_winograd_nhwc_fits):
- * Winograd F(4x4, 3x3) with the 36 products [tiles, c] x [c, m] on the
- * bf16 kernels, the transforms in fp32 (their outputs rounded to bf16 as
- * the products read them); x, s, ep, y as kn_f32_conv_winograd_nhwc. */
-size_t kn_bf16_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
+/* ---- conv_winograd_nhwc / conv_winograd_f23_nhwc in bf16 ---------------------
+ * (kernels/conv/winograd-nhwc-bf16.c) 3x3, stride 1, undilated, group 1
+ * (kn_f32_conv_winograd_nhwc_fits): Winograd F(tile x tile, 3x3), tile 4
+ * (36 products per 16 outputs) or 2 (16 per 4), the products [tiles, c] x
+ * [c, m] on the bf16 kernels, the transforms in fp32 (their outputs
+ * rounded to bf16 as the products read them); x, s, ep, y as
+ * kn_f32_conv_winograd_nhwc. */
+size_t kn_bf16_conv_winograd_nhwc_pack_size(kn_isa isa, int tile, const kn_conv2d *g);
 /* w [m, c, 3, 3]; temp: c x m floats; dst: pack_size bytes, 64-aligned. */
-void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *temp,
-                                     void *dst);
-size_t kn_bf16_conv_winograd_nhwc_scratch(kn_isa isa, bool bf16_dot, const kn_conv2d *g,
-                                          int32_t threads, const kn_caches *caches);
-void kn_bf16_conv_winograd_nhwc(kn_isa isa, bool bf16_dot, kn_pool *pool, const kn_conv2d *g,
-                                const float *x, const float *s, const void *upacked,
-                                const kn_epilogue *ep, float *y, void *scratch,
-                                const kn_caches *caches);
-void kn_bf16_conv_winograd_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches,
-                                       char *buf, size_t len);
+void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, int tile, const kn_conv2d *g, const float *w,
+                                     float *temp, void *dst);
+size_t kn_bf16_conv_winograd_nhwc_scratch(kn_isa isa, bool bf16_dot, int tile,
+                                          const kn_conv2d *g, int32_t threads,
+                                          const kn_caches *caches);
+void kn_bf16_conv_winograd_nhwc(kn_isa isa, bool bf16_dot, int tile, kn_pool *pool,
+                                const kn_conv2d *g, const float *x, const float *s,
+                                const void *upacked, const kn_epilogue *ep, float *y,
+                                void *scratch, const kn_caches *caches);
+void kn_bf16_conv_winograd_nhwc_tiling(kn_isa isa, int tile, const kn_conv2d *g,
+                                       const kn_caches *caches, char *buf, size_t len);
 
 #endif

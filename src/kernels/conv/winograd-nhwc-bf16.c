@@ -1,6 +1,7 @@
 /*
- * conv_winograd_nhwc in bf16 (conv-lowp.h): Winograd F(4x4, 3x3) as in
- * winograd-nhwc.c, the 36 products M_xi [tiles, m] = V_xi [tiles, c] x
+ * conv_winograd_nhwc and conv_winograd_f23_nhwc in bf16 (conv-lowp.h):
+ * Winograd F(4x4, 3x3) as in winograd-nhwc.c, or F(2x2, 3x3), the 36 (16)
+ * products M_xi [tiles, m] = V_xi [tiles, c] x
  * U_xi [c, m] on the bf16 kernels (kn_hgemm, vdpbf16ps where the CPU has
  * it) instead of kn_sgemm.  The transforms stay fp32: U = G w G^T is
  * computed in double and rounded to bf16 once, when packed (hgemm's
@@ -12,7 +13,10 @@
  * of the transformed operands, not of x and w: the error is about that of
  * a bf16 direct convolution times the transforms' growth (the entries of
  * B^T and G up to 5 and 1/4, of A^T up to 8), an order of magnitude above
- * it (tests/unit/test_conv_precision.c bounds it).
+ * it for F(4,3) (tests/unit/test_conv_precision.c bounds it).  F(2,3)'s
+ * transforms have entries 0, +-1 and +-1/2 only: its error is within about
+ * twice a bf16 direct convolution's, for 16 products per 4 outputs (2.25x
+ * fewer multiply-adds than direct; F(4,3): 4x).
  *
  * Why: a 3x3 conv in fp32 already runs Winograd's 36 products per 16
  * outputs (2.25x fewer multiply-adds than direct), and bf16 doubles the
@@ -33,7 +37,9 @@
 #include "kernels/gemm/ukernel.h" /* KN_SGEMM_MR_MAX */
 #include "kernels/hgemm/hgemm.h"
 
-#define NPOS 36
+/* Positions of the Winograd domain and output tile edge of a variant. */
+static int npos(int tile) { return tile == 2 ? 16 : 36; }
+static int span(int tile) { return tile + 2; }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -46,18 +52,22 @@ static int64_t u_elems(kn_isa isa, const kn_conv2d *g) {
   return round_up((int64_t)kn_hgemm_pack_b_size(isa, KN_HGEMM_BF16, g->c, g->m), 32);
 }
 
-size_t kn_bf16_conv_winograd_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
-  return (size_t)(NPOS * u_elems(isa, g)) * sizeof(uint16_t);
+size_t kn_bf16_conv_winograd_nhwc_pack_size(kn_isa isa, int tile, const kn_conv2d *g) {
+  return (size_t)(npos(tile) * u_elems(isa, g)) * sizeof(uint16_t);
 }
 
-void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *temp,
-                                     void *dst) {
-  const double(*G)[3] = kn_winograd_f43_g;
-  KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g));
+/* F(2,3)'s filter transform G (4 x 3). */
+static const double g23[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+
+void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, int tile, const kn_conv2d *g, const float *w,
+                                     float *temp, void *dst) {
+  const double(*G)[3] = tile == 2 ? g23 : kn_winograd_f43_g;
+  KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g) && (tile == 2 || tile == 4));
   int64_t c = g->c, m = g->m, us = u_elems(isa, g);
-  memset(dst, 0, kn_bf16_conv_winograd_nhwc_pack_size(isa, g));
-  for (int xi = 0; xi < NPOS; xi++) {
-    int i = xi / 6, j = xi % 6;
+  const int np = npos(tile), sp = span(tile);
+  memset(dst, 0, kn_bf16_conv_winograd_nhwc_pack_size(isa, tile, g));
+  for (int xi = 0; xi < np; xi++) {
+    int i = xi / sp, j = xi % sp;
     /* U_xi [c][m] in fp32 (the value winograd-nhwc.c computes), then
      * rounded to bf16 into hgemm's packed B */
     for (int64_t o = 0; o < m; o++)
@@ -75,6 +85,7 @@ void kn_bf16_conv_winograd_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float
 /* ---- run ---------------------------------------------------------------- */
 
 typedef struct bwg_layout {
+  int tile, np;
   int64_t th, tw, tiles, t, ldm, nblocks, npanels, groups, nr;
   int64_t xs_v, xs_m;
   kn_sgemm_blocking bl;
@@ -92,18 +103,20 @@ static kn_hgemm_args gemm_args(bool dot, const kn_conv2d *g, const bwg_layout *L
   return a;
 }
 
-static void layout(kn_isa isa, bool dot, const kn_conv2d *g, int32_t threads,
+static void layout(kn_isa isa, bool dot, int tile, const kn_conv2d *g, int32_t threads,
                    const kn_caches *caches, bwg_layout *L) {
   memset(L, 0, sizeof *L);
   int64_t mr = kn_sgemm_mr(isa);
+  L->tile = tile;
+  L->np = npos(tile);
   L->nr = kn_hgemm_nr(isa);
   L->bl = kn_hgemm_blocking_of(isa, caches);
-  L->th = ceil_div(g->oh, 4);
-  L->tw = ceil_div(g->ow, 4);
+  L->th = ceil_div(g->oh, tile);
+  L->tw = ceil_div(g->ow, tile);
   L->tiles = g->n * L->th * L->tw;
   L->ldm = round_up(max64(g->m, 1), 16);
   /* V and M of a block in 1.5 L2, at least 2 row panels (winograd-nhwc.c) */
-  int64_t vm = (int64_t)(kn_caches_or_common(caches).l2 / 2 * 3 / sizeof(float) / NPOS);
+  int64_t vm = (int64_t)(kn_caches_or_common(caches).l2 / 2 * 3 / sizeof(float) / L->np);
   int64_t t = max64(vm / (max64(g->c, 1) + L->ldm) / mr * mr, 2 * mr);
   L->t = min64(t, round_up(max64(L->tiles, 1), mr));
   L->nblocks = ceil_div(L->tiles, L->t);
@@ -111,8 +124,8 @@ static void layout(kn_isa isa, bool dot, const kn_conv2d *g, int32_t threads,
   L->groups = L->nblocks < threads ? min64(ceil_div(threads, L->nblocks), L->npanels) : 1;
   L->xs_v = skewed(L->t * max64(g->c, 1));
   L->xs_m = skewed(L->t * L->ldm);
-  L->v_bytes = (size_t)(NPOS * L->xs_v) * sizeof(float);
-  L->m_bytes = (size_t)(NPOS * L->xs_m) * sizeof(float);
+  L->v_bytes = (size_t)(L->np * L->xs_v) * sizeof(float);
+  L->m_bytes = (size_t)(L->np * L->xs_m) * sizeof(float);
   /* the A buffer grows with the rows; a block of one row panel takes the
    * whole depth in one pass (hgemm.c): the larger of the two */
   for (int64_t rows = 1; rows <= 2; rows++) {
@@ -123,20 +136,21 @@ static void layout(kn_isa isa, bool dot, const kn_conv2d *g, int32_t threads,
   L->thread_bytes = L->v_bytes + L->m_bytes + L->gemm_bytes;
 }
 
-size_t kn_bf16_conv_winograd_nhwc_scratch(kn_isa isa, bool bf16_dot, const kn_conv2d *g,
-                                          int32_t threads, const kn_caches *caches) {
+size_t kn_bf16_conv_winograd_nhwc_scratch(kn_isa isa, bool bf16_dot, int tile,
+                                          const kn_conv2d *g, int32_t threads,
+                                          const kn_caches *caches) {
   bwg_layout L;
   if (threads < 1) threads = 1;
-  layout(isa, bf16_dot, g, threads, caches, &L);
+  layout(isa, bf16_dot, tile, g, threads, caches, &L);
   return (size_t)threads * L.thread_bytes;
 }
 
-void kn_bf16_conv_winograd_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches,
-                                       char *buf, size_t len) {
+void kn_bf16_conv_winograd_nhwc_tiling(kn_isa isa, int tile, const kn_conv2d *g,
+                                       const kn_caches *caches, char *buf, size_t len) {
   bwg_layout L;
-  layout(isa, true, g, 1, caches, &L);
-  snprintf(buf, len, "bf16 %lld tiles kc %lld mc %lld", (long long)L.t, (long long)L.bl.kc,
-           (long long)L.bl.mc);
+  layout(isa, true, tile, g, 1, caches, &L);
+  snprintf(buf, len, "bf16 F(%d,3) %lld tiles kc %lld mc %lld", tile, (long long)L.t,
+           (long long)L.bl.kc, (long long)L.bl.mc);
 }
 
 typedef struct bwg_job {
@@ -174,13 +188,17 @@ static void bwg_task(void *arg, int64_t task, int32_t thread) {
     for (int q = 0; q < rows; q++) {
       int64_t tile = t0 + p + q, b = tile / tpi, r = tile % tpi;
       tl[q] = (kn_wgn_tile){.xb = b * g->h * g->w * c, .sb = b * c,
-                            .iy0 = r / L->tw * 4 - g->pt, .ix0 = r % L->tw * 4 - g->pl};
+                            .iy0 = r / L->tw * L->tile - g->pt,
+                            .ix0 = r % L->tw * L->tile - g->pl};
     }
-    j->uk->input_rows(j->x, j->s, g->h, g->w, c, tl, rows, v + p * c, L->xs_v, c);
+    if (L->tile == 2)
+      j->uk->input_rows23(j->x, j->s, g->h, g->w, c, tl, rows, v + p * c, L->xs_v, c);
+    else
+      j->uk->input_rows(j->x, j->s, g->h, g->w, c, tl, rows, v + p * c, L->xs_v, c);
   }
   kn_hgemm_args a = gemm_args(j->dot, g, L, nt, m1 - m0);
   int64_t kp = round_up(c, 2); /* packed depth: panel j at j * NR * kp */
-  for (int xi = 0; xi < NPOS; xi++) {
+  for (int xi = 0; xi < L->np; xi++) {
     a.a = v + xi * L->xs_v;
     a.b_packed = j->u + xi * j->us + m0 * kp; /* m0: whole panels */
     a.c = mt + xi * L->xs_m;
@@ -191,12 +209,13 @@ static void bwg_task(void *arg, int64_t task, int32_t thread) {
   const float *res = ep ? ep->res : NULL;
   for (int64_t i = 0; i < nt; i++) {
     int64_t tile = t0 + i, b = tile / tpi, r = tile % tpi;
-    int64_t oy = r / L->tw * 4, ox = r % L->tw * 4;
-    int nrows = (int)min64(4, g->oh - oy), ncols = (int)min64(4, g->ow - ox);
+    int64_t oy = r / L->tw * L->tile, ox = r % L->tw * L->tile;
+    int nrows = (int)min64(L->tile, g->oh - oy), ncols = (int)min64(L->tile, g->ow - ox);
     int64_t off = ((b * g->oh + oy) * g->ow + ox) * ldy + m0;
     const float *rk = res && !(j->act_after && !j->epi.res_first) ? res + off : NULL;
-    j->uk->output(mt + i * L->ldm, L->xs_m, m1 - m0, bias, j->y + off, rk, g->ow * ldy, ldy,
-                  nrows, ncols, &j->epi);
+    (L->tile == 2 ? j->uk->output23 : j->uk->output)(mt + i * L->ldm, L->xs_m, m1 - m0, bias,
+                                                     j->y + off, rk, g->ow * ldy, ldy, nrows,
+                                                     ncols, &j->epi);
     if (!j->act_after) continue;
     for (int ry = 0; ry < nrows; ry++)
       for (int rx = 0; rx < ncols; rx++) {
@@ -209,25 +228,25 @@ static void bwg_task(void *arg, int64_t task, int32_t thread) {
   }
 }
 
-void kn_bf16_conv_winograd_nhwc(kn_isa isa, bool bf16_dot, kn_pool *pool, const kn_conv2d *g,
-                                const float *x, const float *s, const void *upacked,
-                                const kn_epilogue *ep, float *y, void *scratch,
-                                const kn_caches *caches) {
-  KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g) && g->c > 0);
+void kn_bf16_conv_winograd_nhwc(kn_isa isa, bool bf16_dot, int tile, kn_pool *pool,
+                                const kn_conv2d *g, const float *x, const float *s,
+                                const void *upacked, const kn_epilogue *ep, float *y,
+                                void *scratch, const kn_caches *caches) {
+  KN_ASSERT(kn_f32_conv_winograd_nhwc_fits(g) && g->c > 0 && (tile == 2 || tile == 4));
   if (g->n * g->m * g->oh * g->ow == 0) return;
   KN_ASSERT(!(ep && ep->res) || kn_conv2d_ldy(g) == g->m); /* the residual shares y's stride */
   int32_t threads = kn_pool_threads(pool);
   bwg_job j = {.isa = isa, .dot = bf16_dot, .uk = kn_wgn_ukernels_for(isa), .g = g, .x = x, .s = s,
                .u = upacked, .us = u_elems(isa, g), .ep = ep, .y = y, .buf = scratch};
-  layout(isa, bf16_dot, g, threads, caches, &j.L);
+  layout(isa, bf16_dot, tile, g, threads, caches, &j.L);
   kn_act act = ep ? ep->act.act : KN_ACT_NONE;
   j.epi.clamp = act == KN_ACT_RELU || act == KN_ACT_CLIP;
   j.epi.lo = act == KN_ACT_CLIP ? ep->act.lo : 0.0f;
   j.epi.hi = act == KN_ACT_RELU ? INFINITY : act == KN_ACT_CLIP ? ep->act.hi : 0.0f;
   j.epi.res_first = ep && ep->res_first;
   j.act_after = act != KN_ACT_NONE && !j.epi.clamp;
-  double flops = 2.0 * NPOS * (double)(j.L.tiles * g->c * g->m);
+  double flops = 2.0 * j.L.np * (double)(j.L.tiles * g->c * g->m);
   double bytes = 4.0 * (double)(g->n * (g->h * g->w * g->c + g->oh * g->ow * g->m)) +
-                 2.0 * NPOS * (double)(g->c * g->m);
+                 2.0 * j.L.np * (double)(g->c * g->m);
   kn_pool_for(kn_pool_worth(pool, flops, bytes), j.L.nblocks * j.L.groups, bwg_task, &j);
 }

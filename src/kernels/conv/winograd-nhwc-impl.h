@@ -192,4 +192,120 @@ static void wgn_output(const float *m, int64_t xs, int64_t nch, const float *bia
                  ncols, e, (int)(nch - j), false);
 }
 
-const kn_wgn_ukernels KN_WGN_TABLE = {VL, WGN_MR, wgn_input, wgn_output, wgn_input_rows};
+/* ---- F(2x2, 3x3) (the bf16 products' better-conditioned variant) ----------
+ *   B^T = [1 0 -1 0;  0 1 1 0;  0 -1 1 0;  0 1 0 -1]
+ *   A^T = [1 1 1 0;  0 1 -1 -1]
+ * Entries 0 and +-1 only: the transformed input is a sum of at most four
+ * inputs and the output of at most nine products' sums, so rounding the
+ * transformed operands to bf16 costs about what rounding x and w does. */
+
+/* out[i] = (B^T d)[i] for one 4-vector d. */
+WGN_INLINE void bt4(const V d[4], V out[4]) {
+  out[0] = v_sub(d[0], d[2]);
+  out[1] = v_add(d[1], d[2]);
+  out[2] = v_sub(d[2], d[1]);
+  out[3] = v_sub(d[1], d[3]);
+}
+
+/* out[i] = (A^T s)[i] for one 4-vector s. */
+WGN_INLINE void at4(const V s[4], V out[2]) {
+  out[0] = v_add(v_add(s[0], s[1]), s[2]);
+  out[1] = v_sub(v_sub(s[1], s[2]), s[3]);
+}
+
+/* input_tile for F(2,3): a 4x4 window, 16 results at t[xi * WGN_MRP * VL]. */
+WGN_INLINE void input_tile23(const float *x, int64_t off0, const float *s, int64_t w, int64_t c,
+                             unsigned rm, unsigned cm, int n, bool full, float *t) {
+  V sv = s ? (full ? v_ld(s) : v_ldn(s, n)) : v_zero();
+  V r[4][4];
+  for (int a = 0; a < 4; a++) {
+    V d[4];
+    for (int b = 0; b < 4; b++) {
+      if ((rm >> a & 1) && (cm >> b & 1)) {
+        const float *p = x + (off0 + (a * w + b) * c); /* >= 0 when inside */
+        d[b] = full ? v_ld(p) : v_ldn(p, n);
+        if (s) d[b] = v_mul(d[b], sv);
+      } else {
+        d[b] = v_zero();
+      }
+    }
+    bt4(d, r[a]);
+  }
+  for (int b = 0; b < 4; b++) {
+    V col[4], o[4];
+    for (int a = 0; a < 4; a++) col[a] = r[a][b];
+    bt4(col, o);
+    for (int a = 0; a < 4; a++) v_st(t + (a * 4 + b) * WGN_MRP * VL, o[a]);
+  }
+}
+
+/* wgn_input_rows for F(2,3): 16 positions, tile r's 4x4 window at
+ * (iy0, ix0). */
+static void wgn_input_rows23(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
+                             const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs,
+                             int64_t ldv) {
+  float stage[16 * WGN_MRP * VL] __attribute__((aligned(64)));
+  for (int r = 0; r < rows; r++) {
+    unsigned rm = 0, cm = 0;
+    for (int a = 0; a < 4; a++) {
+      if (tiles[r].iy0 + a >= 0 && tiles[r].iy0 + a < h) rm |= 1u << a;
+      if (tiles[r].ix0 + a >= 0 && tiles[r].ix0 + a < w) cm |= 1u << a;
+    }
+    int64_t off0 = tiles[r].xb + (tiles[r].iy0 * w + tiles[r].ix0) * c;
+    for (int64_t ci = 0; ci < c; ci += VL) {
+      int n = (int)(c - ci < VL ? c - ci : VL);
+      const float *sr = s ? s + tiles[r].sb + ci : NULL;
+      float *d = dst + r * ldv + ci;
+      if (n == VL && rm == 0xf && cm == 0xf)
+        input_tile23(x, off0 + ci, sr, w, c, 0xf, 0xf, VL, true, stage);
+      else
+        input_tile23(x, off0 + ci, sr, w, c, rm, cm, n, n == VL, stage);
+      if (n == VL)
+        for (int xi = 0; xi < 16; xi++) v_st(d + xi * xs, v_ld(stage + xi * WGN_MRP * VL));
+      else
+        for (int xi = 0; xi < 16; xi++) v_stn(d + xi * xs, v_ld(stage + xi * WGN_MRP * VL), n);
+    }
+  }
+}
+
+WGN_INLINE void output_slice23(const float *m, int64_t xs, const float *bias, float *y,
+                               const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                               const kn_wgn_epi *e, int n, bool full) {
+  V t[2][4], o[2][2];
+  for (int b = 0; b < 4; b++) {
+    V s4[4], q[2];
+    for (int a = 0; a < 4; a++) s4[a] = v_ld(m + (a * 4 + b) * xs);
+    at4(s4, q);
+    t[0][b] = q[0];
+    t[1][b] = q[1];
+  }
+  V bv = bias ? (full ? v_ld(bias) : v_ldn(bias, n)) : v_zero();
+  V lo = v_set1(e->lo), hi = v_set1(e->hi);
+  for (int a = 0; a < nrows; a++) {
+    at4(t[a], o[a]);
+    for (int b = 0; b < ncols; b++) {
+      int64_t off = a * ys + b * ps;
+      V v = v_add(o[a][b], bv);
+      if (res && e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
+      if (e->clamp) v = v_min(v_max(v, lo), hi);
+      if (res && !e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
+      if (full) v_st(y + off, v);
+      else v_stn(y + off, v, n);
+    }
+  }
+}
+
+static void wgn_output23(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
+                         const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                         const kn_wgn_epi *e) {
+  int64_t j = 0;
+  for (; j + VL <= nch; j += VL)
+    output_slice23(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps,
+                   nrows, ncols, e, VL, true);
+  if (j < nch)
+    output_slice23(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps,
+                   nrows, ncols, e, (int)(nch - j), false);
+}
+
+const kn_wgn_ukernels KN_WGN_TABLE = {VL,        WGN_MR,         wgn_input,   wgn_output,
+                                      wgn_input_rows, wgn_input_rows23, wgn_output23};

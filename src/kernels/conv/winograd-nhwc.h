@@ -52,6 +52,14 @@ typedef struct kn_wgn_ukernels {
    * products' A, kernels/conv/winograd-nhwc-bf16.c). */
   void (*input_rows)(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
                      const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs, int64_t ldv);
+  /* input_rows and output for F(2x2, 3x3) (winograd-nhwc-impl.h: 4x4
+   * windows, 16 positions xi = 4 * row + column, 2x2 output tiles): the
+   * bf16 products' better-conditioned variant. */
+  void (*input_rows23)(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
+                       const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs, int64_t ldv);
+  void (*output23)(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
+                   const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                   const kn_wgn_epi *e);
 } kn_wgn_ukernels;
 
 extern const kn_wgn_ukernels kn_f32_winograd_nhwc_f43__portable;
