@@ -2,6 +2,8 @@
 # The whole test suite (README's second command; CI runs it too):
 #  1. gcc build, warnings as errors: unit tests, CLI and hostile-input tests,
 #     ONNX conformance (no listed case may regress), real models vs ONNX Runtime
+#     then the Python binding and the CMake package installed into build/python/prefix
+#     (tests/python/run.sh: pytest in a venv of Debian's Python, examples built)
 #  2. clang build with AddressSanitizer + UndefinedBehaviorSanitizer (no
 #     benchmarks: the gcc build compiles those): the same tests (less
 #     conformance_optimized), and a bounded run of each libFuzzer target
@@ -15,6 +17,8 @@ echo "== gcc build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 ctest --test-dir build --output-on-failure -j"$jobs"
+echo "== Python binding and CMake package, from an installed prefix"
+tests/python/run.sh build
 
 echo "== clang build with ASan + UBSan, and fuzzers"
 CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
