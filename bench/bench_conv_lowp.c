@@ -5,7 +5,13 @@
  * (GOP/s for int8), with the epilogue the engine fuses there: bias and Relu,
  * plus the residual for the expanding 1x1 layers and the downsample.
  *
- *   bench_conv_lowp [--type bf16|int8] [--threads T] [--filter S] [--reps N]
+ *   bench_conv_lowp [--type bf16|int8] [--winograd] [--threads T] [--filter S]
+ *                   [--reps N]
+ *
+ * --winograd: on the 3x3 stride-1 layers only, bf16 Winograd F(2,3)
+ * (conv_winograd_f23_nhwc) against fp32 Winograd F(4,3) (conv_winograd_nhwc),
+ * the two tactics a bf16 build chooses between there, in GFLOP/s counted as
+ * direct FLOPs.
  *
  * One thread is timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID, the
  * median of `reps` samples of about 5 ms), two in wall time (the minimum);
@@ -37,7 +43,9 @@ static const layer layers[] = {
     {"1x1 64->64 @56", 64, 56, 64, 1, 1, 0, false},
     {"1x1 64->256 @56 +res", 64, 56, 256, 1, 1, 0, true},
     {"1x1 256->64 @56", 256, 56, 64, 1, 1, 0, false},
+    {"3x3 64 @56", 64, 56, 64, 3, 1, 1, false},
     {"1x1 256->128 @56", 256, 56, 128, 1, 1, 0, false},
+    {"3x3 128 @28", 128, 28, 128, 3, 1, 1, false},
     {"3x3/2 128 @56", 128, 56, 128, 3, 2, 1, false},
     {"1x1/2 256->512 @56 +res", 256, 56, 512, 1, 2, 0, true},
     {"1x1 128->512 @28 +res", 128, 28, 512, 1, 1, 0, true},
@@ -52,8 +60,10 @@ static const layer layers[] = {
     {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, 0, false},
 };
 
+enum { K_F32, K_LOWP, K_F23, K_F32_F43 };
+
 typedef struct job {
-  bool lowp;
+  int kind;
   kn_conv_lowp v;
   kn_isa isa;
   kn_pool *pool;
@@ -66,10 +76,21 @@ typedef struct job {
 } job;
 
 static void run(const job *j) {
-  if (j->lowp)
+  switch (j->kind) {
+  case K_LOWP:
     kn_conv_nhwc_lowp(&j->v, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch, NULL);
-  else
+    break;
+  case K_F23:
+    kn_bf16_conv_winograd_nhwc(j->isa, j->v.bf16_dot, 2, j->pool, &j->c, j->x, NULL, j->wp,
+                               &j->ep, j->y, j->scratch, NULL);
+    break;
+  case K_F32_F43:
+    kn_f32_conv_winograd_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y,
+                              j->scratch, NULL);
+    break;
+  default:
     kn_f32_conv_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch, NULL);
+  }
 }
 
 static double clock_s(clockid_t id) {
@@ -124,15 +145,17 @@ static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 6
 
 int main(int argc, char **argv) {
   int reps = 9, only_threads = 0;
+  bool wino = false;
   const char *filter = NULL, *type = "bf16";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) only_threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
     else if (!strcmp(argv[i], "--type") && i + 1 < argc) type = argv[++i];
+    else if (!strcmp(argv[i], "--winograd")) wino = true;
     else {
-      fprintf(stderr, "usage: bench_conv_lowp [--type bf16|int8] [--threads T] [--filter S] "
-                      "[--reps N]\n");
+      fprintf(stderr, "usage: bench_conv_lowp [--type bf16|int8] [--winograd] [--threads T] "
+                      "[--filter S] [--reps N]\n");
       return 2;
     }
   }
@@ -153,13 +176,18 @@ int main(int argc, char **argv) {
                     .a_scale = 1.0f / 127.0f, .a_zero = 128};
   printf("%s on %s%s\n", type, kn_isa_name(isa),
          int8 ? "" : v.bf16_dot ? " (vdpbf16ps)" : " (bf16 rounded, fp32 products)");
-  printf("%-28s %-3s %8s %8s %7s %9s %8s\n", "layer", "thr", type, "fp32", "ratio", "maxdiff",
-         "us");
+  if (wino && int8) {
+    fprintf(stderr, "bench_conv_lowp: --winograd times bf16 Winograd, not int8\n");
+    return 2;
+  }
+  printf("%-28s %-3s %8s %8s %7s %9s %8s\n", "layer", "thr", wino ? "bf16F23" : type,
+         wino ? "fp32F43" : "fp32", "ratio", "maxdiff", "us");
   double lsum = 0;
   int count = 0;
   for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++) {
     const layer *l = &layers[li];
     if (filter && !strstr(l->what, filter)) continue;
+    if (wino && !(l->k == 3 && l->s == 1)) continue;
     int64_t oh = (l->h + 2 * l->pad - l->k) / l->s + 1;
     kn_conv2d c = {.n = 1, .c = l->c, .h = l->h, .w = l->h, .m = l->m, .oh = oh, .ow = oh,
                    .group = 1, .kh = l->k, .kw = l->k, .sh = l->s, .sw = l->s, .dh = 1,
@@ -189,20 +217,33 @@ int main(int argc, char **argv) {
       if (only_threads && threads != only_threads) continue;
       kn_epilogue ep = {.act = {.act = KN_ACT_RELU}, .bias = bias, .bias_per_row = false,
                         .res = l->res ? res : NULL, .ldr = l->m, .res_first = true};
-      job jf = {.lowp = false, .isa = isa, .pool = threads == 2 ? pool2 : NULL, .c = c, .x = x,
+      job jf = {.kind = wino ? K_F32_F43 : K_F32, .isa = isa, .pool = threads == 2 ? pool2 : NULL, .c = c, .x = x,
                 .ep = ep, .y = y};
       job jl = jf;
-      jl.lowp = true;
+      jl.kind = wino ? K_F23 : K_LOWP;
       jl.v = v;
       jl.y = yl;
-      void *wf = alloc64(kn_f32_conv_nhwc_pack_size(isa, &c) * 4);
-      void *wl = alloc64(kn_conv_nhwc_lowp_pack_size(&v, &c));
-      kn_f32_conv_nhwc_pack(isa, &c, w, wf);
-      kn_conv_nhwc_lowp_pack(&v, &c, wtm, q, wscale, wl);
+      void *wf, *wl;
+      if (wino) {
+        float *temp = alloc64((size_t)(l->c * l->m) * 4);
+        wf = alloc64(kn_f32_conv_winograd_nhwc_pack_size(isa, &c) * 4);
+        wl = alloc64(kn_bf16_conv_winograd_nhwc_pack_size(isa, 2, &c));
+        kn_f32_conv_winograd_nhwc_pack(isa, &c, w, wf);
+        kn_bf16_conv_winograd_nhwc_pack(isa, 2, &c, w, temp, wl);
+        free(temp);
+        jf.scratch = alloc64(kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads, NULL));
+        jl.scratch = alloc64(kn_bf16_conv_winograd_nhwc_scratch(isa, v.bf16_dot, 2, &c, threads,
+                                                                NULL));
+      } else {
+        wf = alloc64(kn_f32_conv_nhwc_pack_size(isa, &c) * 4);
+        wl = alloc64(kn_conv_nhwc_lowp_pack_size(&v, &c));
+        kn_f32_conv_nhwc_pack(isa, &c, w, wf);
+        kn_conv_nhwc_lowp_pack(&v, &c, wtm, q, wscale, wl);
+        jf.scratch = alloc64(kn_f32_conv_nhwc_scratch(isa, &c, threads, false, NULL));
+        jl.scratch = alloc64(kn_conv_nhwc_lowp_scratch(&v, &c, threads, false, NULL));
+      }
       jf.wp = wf;
       jl.wp = wl;
-      jf.scratch = alloc64(kn_f32_conv_nhwc_scratch(isa, &c, threads, false, NULL));
-      jl.scratch = alloc64(kn_conv_nhwc_lowp_scratch(&v, &c, threads, false, NULL));
       const job *pair[2] = {&jl, &jf};
       double t[2];
       time_pair(pair, reps, threads == 1, t);

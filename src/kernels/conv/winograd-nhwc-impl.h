@@ -213,9 +213,10 @@ WGN_INLINE void at4(const V s[4], V out[2]) {
   out[1] = v_sub(v_sub(s[1], s[2]), s[3]);
 }
 
-/* input_tile for F(2,3): a 4x4 window, 16 results at t[xi * WGN_MRP * VL]. */
+/* input_tile for F(2,3): a 4x4 window, the 16 results of its n channels
+ * straight to t[xi * ts] (no staging: the rows are the products' A). */
 WGN_INLINE void input_tile23(const float *x, int64_t off0, const float *s, int64_t w, int64_t c,
-                             unsigned rm, unsigned cm, int n, bool full, float *t) {
+                             unsigned rm, unsigned cm, int n, bool full, float *t, int64_t ts) {
   V sv = s ? (full ? v_ld(s) : v_ldn(s, n)) : v_zero();
   V r[4][4];
   for (int a = 0; a < 4; a++) {
@@ -235,7 +236,10 @@ WGN_INLINE void input_tile23(const float *x, int64_t off0, const float *s, int64
     V col[4], o[4];
     for (int a = 0; a < 4; a++) col[a] = r[a][b];
     bt4(col, o);
-    for (int a = 0; a < 4; a++) v_st(t + (a * 4 + b) * WGN_MRP * VL, o[a]);
+    for (int a = 0; a < 4; a++) {
+      if (full) v_st(t + (a * 4 + b) * ts, o[a]);
+      else v_stn(t + (a * 4 + b) * ts, o[a], n);
+    }
   }
 }
 
@@ -244,7 +248,6 @@ WGN_INLINE void input_tile23(const float *x, int64_t off0, const float *s, int64
 static void wgn_input_rows23(const float *x, const float *s, int64_t h, int64_t w, int64_t c,
                              const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs,
                              int64_t ldv) {
-  float stage[16 * WGN_MRP * VL] __attribute__((aligned(64)));
   for (int r = 0; r < rows; r++) {
     unsigned rm = 0, cm = 0;
     for (int a = 0; a < 4; a++) {
@@ -256,14 +259,10 @@ static void wgn_input_rows23(const float *x, const float *s, int64_t h, int64_t 
       int n = (int)(c - ci < VL ? c - ci : VL);
       const float *sr = s ? s + tiles[r].sb + ci : NULL;
       float *d = dst + r * ldv + ci;
-      if (n == VL && rm == 0xf && cm == 0xf)
-        input_tile23(x, off0 + ci, sr, w, c, 0xf, 0xf, VL, true, stage);
+      if (n == VL && rm == 0xf && cm == 0xf) /* interior: no tests inside */
+        input_tile23(x, off0 + ci, sr, w, c, 0xf, 0xf, VL, true, d, xs);
       else
-        input_tile23(x, off0 + ci, sr, w, c, rm, cm, n, n == VL, stage);
-      if (n == VL)
-        for (int xi = 0; xi < 16; xi++) v_st(d + xi * xs, v_ld(stage + xi * WGN_MRP * VL));
-      else
-        for (int xi = 0; xi < 16; xi++) v_stn(d + xi * xs, v_ld(stage + xi * WGN_MRP * VL), n);
+        input_tile23(x, off0 + ci, sr, w, c, rm, cm, n, n == VL, d, xs);
     }
   }
 }
