@@ -844,7 +844,7 @@ static PyObject *kp_engine_get_steps(kp_engine *self, void *Py_UNUSED(closure)) 
 }
 
 static PyObject *kp_engine_repr(kp_engine *self) {
-  return PyUnicode_FromFormat("<kiln._kiln.Engine %R: %d input%s, %d output%s>", self->path,
+  return PyUnicode_FromFormat("<kiln.Engine %R: %d input%s, %d output%s>", self->path,
                               (int)self->nin, self->nin == 1 ? "" : "s", (int)self->nout,
                               self->nout == 1 ? "" : "s");
 }
