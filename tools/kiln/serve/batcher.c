@@ -501,7 +501,11 @@ bool sv_batcher_start(sv_version *v, int32_t threads_total, char *err, size_t er
   }
   b->v = v;
   pthread_mutex_init(&b->mu, NULL);
-  pthread_cond_init(&b->cv, NULL);
+  pthread_condattr_t ca; /* deadlines and delays are CLOCK_MONOTONIC times */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&b->cv, &ca);
+  pthread_condattr_destroy(&ca);
   b->max_batch = c->max_batch_size > 0 ? c->max_batch_size : 1;
   b->lat_us = calloc((size_t)b->max_batch + 1, sizeof(double));
   b->prior_us = calloc((size_t)b->max_batch + 1, sizeof(double));
