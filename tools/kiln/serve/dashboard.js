@@ -201,7 +201,8 @@
   var OUTCOME_COLORS = { success: "#2e7d32", invalid: "#ef6c00", rejected: "#c62828",
                          timeout: "#6a1b9a", error: "#212121" };
   var snaps = [], history = {}, views = {}, first = null;
-  var polls = { ok: 0, failed: 0, frames: 0 };
+  var polls = { ok: 0, failed: 0, frames: 0, changed: 0 }; /* changed: scrapes whose counters moved */
+  var lastTotal = null;
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -442,6 +443,7 @@
       "polled every " + INTERVAL / 1000 + " s, " + polls.ok + " samples";
     polls.frames++;
     summary.frames = polls.frames;
+    summary.changed = polls.changed;
     summary.metric_names = Object.keys(latest.names).filter(function (k) { return /^kiln_/.test(k); }).length;
     $("serve-summary").textContent = JSON.stringify(summary);
     document.body.setAttribute("data-samples", String(polls.ok));
@@ -462,6 +464,11 @@
     }).then(function (text) {
       var now = Date.now(), samples = parseProm(text), s = snapshot(samples, now);
       polls.ok++;
+      var total = samples.reduce(function (a, x) {
+        return /_total$|_count$/.test(x.name) ? a + x.value : a;
+      }, 0);
+      if (lastTotal !== null && total !== lastTotal) polls.changed++;
+      lastTotal = total;
       status(samples.bad ? "live (" + samples.bad + " lines unreadable)" : "live", "ok");
       var prev = snaps[snaps.length - 1];
       if (!first) first = s;
