@@ -85,3 +85,13 @@ void sv_buf_free(sv_buf *b) {
   free(b->p);
   *b = (sv_buf){0};
 }
+
+const char *sv_printable(const char *s, char *out, size_t n) {
+  size_t k = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < n; p++) {
+    if (*p < 0x20 || *p == 0x7f) k += (size_t)snprintf(out + k, n - k, "\\x%02x", *p);
+    else out[k++] = (char)*p;
+  }
+  if (n) out[k < n ? k : n - 1] = 0;
+  return out;
+}

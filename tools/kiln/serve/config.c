@@ -53,8 +53,9 @@ static bool known_fields(cparse *p, const cJSON *obj, const char *where,
       size_t n = 0;
       for (const char *const *k = known; *k && n < sizeof list; k++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k == known ? "" : ", ", *k);
-      char field[200];
-      snprintf(field, sizeof field, "%s%s%.64s", where, *where ? "." : "", m->string);
+      char field[200], safe[80];
+      snprintf(field, sizeof field, "%s%s%s", where, *where ? "." : "",
+               sv_printable(m->string, safe, sizeof safe));
       return bad(p, field, "unknown field; expected one of %s", list);
     }
   }

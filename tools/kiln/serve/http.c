@@ -137,7 +137,8 @@ static bool split_model_url(const char *url, char *model, size_t mn, int64_t *ve
   const char *slash = strchr(p, '/');
   size_t len = slash ? (size_t)(slash - p) : strlen(p);
   if (len == 0 || len >= mn) {
-    snprintf(err, err_n, "bad model name in '%.200s'", url);
+    char safe[240];
+    snprintf(err, err_n, "bad model name in '%s'", sv_printable(url, safe, sizeof safe));
     return false;
   }
   memcpy(model, p, len);
@@ -150,7 +151,9 @@ static bool split_model_url(const char *url, char *model, size_t mn, int64_t *ve
     errno = 0;
     long long v = strtoll(p, &end, 10);
     if (end == p || v < 1 || errno || (*end && *end != '/')) {
-      snprintf(err, err_n, "bad version in '%.200s': expected a positive integer", url);
+      char safe[240];
+      snprintf(err, err_n, "bad version in '%s': expected a positive integer",
+               sv_printable(url, safe, sizeof safe));
       return false;
     }
     *version = v;
@@ -357,7 +360,9 @@ static enum MHD_Result route(sv_conn *k, const char *url, const char *method) {
       return send_json(c, 200, &b);
     }
   }
-  snprintf(err, sizeof err, "no such endpoint: %s %.200s", method, url);
+  char safe[240], msafe[40];
+  snprintf(err, sizeof err, "no such endpoint: %s %s", sv_printable(method, msafe, sizeof msafe),
+           sv_printable(url, safe, sizeof safe));
   return send_error(c, 404, err);
 }
 

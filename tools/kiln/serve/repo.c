@@ -479,7 +479,8 @@ sv_version *sv_repo_acquire(sv_server *s, const char *model, int64_t version, in
   sv_version *v = NULL;
   *code = 404;
   if (!m) {
-    snprintf(err, err_n, "unknown model '%.128s'", model);
+    char safe[160];
+    snprintf(err, err_n, "unknown model '%s'", sv_printable(model, safe, sizeof safe));
     goto done;
   }
   if (version < 0) {
@@ -781,7 +782,9 @@ bool sv_repo_sync(sv_server *s, const char *model, char *err, size_t err_n) {
           if (m->slots[i].v) unserve(s, m, &m->slots[i], "model directory removed");
     }
   if (model && !found) {
-    snprintf(err, err_n, "unknown model '%.128s': no such directory in the repository", model);
+    char safe[160];
+    snprintf(err, err_n, "unknown model '%s': no such directory in the repository",
+             sv_printable(model, safe, sizeof safe));
     ok = false;
   }
   pthread_mutex_unlock(&s->load_mu);
@@ -795,7 +798,8 @@ bool sv_repo_unload(sv_server *s, const char *model, char *err, size_t err_n) {
   if (m) m->unloaded = true;
   pthread_mutex_unlock(&s->repo_mu);
   if (!m) {
-    snprintf(err, err_n, "unknown model '%.128s'", model);
+    char safe[160];
+    snprintf(err, err_n, "unknown model '%s'", sv_printable(model, safe, sizeof safe));
     pthread_mutex_unlock(&s->load_mu);
     return false;
   }

@@ -44,6 +44,9 @@ void sv_buf_puts(sv_buf *b, const char *s);
 void sv_buf_printf(sv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sv_buf_json_str(sv_buf *b, const char *s); /* a JSON string literal */
 void sv_buf_free(sv_buf *b);
+/* s with control bytes written \xNN, cut to fit out (n bytes): names a
+ * client sent, made safe for one-line messages and logs.  Returns out. */
+const char *sv_printable(const char *s, char *out, size_t n);
 
 /* ---- v2 datatypes ------------------------------------------------------- */
 /* "FP32" <-> KN_DTYPE_F32 ...; NULL / KN_DTYPE_UNDEFINED when unknown. */

@@ -279,7 +279,9 @@ bool sv_v2_parse(const sv_version *v, const char *body, size_t n, int64_t header
       for (int32_t i = 0; i < v->n_in && k < sizeof names; i++)
         k += (size_t)snprintf(names + k, sizeof names - k, "%s'%s'", i ? ", " : "",
                               v->in[i].name);
-      FAIL("unknown input '%.128s'; the model's inputs are %s", name->valuestring, names);
+      char safe[160];
+      FAIL("unknown input '%s'; the model's inputs are %s",
+           sv_printable(name->valuestring, safe, sizeof safe), names);
     }
     const sv_io *io = &v->in[idx];
     if (seen[idx]) FAIL("input '%s' is given twice", io->name);
@@ -290,9 +292,11 @@ bool sv_v2_parse(const sv_version *v, const char *body, size_t n, int64_t header
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "datatype");
     if (!cJSON_IsString(dt)) FAIL("input '%s': no \"datatype\" string", io->name);
     in->dtype = sv_dtype_from_v2(dt->valuestring);
-    if (in->dtype != io->dtype)
-      FAIL("input '%s': datatype %.32s does not match the model's %s", io->name,
-           dt->valuestring, sv_dtype_v2(io->dtype));
+    if (in->dtype != io->dtype) {
+      char safe[48];
+      FAIL("input '%s': datatype %s does not match the model's %s", io->name,
+           sv_printable(dt->valuestring, safe, sizeof safe), sv_dtype_v2(io->dtype));
+    }
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
     if (!cJSON_IsArray(shape)) FAIL("input '%s': no \"shape\" array", io->name);
     int32_t rank = 0;
@@ -389,7 +393,8 @@ bool sv_v2_parse(const sv_version *v, const char *body, size_t n, int64_t header
       int32_t idx = -1;
       for (int32_t i = 0; i < v->n_out; i++)
         if (!strcmp(v->out[i].name, name->valuestring)) idx = i;
-      if (idx < 0) FAIL("unknown output '%.128s'", name->valuestring);
+      char safe[160];
+      if (idx < 0) FAIL("unknown output '%s'", sv_printable(name->valuestring, safe, sizeof safe));
       if (oseen[idx]) FAIL("output '%s' is asked for twice", v->out[idx].name);
       oseen[idx] = true;
       sv_out_req *q = &r->out[r->n_out++];
