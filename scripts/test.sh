@@ -8,6 +8,10 @@
 #     benchmarks: the gcc build compiles those): the same tests (less
 #     conformance_optimized), and a bounded run of each libFuzzer target
 #     (KILN_FUZZ_SECONDS each, default 10; longer runs: KILN_FUZZ_SECONDS=600)
+#  3. clang build with ThreadSanitizer of what kiln serve's tests need (the
+#     CLI, validate_poke, the test_serve_* unit tests; the micro-kernels
+#     uninstrumented, see CMakeLists.txt): those tests, the pool on every
+#     call (KILN_POOL_MIN_US=0); the first race ends the server (exit 66)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -26,4 +30,13 @@ CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERRO
 cmake --build build-asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== clang build with ThreadSanitizer: kiln serve, kiln loadgen and their tests"
+CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
+  -DKILN_TSAN=ON -DKILN_BENCH=OFF >/dev/null
+tsan_targets=(kiln validate_poke)
+for f in tests/unit/test_serve_*.c; do [ -e "$f" ] && tsan_targets+=("$(basename "$f" .c)"); done
+cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}" >/dev/null
+TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1" KILN_POOL_MIN_US=0 \
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^(serve|test_serve_.*)$'
 echo "== all tests passed"

@@ -320,6 +320,13 @@ def main():
             ok("server_alive_at_end", False, "kiln serve died, exit %s; stderr in %s"
                % (proc.returncode, os.path.join(OUT, "serve.stderr")))
         shutil.rmtree(tmp, ignore_errors=True)
+    # a sanitizer build (ASan, TSan) reports on the server's stderr
+    with open(os.path.join(OUT, "serve.stderr"), errors="replace") as f:
+        err = f.read()
+    m = re.search(r"WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:|"
+                  r"ERROR: LeakSanitizer", err)
+    if not ok("no_sanitizer_report", m is None, "kiln serve's stderr:"):
+        print("\n".join(err[m.start():].splitlines()[:80]))
     print("serve_test: %d passed, %d failed%s in %.1f s" % (
         passes, len(failures), (": " + ", ".join(failures)) if failures else "",
         time.time() - T0))
