@@ -901,7 +901,8 @@ static void lg_report(const lg_opts *o, const lg_model *m, const lg_run *r, doub
            "p99 %.0f usec, max %.0f usec\n", avg, p50, p90, p95, p99, mx);
   else
     printf("  Client latency: no request succeeded\n");
-  if (o->rate > 0) printf("  Delayed sends (no free connection): %" PRId64 "\n", st->delayed);
+  if (o->rate > 0)
+    printf("  Late sends (over 1 ms after their arrival time): %" PRId64 "\n", st->delayed);
   printf("  Errors: %" PRId64 "\n", failed);
   for (int i = 0; i < st->nstatus; i++) {
     const lg_count *c = &st->status[i];
