@@ -279,9 +279,57 @@ def msum(samples, name, **want):
 
 # ---- the checks ---------------------------------------------------------------------
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def check_loadgen():
+    """kiln loadgen against tests/serve/mock_v2.py, which checks every request
+    against the protocol and answers the 7th, 14th, ... with 503 and the 5th,
+    10th, ... (not also 7th) with a 200 whose binary output is cut short."""
+    port = free_port()
+    mock = subprocess.Popen([sys.executable, os.path.join(SRC, "tests", "serve", "mock_v2.py"),
+                             str(port), "--fail-every", "7", "--corrupt-every", "5"])
+    try:
+        srv = Server("127.0.0.1", port)
+        wait_for(lambda: srv.req("GET", "/v2/models/mock", timeout=2)[0] == 200, 10)
+        conns0 = (srv.json("GET", "/stats")[2] or {}).get("connections", 0) + 1
+        rc, lg, err = loadgen(srv, "mock", "--requests", "70", "--warmup", "0",
+                              "--concurrency", "3", "--shape", "x=2x4", "--timeout-us", "5000",
+                              "--priority", "2")
+        errs = (lg or {}).get("errors") or {}
+        ok("loadgen_counts_success_only_for_good_200s", lg is not None and lg["requests"] == 70
+           and lg["success"] == 48 and errs.get("503", {}).get("count") == 10
+           and errs.get("malformed", {}).get("count") == 12 and lg["batch"] == 2,
+           "%r %s" % (lg, err[-300:]))
+        st, _, stats = srv.json("GET", "/stats")
+        ok("loadgen_requests_follow_the_protocol", isinstance(stats, dict)
+           and stats.get("bad") == 0 and stats.get("binary") == 70 and stats.get("ids") == 70
+           and stats.get("timeout") == 5000 and stats.get("priority") == 2
+           and stats.get("connections", 99) - conns0 <= 4,  # 3 clients + the metadata's
+           "mock's view: %r (%d connections before loadgen)" % (stats, conns0))
+        rc, lg, err = loadgen(srv, "mock", "--rate", "200", "--duration", "0.5", "--warmup", "0",
+                              "--json-data")
+        st, _, stats2 = srv.json("GET", "/stats")
+        ok("loadgen_open_loop_json_data", lg is not None and lg["mode"] == "open"
+           and lg["requests"] > 40 and isinstance(stats2, dict) and stats2.get("bad") == 0
+           and stats2.get("json", 0) >= lg["requests"], "%r, mock %r %s" % (lg, stats2,
+                                                                            err[-300:]))
+        rc, lg, err = loadgen(srv, "nope", "--requests", "1")
+        ok("loadgen_unknown_model_exit_1", rc == 1 and "404" in err, "exit %d: %s" % (rc, err))
+    finally:
+        mock.kill()
+        mock.wait()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="kiln_serve_test.")
     os.makedirs(OUT, exist_ok=True)
+    check_loadgen()
     repo = os.path.join(tmp, "repo")
     for model, cfg in [
         ("tinycnn", {"max_batch_size": 8,

@@ -214,10 +214,10 @@ static int lg_make_input(const lg_opts *o, lg_tensor *lt, kn_cli_rng *rng) {
     kn_tensor t = {0};
     if (kn_tensor_read_file(file, &t, NULL, &err)) return kn_cli_error(&err);
     if (t.dtype != want) {
+      const char *got = kn_dtype_name(t.dtype);
       kn_tensor_release(&t);
       return kn_cli_fail("--input %s=%s: the file holds %s, the model takes %s (%s)", lt->name,
-                         file, kn_dtype_name(t.dtype) ? kn_dtype_name(t.dtype) : "?",
-                         kn_dtype_name(want), lt->datatype);
+                         file, got ? got : "?", kn_dtype_name(want), lt->datatype);
     }
     bool fits = t.rank == rank;
     for (int32_t d = 0; fits && d < rank; d++) fits = meta[d] < 0 || meta[d] == t.dims[d];
