@@ -190,9 +190,10 @@ static int lg_read_tensor(const cJSON *j, const char *what, int k, lg_tensor *lt
   lt->rank = rank;
   int d = 0;
   for (const cJSON *e = shape->child; e; e = e->next, d++) {
-    if (!cJSON_IsNumber(e) || e->valuedouble < -1 || e->valuedouble != floor(e->valuedouble))
-      return kn_cli_fail("model metadata: %s '%s': dim %d is not an integer >= -1", what,
-                         lt->name, d);
+    if (!cJSON_IsNumber(e) || e->valuedouble < -1 || e->valuedouble > 0x1p40 ||
+        e->valuedouble != floor(e->valuedouble))
+      return kn_cli_fail("model metadata: %s '%s': dim %d is not an integer in [-1, 2^40]",
+                         what, lt->name, d);
     lt->meta[d] = (int64_t)e->valuedouble;
   }
   return KN_EXIT_OK;
@@ -257,7 +258,8 @@ static int lg_make_input(const lg_opts *o, lg_tensor *lt, kn_cli_rng *rng) {
               lt->name, got, lt->name);
     }
   }
-  if (kn_tensor_alloc(&lt->t, want, rank, dims, &err)) return kn_cli_error(&err);
+  if (kn_tensor_alloc(&lt->t, want, rank, dims, &err))
+    return kn_cli_fail("input '%s': %s", lt->name, err.msg);
   int64_t n = kn_tensor_numel(&lt->t);
   bool fl = want == KN_DTYPE_F32 || want == KN_DTYPE_F64 || want == KN_DTYPE_F16 ||
             want == KN_DTYPE_BF16;
@@ -530,8 +532,10 @@ static const char *lg_check(const lg_opts *o, const lg_model *m, const char *bod
     int64_t numel = 1;
     int d = 0;
     for (const cJSON *x = sh->child; x; x = x->next, d++) {
-      if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 1e12 ||
-          (want->meta[d] >= 0 && x->valuedouble != (double)want->meta[d])) {
+      if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 0x1p40 ||
+          x->valuedouble != floor(x->valuedouble) ||
+          (want->meta[d] >= 0 && x->valuedouble != (double)want->meta[d]) ||
+          (double)numel * x->valuedouble > 0x1p40) {
         numel = -1;
         break;
       }
