@@ -21,6 +21,11 @@ if [ -z "$chrome" ]; then
 fi
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
+fail=0
+# the page's parser and histogram_quantile on their own, when node is here
+if command -v node >/dev/null; then
+  node "$src/tests/serve/dashboard_js_test.js" "$src/tools/kiln/serve/dashboard.js" || fail=1
+fi
 tmp=$(mktemp -d)
 server_pid="" load_pid=""
 cleanup() {
@@ -57,7 +62,6 @@ load_pid=$!
 sleep 1
 flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=4000)
 page="$url/dashboard?interval=250"
-fail=0
 for k in 1 2; do
   timeout 60 "$chrome" "${flags[@]}" --dump-dom "$page" >"$out/serve_dashboard.$k.html" 2>/dev/null
   sleep 2
