@@ -17,8 +17,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <strings.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #define LG_MAX_TENSORS 64
 #define LG_MAX_STATUS 16  /* distinct HTTP statuses kept apart in the report */
@@ -61,6 +64,8 @@ void kn_cmd_loadgen_usage(FILE *f) {
           "  --request-timeout S  the client gives up on a request after S seconds\n"
           "                       (default 60), counted as an error\n"
           "  --json               print one JSON object instead of the text\n\n"
+          "SIGINT or SIGTERM ends the load early: the requests in flight are waited\n"
+          "for and counted, and the report covers the time until the last answer.\n"
           "Every request carries the same inputs and an \"id\".  Success is an HTTP 200\n"
           "whose outputs are those of the model's metadata, well formed.  Requests\n"
           "answered after the measured period are waited for but not counted.  Exit\n"
@@ -736,6 +741,17 @@ typedef struct lg_result {
 
 static int lg_load(lg_run *r, const char *url, lg_result *res) {
   const lg_opts *o = r->o;
+  /* SIGINT and SIGTERM end the load early: no new request, the ones in
+   * flight answered, the report printed for the time measured so far.  A
+   * signalfd among curl's wait descriptors (no handler, no global flag). */
+  sigset_t stop_set, old_set;
+  sigemptyset(&stop_set);
+  sigaddset(&stop_set, SIGINT);
+  sigaddset(&stop_set, SIGTERM);
+  int sfd = -1;
+  bool masked = !pthread_sigmask(SIG_BLOCK, &stop_set, &old_set);
+  if (masked) sfd = signalfd(-1, &stop_set, SFD_NONBLOCK | SFD_CLOEXEC);
+  bool stopped = false;
   int rc = KN_EXIT_ERROR;
   int64_t nslots = o->concurrency;
   lg_slot *slots = calloc((size_t)nslots, sizeof *slots);
@@ -767,7 +783,7 @@ static int lg_load(lg_run *r, const char *url, lg_result *res) {
   int64_t measured_sent = 0, busy = 0;
   for (;;) {
     double now = kn_cli_now_s();
-    bool issuing = o->requests ? measured_sent < o->requests : now < t_end;
+    bool issuing = !stopped && (o->requests ? measured_sent < o->requests : now < t_end);
     for (int64_t i = 0; issuing && i < nslots; i++) {
       if (slots[i].busy) continue;
       double sched = now;
@@ -783,7 +799,7 @@ static int lg_load(lg_run *r, const char *url, lg_result *res) {
       r->st.sent += meas;
       lg_start(multi, &slots[i], sched, meas, ++id);
       busy++;
-      issuing = o->requests ? measured_sent < o->requests : now < t_end;
+      issuing = !stopped && (o->requests ? measured_sent < o->requests : now < t_end);
     }
     if (!issuing && !busy) break;
     int running = 0, left = 0, finished = 0;
@@ -795,7 +811,8 @@ static int lg_load(lg_run *r, const char *url, lg_result *res) {
       CURLcode cres = msg->data.result;
       curl_multi_remove_handle(multi, msg->easy_handle);
       double t = kn_cli_now_s();
-      bool in_window = s->measured && (o->requests || t <= t_end);
+      /* after a stop, the requests in flight count: they were sent in the window */
+      bool in_window = s->measured && (o->requests || stopped || t <= t_end);
       if (!in_window) s->measured = false;
       if (in_window && t > last_done) last_done = t;
       if (!lg_finish(r, s, cres, t)) {
@@ -811,9 +828,19 @@ static int lg_load(lg_run *r, const char *url, lg_result *res) {
       double dt = (next - kn_cli_now_s()) * 1e3;
       wait_ms = dt <= 0 ? 0 : dt < 50 ? (int)ceil(dt) : 50;
     }
-    curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+    struct curl_waitfd wfd = {.fd = sfd, .events = CURL_WAIT_POLLIN};
+    curl_multi_poll(multi, sfd >= 0 ? &wfd : NULL, sfd >= 0 ? 1 : 0, wait_ms, NULL);
+    if (sfd >= 0 && !stopped && (wfd.revents & CURL_WAIT_POLLIN)) {
+      struct signalfd_siginfo si;
+      if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        stopped = true;
+        if (!o->json)
+          fprintf(stderr, "kiln loadgen: %s: stopping, waiting for %" PRId64 " requests in "
+                  "flight\n", strsignal((int)si.ssi_signo), busy);
+      }
+    }
   }
-  res->window_s = o->requests ? last_done - t_meas : o->duration;
+  res->window_s = o->requests || stopped ? last_done - t_meas : o->duration;
   rc = KN_EXIT_OK;
 done:
   for (int64_t i = 0; i < ready; i++) {
@@ -824,6 +851,8 @@ done:
   free(slots);
   if (multi) curl_multi_cleanup(multi);
   curl_slist_free_all(hdrs);
+  if (sfd >= 0) close(sfd);
+  if (masked) pthread_sigmask(SIG_SETMASK, &old_set, NULL);
   return rc;
 }
 
