@@ -29,7 +29,9 @@
  * that arrives just after a batch starts waits for it, then runs in the
  * next: hence 2 L(b).)  budget = target * f, f starting at 0.8 and adapted
  * from the measured p99 of the last 256 requests: x0.85 when it exceeds
- * the target, x1.05 (up to 0.9) when it is under 70% of it. */
+ * the target, x1.05 (up to 0.9) when it is under 70% of it.  Every 8th
+ * batch tries twice or half the chosen size instead (within the budget),
+ * so that a wrong estimate is corrected by measurement. */
 #include "serve.h"
 
 #include <errno.h>
@@ -70,6 +72,7 @@ struct sv_batcher {
   double budget_f;
   int64_t window[SLO_WINDOW];
   int32_t wn, wpos, since_check;
+  int64_t slo_batches; /* batches observed */
   int32_t slo_batch;
   int64_t slo_delay_us;
 };
@@ -108,6 +111,16 @@ static void slo_choose(sv_batcher *b) {
       best = n;
     }
   }
+  /* Every 8th batch tries a neighbour (twice or half the size, in turn)
+   * that fits the budget, so that the sizes the estimate favours or
+   * disfavours wrongly get measured: the prior can be far off (BERT's
+   * batches pay nothing on some CPUs, ResNet's a little). */
+  if (b->slo_batches % 8 == 7) {
+    int32_t up = best * 2 <= b->max_batch ? best * 2 : b->max_batch, down = best / 2;
+    int32_t cand = (b->slo_batches / 8) % 2 ? down : up;
+    if (cand >= 1 && cand != best && (cand == 1 || 2 * expected_us(b, cand) <= budget))
+      best = cand;
+  }
   b->slo_batch = best;
   double slack = budget - 2 * expected_us(b, best);
   int64_t d = slack > 0 ? (int64_t)slack : 0;
@@ -131,6 +144,7 @@ static void slo_observe(sv_batcher *b, int32_t n, double run_us, const int64_t *
     b->wpos = (b->wpos + 1) % SLO_WINDOW;
     if (b->wn < SLO_WINDOW) b->wn++;
   }
+  b->slo_batches++;
   b->since_check += n_lat;
   if (b->since_check >= 64 && b->wn >= 64) {
     b->since_check = 0;
