@@ -353,7 +353,10 @@ static void run_batch(sv_instance *in, sv_request **reqs, int32_t n, int64_t sam
                   : (st == KN_ERR_SHAPE || st == KN_ERR_INVALID_ARG || st == KN_ERR_DTYPE)
                       ? SV_OUT_INVALID
                       : SV_OUT_ERROR;
-    if (st == KN_ERR_CANCELLED)
+    if (st == KN_ERR_CANCELLED && atomic_load(&b->abort)) {
+      outcome = SV_OUT_REJECTED;
+      snprintf(msg, sizeof msg, "the server is shutting down: the run was cancelled");
+    } else if (st == KN_ERR_CANCELLED)
       snprintf(msg, sizeof msg, "request timed out: the run passed its deadline (%s)", err.msg);
     else snprintf(msg, sizeof msg, "inference failed: %s", err.msg);
     for (int32_t i = 0; i < n; i++) finish(reqs[i], outcome, msg, NULL);

@@ -22,6 +22,7 @@ void sv_config_defaults(sv_config *c) {
   c->num_versions = 1;
   c->min_cosine = c->max_abs_error = c->max_p99_ms = -1;
   c->validation_runs = 20;
+  c->validation_timeout_ms = 10000;
 }
 
 typedef struct cparse {
@@ -329,7 +330,8 @@ bool sv_config_parse(const char *text, size_t n, const char *label, const char *
     }
   }
   if ((j = cJSON_GetObjectItemCaseSensitive(root, "validation"))) {
-    static const char *const kv[] = {"min_cosine", "max_abs_error", "max_p99_ms", "runs", NULL};
+    static const char *const kv[] = {"min_cosine", "max_abs_error", "max_p99_ms", "runs",
+                                      "timeout_ms", NULL};
     if (!obj_field(&p, j, "validation") || !known_fields(&p, j, "validation", kv)) goto done;
     const cJSON *t;
     if ((t = cJSON_GetObjectItemCaseSensitive(j, "min_cosine")) &&
@@ -341,6 +343,10 @@ bool sv_config_parse(const char *text, size_t n, const char *label, const char *
     if ((t = cJSON_GetObjectItemCaseSensitive(j, "max_p99_ms")) &&
         !num_field(&p, t, "validation.max_p99_ms", 0.001, 3.6e6, &c->max_p99_ms))
       goto done;
+    if ((t = cJSON_GetObjectItemCaseSensitive(j, "timeout_ms"))) {
+      if (!int_field(&p, t, "validation.timeout_ms", 1, 3600000, &v)) goto done;
+      c->validation_timeout_ms = v;
+    }
     if ((t = cJSON_GetObjectItemCaseSensitive(j, "runs"))) {
       if (!int_field(&p, t, "validation.runs", 1, 100000, &v)) goto done;
       c->validation_runs = (int32_t)v;

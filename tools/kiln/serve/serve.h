@@ -86,6 +86,7 @@ typedef struct sv_config {
   double slo_p99_ms; /* 0: off */
   double min_cosine, max_abs_error, max_p99_ms; /* < 0: gate off */
   int32_t validation_runs;
+  int64_t validation_timeout_ms; /* one validation run's deadline */
 } sv_config;
 
 void sv_config_defaults(sv_config *c);
