@@ -154,7 +154,7 @@ static void test_bad_requests(void **state) {
       {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,3],\"data\":[1,2]}," IDS
        "]}", -1, 0, "\"data\" holds 2 elements; shape [1,3] needs 3"},
       {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,3],\"data\":[1,2,3,4]},"
-       IDS "]}", -1, 0, "more elements than its shape's 3"},
+       IDS "]}", -1, 0, "\"data\" holds 4 elements; shape [1,3] needs 3"},
       {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,3],\"data\":[1,\"a\",3]},"
        IDS "]}", -1, 0, "element 1 is not a number"},
       {"{\"inputs\":[" XOK ",{\"name\":\"ids\",\"datatype\":\"INT64\",\"shape\":[1,2],"
@@ -309,6 +309,14 @@ static void test_half_json(void **state) {
   sv_v2_emit(&v, r, &t, &b, &hl);
   assert_non_null(strstr(b.p, "\"data\":[1,-2.5,65504,0.00010002]"));
   sv_buf_free(&b);
+  /* a huge shape with little data: refused before anything is allocated
+   * for the shape (an unbatched model with a dynamic dim) */
+  v.batching = false;
+  body = "{\"inputs\":[{\"name\":\"h\",\"datatype\":\"FP16\",\"shape\":[549755813888],"
+         "\"data\":[1]}]}";
+  assert_false(parse(&v, body, strlen(body), -1, r, &code, err));
+  assert_int_equal(code, 400);
+  assert_non_null(strstr(err, "\"data\" holds 1 elements; shape [549755813888] needs"));
   sv_request_clear(r);
   free(r);
 }

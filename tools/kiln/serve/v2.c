@@ -195,6 +195,20 @@ static bool flatten(fill *f, const cJSON *a, int depth) {
   return true;
 }
 
+/* Elements of a (possibly nested) "data" array; -1 when nested too deep. */
+static int64_t count_leaves(const cJSON *a, int depth) {
+  if (depth > KN_MAX_RANK + 1) return -1;
+  int64_t n = 0;
+  for (const cJSON *e = a->child; e; e = e->next) {
+    if (cJSON_IsArray(e)) {
+      int64_t k = count_leaves(e, depth + 1);
+      if (k < 0) return -1;
+      n += k;
+    } else n++;
+  }
+  return n;
+}
+
 /* ---- request parsing ------------------------------------------------------- */
 #define FAIL(...)                                                                               \
   do {                                                                                          \
@@ -362,6 +376,14 @@ bool sv_v2_parse(const sv_version *v, const char *body, size_t n, int64_t header
         FAIL("input '%s': no \"data\" array and no parameters.binary_data_size", io->name);
       if (io->dtype == KN_DTYPE_STRING)
         FAIL("input '%s': BYTES tensors are not supported", io->name);
+      /* count first: a shape claiming more than the data holds must not
+       * make the server allocate for it */
+      int64_t count = count_leaves(data, 0);
+      if (count < 0)
+        FAIL("input '%s': \"data\" is nested deeper than any tensor", io->name);
+      if (count != numel)
+        FAIL("input '%s': \"data\" holds %lld elements; shape %s needs %lld", io->name,
+             (long long)count, got, (long long)numel);
       in->owned = malloc(in->nbytes ? in->nbytes : 1);
       if (!in->owned) {
         *code = 500;
