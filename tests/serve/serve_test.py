@@ -612,8 +612,14 @@ def run_checks(proc, srv, repo, tmp):
         for name, body, word in bad:
             srv.json("POST", "/v2/models/tinycnn/infer", body)
     rss1 = rss_kb(proc.pid)
-    ok("memory_bounded_under_bad_requests", rss1 - rss0 < 64 * 1024,
-       "RSS %d -> %d KiB" % (rss0, rss1))
+    with open(KILN, "rb") as f:
+        asan = b"__asan_init" in f.read()
+    if asan:  # its quarantine keeps freed memory: LeakSanitizer at SIGTERM checks instead
+        print("skip memory_bounded_under_bad_requests (ASan build: RSS %d -> %d KiB)" % (
+            rss0, rss1))
+    else:
+        ok("memory_bounded_under_bad_requests", rss1 - rss0 < 64 * 1024,
+           "RSS %d -> %d KiB" % (rss0, rss1))
     st, _, e = srv.json("POST", "/v2/models/tiny_t/infer", inp())
     ok("default_timeout_applies", st >= 400 and is_error_json(st, e, 400, 599),
        "HTTP %d %r for a model whose default timeout is 1 us" % (st, e))
