@@ -111,6 +111,17 @@ static void log_request(sv_server *s, const sv_conn *k, const sv_request *r, con
   sv_buf_free(&b);
 }
 
+/* Marks k answered and resumes its connection.  k was suspended before
+ * its work was handed out, and it may be freed (on_completed) as soon as
+ * the connection resumes: nothing touches it after that. */
+static void resume_done(sv_conn *k) {
+  struct MHD_Connection *c = k->c;
+  pthread_mutex_lock(&k->mu);
+  k->done = true;
+  pthread_mutex_unlock(&k->mu);
+  MHD_resume_connection(c);
+}
+
 /* From the instance thread that answered (or the handler, when refused). */
 static void infer_done(sv_request *r, int outcome, const char *error, const kn_tensor *outs,
                        void *arg) {
@@ -124,10 +135,7 @@ static void infer_done(sv_request *r, int outcome, const char *error, const kn_t
   }
   k->status = status;
   log_request(k->s, k, r, v->owner ? v->owner->name : "", v->version, outcome, status, error);
-  pthread_mutex_lock(&k->mu);
-  k->done = true;
-  if (k->suspended) MHD_resume_connection(k->c);
-  pthread_mutex_unlock(&k->mu);
+  resume_done(k);
 }
 
 /* "/v2/models/M[/versions/V][/TAIL]" -> M, V (-1), TAIL ("" when none) */
@@ -233,10 +241,7 @@ static void *control_job_main(void *arg) {
   }
   k->resp_header_len = -1;
   free(j);
-  pthread_mutex_lock(&k->mu);
-  k->done = true;
-  MHD_resume_connection(k->c);
-  pthread_mutex_unlock(&k->mu);
+  resume_done(k);
   atomic_fetch_sub(&s->control_jobs, 1);
   return NULL;
 }
