@@ -9,7 +9,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libonnx-testdata
       libxxhash-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev
-      chromium python3
+      chromium python3 curl
       python3-dev python3-numpy python3-setuptools python3-wheel python3-venv python3-pytest)
 if [ "${1:-}" = --models ]; then
   pkgs+=(python3-torch python3-torchvision python3-onnx python3-numpy python3-sklearn nodejs npm)
