@@ -67,8 +67,11 @@ void kn_cmd_loadgen_usage(FILE *f) {
           "SIGINT or SIGTERM ends the load early: the requests in flight are waited\n"
           "for and counted, and the report covers the time until the last answer.\n"
           "Every request carries the same inputs and an \"id\".  Success is an HTTP 200\n"
-          "whose outputs are those of the model's metadata, well formed.  Requests\n"
-          "answered after the measured period are waited for but not counted.  Exit\n"
+          "whose outputs are those of the model's metadata, well formed.  With a\n"
+          "duration, the requests answered inside the measured period are counted,\n"
+          "whenever they were sent (as perf_analyzer's window); with --requests N, the\n"
+          "N sent after the warm-up.  Requests answered after the measured period are\n"
+          "waited for but not counted.  Exit\n"
           "status 1 when the metadata cannot be read or no measured request succeeded.\n");
 }
 
@@ -794,9 +797,14 @@ static int lg_load(lg_run *r, const char *url, lg_result *res) {
         next += -log1p(-u) / o->rate;
         if (now - sched > 1e-3 && sched >= t_meas) r->st.delayed++;
       }
-      bool meas = sched >= t_meas && (!o->requests || measured_sent < o->requests);
-      measured_sent += meas;
-      r->st.sent += meas;
+      /* --requests N: the N sent after the warm-up are measured.  A duration:
+       * every request answered inside the measured period counts, whenever it
+       * was sent, as perf_analyzer counts its window (requests that take
+       * seconds would otherwise count only from their latency on) */
+      bool in_req = sched >= t_meas && (!o->requests || measured_sent < o->requests);
+      bool meas = o->requests ? in_req : true;
+      measured_sent += in_req;
+      r->st.sent += in_req;
       lg_start(multi, &slots[i], sched, meas, ++id);
       busy++;
       issuing = !stopped && (o->requests ? measured_sent < o->requests : now < t_end);
@@ -811,8 +819,9 @@ static int lg_load(lg_run *r, const char *url, lg_result *res) {
       CURLcode cres = msg->data.result;
       curl_multi_remove_handle(multi, msg->easy_handle);
       double t = kn_cli_now_s();
-      /* after a stop, the requests in flight count: they were sent in the window */
-      bool in_window = s->measured && (o->requests || stopped || t <= t_end);
+      /* answered inside the measured period; after a stop, the requests in
+       * flight count too */
+      bool in_window = s->measured && (o->requests || ((stopped || t <= t_end) && t >= t_meas));
       if (!in_window) s->measured = false;
       if (in_window && t > last_done) last_done = t;
       if (!lg_finish(r, s, cres, t)) {
