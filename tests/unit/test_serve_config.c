@@ -72,6 +72,19 @@ static void test_full(void **state) {
   assert_true(c.min_cosine == 0.999 && c.max_abs_error == 0.01 && c.max_p99_ms == 40);
   assert_int_equal(c.validation_runs, 5);
 
+  /* adaptive batching: on by default, off when preferred sizes are given
+   * (as above) unless asked for, and off when asked */
+  assert_false(c.adaptive);
+  assert_true(parse("{\"max_batch_size\":8,\"dynamic_batching\":{}}", &c, err));
+  assert_true(c.adaptive);
+  assert_true(parse("{\"max_batch_size\":8,\"dynamic_batching\":{\"adaptive\":false}}", &c,
+                    err));
+  assert_false(c.adaptive);
+  assert_true(parse("{\"max_batch_size\":8,\"dynamic_batching\":{\"preferred_batch_size\":[4],"
+                    "\"adaptive\":true}}",
+                    &c, err));
+  assert_true(c.adaptive);
+
   assert_true(parse("{\"version_policy\":{\"latest\":{\"num_versions\":2}}}", &c, err));
   assert_int_equal(c.num_versions, 2);
   assert_true(parse("{\"version_policy\":{\"all\":{}}}", &c, err));
@@ -118,6 +131,8 @@ static void test_errors(void **state) {
       {"{\"max_batch_size\":4,\"dynamic_batching\":{},\"slo\":{}}",
        "slo.p99_ms: expected the target p99 latency in milliseconds"},
       {"{\"slo\":{\"p99_ms\":10}}", "slo: needs a dynamic_batching section"},
+      {"{\"max_batch_size\":4,\"dynamic_batching\":{\"adaptive\":1}}",
+       "dynamic_batching.adaptive: expected true or false"},
       {"{\"validation\":{\"min_cosine\":2}}", "validation.min_cosine: expected a number from -1 "
                                               "to 1"},
       {"{\"validation\":{\"max_rss\":2}}", "validation.max_rss: unknown field"},

@@ -120,7 +120,8 @@ static bool parse_queue_policy(cparse *p, const cJSON *q, sv_config *c) {
 static bool parse_batching(cparse *p, const cJSON *d, sv_config *c) {
   static const char *const known[] = {"max_queue_delay_microseconds", "preferred_batch_size",
                                       "priority_levels", "default_priority_level",
-                                      "default_queue_policy", "preserve_ordering", NULL};
+                                      "default_queue_policy", "preserve_ordering", "adaptive",
+                                      NULL};
   if (!obj_field(p, d, "dynamic_batching") || !known_fields(p, d, "dynamic_batching", known))
     return false;
   c->dynamic_batching = true;
@@ -156,6 +157,12 @@ static bool parse_batching(cparse *p, const cJSON *d, sv_config *c) {
   }
   if ((j = cJSON_GetObjectItemCaseSensitive(d, "preserve_ordering")) && !cJSON_IsBool(j))
     return bad(p, "dynamic_batching.preserve_ordering", "expected true or false");
+  /* adaptive: default on unless preferred sizes say which batches to form */
+  c->adaptive = c->n_preferred == 0;
+  if ((j = cJSON_GetObjectItemCaseSensitive(d, "adaptive"))) {
+    if (!cJSON_IsBool(j)) return bad(p, "dynamic_batching.adaptive", "expected true or false");
+    c->adaptive = cJSON_IsTrue(j);
+  }
   if ((j = cJSON_GetObjectItemCaseSensitive(d, "default_queue_policy")) &&
       !parse_queue_policy(p, j, c))
     return false;

@@ -84,6 +84,12 @@ typedef struct sv_config {
   int64_t versions[SV_MAX_VERSIONS];
   int32_t n_versions; /* specific */
   double slo_p99_ms; /* 0: off */
+  /* dynamic_batching.adaptive (kiln's; default true without preferred
+   * sizes): the batch cap is the size measured to serve the most samples a
+   * second (SLO mode's choice without a latency budget), not always
+   * max_batch_size, so batching never costs throughput where it does not
+   * pay (BERT-base on one core: flat cost per sample) */
+  bool adaptive;
   double min_cosine, max_abs_error, max_p99_ms; /* < 0: gate off */
   int32_t validation_runs;
   int64_t validation_timeout_ms; /* one validation run's deadline */
