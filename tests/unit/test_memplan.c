@@ -485,22 +485,9 @@ static bool exists(const char *p) {
  * BERT-base, EfficientNet-B0: 20 MB of weights and more) took over three
  * minutes of the suite's ten; the gcc build plans and runs them all, and
  * KILN_LONG_TESTS=1 brings them back here. */
-#if defined(__SANITIZE_ADDRESS__)
-#define KN_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KN_SANITIZED 1
-#endif
-#endif
 static bool too_large_here(const char *path) {
-#ifdef KN_SANITIZED
-  const char *lt = getenv("KILN_LONG_TESTS");
   struct stat sb;
-  return !(lt && strcmp(lt, "1") == 0) && stat(path, &sb) == 0 && sb.st_size > (20 << 20);
-#else
-  (void)path;
-  return false;
-#endif
+  return tk_short_sweep() && stat(path, &sb) == 0 && sb.st_size > (20 << 20);
 }
 
 /* Largest arena growth allowed over the recorded one (tests/data/memplan). */

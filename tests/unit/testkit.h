@@ -17,6 +17,25 @@
 #include "plan/tactic.h"
 #include "passes/pass.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether to shorten a long sweep: built with AddressSanitizer (ten times
+ * slower, and the gcc build runs the whole sweep) and KILN_LONG_TESTS is
+ * not 1. */
+static inline bool tk_short_sweep(void) {
+  bool sanitized = false;
+#if defined(__SANITIZE_ADDRESS__)
+  sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  sanitized = true;
+#endif
+#endif
+  const char *lt = getenv("KILN_LONG_TESTS");
+  return sanitized && !(lt && strcmp(lt, "1") == 0);
+}
+
 /* ---- building graphs ---------------------------------------------------- */
 
 /* An empty model: one graph, the default domain at `opset`, label "test". */
