@@ -372,7 +372,7 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   printf("FLOPs per run: %s%s\n", human(st.flops, b3, sizeof b3, "FLOP"),
          dynamic ? " (dynamic dimensions taken as 1)" : "");
-  printf("steps (%d; predicted for %lld thread%s%s):\n  %-4s %-28s %-20s %-18s %-12s %-20s %10s "
+  printf("steps (%d; predicted for %lld thread%s%s):\n  %-4s %-28s %-20s %-22s %-12s %-20s %10s "
          "%10s %9s %9s %-8s %7s %-4s  %-24s %s\n",
          nsteps, (long long)threads, threads == 1 ? "" : "s",
          measured_match ? ", measured by kiln bench --per-step" : "", "#", "name", "op", "kernel",
@@ -394,7 +394,7 @@ int kn_cmd_inspect(int argc, char **argv) {
     if (band)
       snprintf(name, sizeof name, "%s %.*s", band + 1, (int)(band - si.name) & 0xff, si.name);
     else snprintf(name, sizeof name, "%s", si.name);
-    printf("  %-4d %-28.28s %-20.20s %-18.18s %-12s %-20.20s %10.3f %10.1f %9.1f %9s %-8s %7.1f "
+    printf("  %-4d %-28.28s %-20.20s %-22.22s %-12s %-20.20s %10.3f %10.1f %9.1f %9s %-8s %7.1f "
            "%-4s  %-24.24s %.80s\n",
            i, name, si.op, si.tactic ? si.tactic : "reference",
            kn_precision_name(si.precision) ? kn_precision_name(si.precision) : "?",

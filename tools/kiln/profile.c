@@ -551,7 +551,7 @@ static void print_table(const profile_opts *o, const kn_cli_session *s, const pr
   if (!order) return;
   memcpy(order, p->st, (size_t)p->steps * sizeof *order);
   qsort(order, (size_t)p->steps, sizeof *order, by_time);
-  printf("\n  %-4s %-34s %-18s %-18s %9s %9s %6s %5s %9s %9s %8s %7s %9s %-8s %9s\n", "#", "name",
+  printf("\n  %-4s %-34s %-18s %-22s %9s %9s %6s %5s %9s %9s %8s %7s %9s %-8s %9s\n", "#", "name",
          "op", "kernel", "mean us", "median us", "share", "nodes", "MFLOP", "KiB r+w", "GFLOP/s",
          "GB/s", "pred us", "bound", "arena KiB");
   for (int32_t k = 0; k < p->steps; k++) {
@@ -562,7 +562,7 @@ static void print_table(const profile_opts *o, const kn_cli_session *s, const pr
         kn_model_step_io(s->model, t->index, p->threads, &io))
       continue;
     double us = t->median_us;
-    printf("  %-4d %-34.34s %-18.18s %-18.18s %9.1f %9.1f %5.1f%% %5d %9.3f %9.1f %8.1f %7.1f "
+    printf("  %-4d %-34.34s %-18.18s %-22.22s %9.1f %9.1f %5.1f%% %5d %9.3f %9.1f %8.1f %7.1f "
            "%9.1f %-8s %9.1f\n",
            t->index, si.name, si.op, si.tactic ? si.tactic : "reference", t->mean_us, us,
            total > 0 ? 100 * t->mean_us / total : 0, count_covers(si.covers), si.flops * 1e-6,
