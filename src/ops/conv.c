@@ -921,8 +921,7 @@ void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
   kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
   kn_isa isa = (kn_isa)target->isa;
   if (n->precision != KN_PRECISION_FP32 &&
-      (n->tactic == KN_TACTIC_conv_igemm_nhwc || bf16_winograd(n, &c) ||
-       (n->tactic == KN_TACTIC_conv_winograd_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))))
+      (n->tactic == KN_TACTIC_conv_igemm_nhwc || bf16_winograd(n, &c)))
     kn_conv_lowp_tiling(n, &c, target, buf, len);
   else if (n->tactic == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_tiling(isa, &c, &ca, buf, len);
   else if (n->tactic == KN_TACTIC_conv_winograd_nhwc && kn_f32_conv_winograd_nhwc_fits(&c))

@@ -29,6 +29,29 @@
 #define WGN_INLINE static inline __attribute__((always_inline))
 #define NPOS_ 36
 
+/* Which rows (bit a of *rm) and columns (*cm) of a span x span window at
+ * the tile's (iy0, ix0) lie inside the h x w image. */
+WGN_INLINE void window_masks(const kn_wgn_tile *t, int span, int64_t h, int64_t w,
+                             unsigned *rm, unsigned *cm) {
+  *rm = *cm = 0;
+  for (int a = 0; a < span; a++) {
+    if (t->iy0 + a >= 0 && t->iy0 + a < h) *rm |= 1u << a;
+    if (t->ix0 + a >= 0 && t->ix0 + a < w) *cm |= 1u << a;
+  }
+}
+
+/* One output vector of a tile: bias, the epilogue (residual before or after
+ * the clamp) and the store, at y + off (res + off). */
+WGN_INLINE void store_out(V v, V bv, V lo, V hi, const float *res, float *y, int64_t off,
+                          const kn_wgn_epi *e, int n, bool full) {
+  v = v_add(v, bv);
+  if (res && e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
+  if (e->clamp) v = v_min(v_max(v, lo), hi);
+  if (res && !e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
+  if (full) v_st(y + off, v);
+  else v_stn(y + off, v, n);
+}
+
 /* out[i] = (B^T d)[i] for one 6-vector d (a row or a column of a tile). */
 WGN_INLINE void bt6(const V d[6], V out[6]) {
   const V four = v_set1(4.0f), five = v_set1(5.0f), two = v_set1(2.0f);
@@ -93,11 +116,7 @@ static void wgn_input(const float *x, const float *s, int64_t h, int64_t w, int6
   unsigned rm[WGN_MR], cm[WGN_MR];
   int64_t off0[WGN_MR];
   for (int r = 0; r < rows; r++) {
-    rm[r] = cm[r] = 0;
-    for (int a = 0; a < 6; a++) {
-      if (tiles[r].iy0 + a >= 0 && tiles[r].iy0 + a < h) rm[r] |= 1u << a;
-      if (tiles[r].ix0 + a >= 0 && tiles[r].ix0 + a < w) cm[r] |= 1u << a;
-    }
+    window_masks(&tiles[r], 6, h, w, &rm[r], &cm[r]);
     /* the window's top left may lie outside x: only offsets of positions
      * inside are ever turned into pointers */
     off0[r] = tiles[r].xb + (tiles[r].iy0 * w + tiles[r].ix0) * c;
@@ -132,11 +151,8 @@ static void wgn_input_rows(const float *x, const float *s, int64_t h, int64_t w,
                            int64_t ldv) {
   float stage[NPOS_ * WGN_MRP * VL] __attribute__((aligned(64)));
   for (int r = 0; r < rows; r++) {
-    unsigned rm = 0, cm = 0;
-    for (int a = 0; a < 6; a++) {
-      if (tiles[r].iy0 + a >= 0 && tiles[r].iy0 + a < h) rm |= 1u << a;
-      if (tiles[r].ix0 + a >= 0 && tiles[r].ix0 + a < w) cm |= 1u << a;
-    }
+    unsigned rm, cm;
+    window_masks(&tiles[r], 6, h, w, &rm, &cm);
     int64_t off0 = tiles[r].xb + (tiles[r].iy0 * w + tiles[r].ix0) * c;
     for (int64_t ci = 0; ci < c; ci += VL) {
       int n = (int)(c - ci < VL ? c - ci : VL);
@@ -168,28 +184,9 @@ WGN_INLINE void output_slice(const float *m, int64_t xs, const float *bias, floa
   V lo = v_set1(e->lo), hi = v_set1(e->hi);
   for (int a = 0; a < nrows; a++) {
     at6(t[a], o[a]);
-    for (int b = 0; b < ncols; b++) {
-      int64_t off = a * ys + b * ps;
-      V v = v_add(o[a][b], bv);
-      if (res && e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
-      if (e->clamp) v = v_min(v_max(v, lo), hi);
-      if (res && !e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
-      if (full) v_st(y + off, v);
-      else v_stn(y + off, v, n);
-    }
+    for (int b = 0; b < ncols; b++)
+      store_out(o[a][b], bv, lo, hi, res, y, a * ys + b * ps, e, n, full);
   }
-}
-
-static void wgn_output(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
-                       const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
-                       const kn_wgn_epi *e) {
-  int64_t j = 0;
-  for (; j + VL <= nch; j += VL)
-    output_slice(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps, nrows,
-                 ncols, e, VL, true);
-  if (j < nch)
-    output_slice(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps, nrows,
-                 ncols, e, (int)(nch - j), false);
 }
 
 /* ---- F(2x2, 3x3) (the bf16 products' better-conditioned variant) ----------
@@ -249,11 +246,8 @@ static void wgn_input_rows23(const float *x, const float *s, int64_t h, int64_t 
                              const kn_wgn_tile *tiles, int rows, float *dst, int64_t xs,
                              int64_t ldv) {
   for (int r = 0; r < rows; r++) {
-    unsigned rm = 0, cm = 0;
-    for (int a = 0; a < 4; a++) {
-      if (tiles[r].iy0 + a >= 0 && tiles[r].iy0 + a < h) rm |= 1u << a;
-      if (tiles[r].ix0 + a >= 0 && tiles[r].ix0 + a < w) cm |= 1u << a;
-    }
+    unsigned rm, cm;
+    window_masks(&tiles[r], 4, h, w, &rm, &cm);
     int64_t off0 = tiles[r].xb + (tiles[r].iy0 * w + tiles[r].ix0) * c;
     for (int64_t ci = 0; ci < c; ci += VL) {
       int n = (int)(c - ci < VL ? c - ci : VL);
@@ -282,28 +276,41 @@ WGN_INLINE void output_slice23(const float *m, int64_t xs, const float *bias, fl
   V lo = v_set1(e->lo), hi = v_set1(e->hi);
   for (int a = 0; a < nrows; a++) {
     at4(t[a], o[a]);
-    for (int b = 0; b < ncols; b++) {
-      int64_t off = a * ys + b * ps;
-      V v = v_add(o[a][b], bv);
-      if (res && e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
-      if (e->clamp) v = v_min(v_max(v, lo), hi);
-      if (res && !e->res_first) v = v_add(v, full ? v_ld(res + off) : v_ldn(res + off, n));
-      if (full) v_st(y + off, v);
-      else v_stn(y + off, v, n);
-    }
+    for (int b = 0; b < ncols; b++)
+      store_out(o[a][b], bv, lo, hi, res, y, a * ys + b * ps, e, n, full);
   }
+}
+
+/* A^T m A of one tile for nch channels, slice by slice: F(4,3) (tile 4)
+ * or F(2,3) (tile 2). */
+WGN_INLINE void output_tile(const int tile, const float *m, int64_t xs, int64_t nch,
+                            const float *bias, float *y, const float *res, int64_t ys,
+                            int64_t ps, int nrows, int ncols, const kn_wgn_epi *e) {
+  for (int64_t j = 0; j < nch; j += VL) {
+    int n = (int)(nch - j < VL ? nch - j : VL);
+    const float *bj = bias ? bias + j : NULL, *rj = res ? res + j : NULL;
+    /* full vectors and the tail as separate instances (no per-vector test) */
+    if (tile == 2 && n == VL)
+      output_slice23(m + j, xs, bj, y + j, rj, ys, ps, nrows, ncols, e, VL, true);
+    else if (tile == 2)
+      output_slice23(m + j, xs, bj, y + j, rj, ys, ps, nrows, ncols, e, n, false);
+    else if (n == VL)
+      output_slice(m + j, xs, bj, y + j, rj, ys, ps, nrows, ncols, e, VL, true);
+    else
+      output_slice(m + j, xs, bj, y + j, rj, ys, ps, nrows, ncols, e, n, false);
+  }
+}
+
+static void wgn_output(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
+                       const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
+                       const kn_wgn_epi *e) {
+  output_tile(4, m, xs, nch, bias, y, res, ys, ps, nrows, ncols, e);
 }
 
 static void wgn_output23(const float *m, int64_t xs, int64_t nch, const float *bias, float *y,
                          const float *res, int64_t ys, int64_t ps, int nrows, int ncols,
                          const kn_wgn_epi *e) {
-  int64_t j = 0;
-  for (; j + VL <= nch; j += VL)
-    output_slice23(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps,
-                   nrows, ncols, e, VL, true);
-  if (j < nch)
-    output_slice23(m + j, xs, bias ? bias + j : NULL, y + j, res ? res + j : NULL, ys, ps,
-                   nrows, ncols, e, (int)(nch - j), false);
+  output_tile(2, m, xs, nch, bias, y, res, ys, ps, nrows, ncols, e);
 }
 
 const kn_wgn_ukernels KN_WGN_TABLE = {VL,        WGN_MR,         wgn_input,   wgn_output,
