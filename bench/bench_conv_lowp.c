@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchkit.h"
 #include "core/cpu.h"
 #include "kernels/conv/conv-lowp.h"
 #include "kernels/conv/conv.h"
@@ -75,7 +76,8 @@ typedef struct job {
   void *scratch;
 } job;
 
-static void run(const job *j) {
+static void run(const void *arg) {
+  const job *j = arg;
   switch (j->kind) {
   case K_LOWP:
     kn_conv_nhwc_lowp(&j->v, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch, NULL);
@@ -93,53 +95,6 @@ static void run(const job *j) {
   }
 }
 
-static double clock_s(clockid_t id) {
-  struct timespec t;
-  clock_gettime(id, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Seconds per call of a[0] and a[1], samples interleaved. */
-static void time_pair(const job *a[2], int reps, bool cpu, double out[2]) {
-  clockid_t id = cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
-  int inner[2];
-  for (int t = 0; t < 2; t++) {
-    run(a[t]);
-    double t0 = clock_s(id);
-    int iters = 0;
-    while (clock_s(id) - t0 < 0.01) {
-      run(a[t]);
-      iters++;
-    }
-    inner[t] = (int)(0.005 / ((clock_s(id) - t0) / iters)) + 1;
-  }
-  double *s = malloc((size_t)reps * 2 * sizeof *s);
-  for (int r = 0; r < reps; r++)
-    for (int t = 0; t < 2; t++) {
-      double t0 = clock_s(id);
-      for (int i = 0; i < inner[t]; i++) run(a[t]);
-      s[t * reps + r] = (clock_s(id) - t0) / inner[t];
-    }
-  for (int t = 0; t < 2; t++) {
-    qsort(s + t * reps, (size_t)reps, sizeof *s, cmp_double);
-    out[t] = cpu ? s[t * reps + reps / 2] : s[t * reps];
-  }
-  free(s);
-}
-
-static float *rand_floats(int64_t n, uint32_t seed) {
-  float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64 + 64));
-  for (int64_t i = 0; i < n; i++) {
-    seed = seed * 1664525u + 1013904223u;
-    p[i] = (float)((seed >> 9) & 0xffff) / 32768.0f - 1.0f;
-  }
-  return p;
-}
 
 static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
 
@@ -195,7 +150,7 @@ int main(int argc, char **argv) {
     int64_t hw = l->h * l->h, ohw = oh * oh, ny = l->m * ohw, kk = l->c * l->k * l->k;
     double flops = 2.0 * (double)ny * (double)kk;
     /* x in [0, 1) as after a Relu; w [m, c, kh, kw] and its tap-major copy */
-    float *x = rand_floats(l->c * hw, 1), *w = rand_floats(l->m * kk, 2);
+    float *x = bk_rand_floats(l->c * hw, 1), *w = bk_rand_floats(l->m * kk, 2);
     for (int64_t i = 0; i < l->c * hw; i++) x[i] = 0.5f * (x[i] + 1.0f);
     float *wtm = alloc64((size_t)(l->m * kk) * 4), *wscale = alloc64((size_t)l->m * 4);
     int8_t *q = alloc64((size_t)(l->m * kk));
@@ -211,8 +166,8 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < kk; i++)
         q[o * kk + i] = (int8_t)lrintf(wtm[o * kk + i] / wscale[o]);
     }
-    float *bias = rand_floats(l->m, 3), *res = rand_floats(ny, 7);
-    float *y = rand_floats(ny, 5), *yl = rand_floats(ny, 6);
+    float *bias = bk_rand_floats(l->m, 3), *res = bk_rand_floats(ny, 7);
+    float *y = bk_rand_floats(ny, 5), *yl = bk_rand_floats(ny, 6);
     for (int threads = 1; threads <= 2; threads++) {
       if (only_threads && threads != only_threads) continue;
       kn_epilogue ep = {.act = {.act = KN_ACT_RELU}, .bias = bias, .bias_per_row = false,
@@ -244,9 +199,9 @@ int main(int argc, char **argv) {
       }
       jf.wp = wf;
       jl.wp = wl;
-      const job *pair[2] = {&jl, &jf};
+      const void *const pair[2] = {&jl, &jf};
       double t[2];
-      time_pair(pair, reps, threads == 1, t);
+      bk_time_pair(run, pair, reps, threads == 1, t);
       double md = 0, ymax = 0;
       for (int64_t i = 0; i < ny; i++) {
         md = fmax(md, fabs((double)yl[i] - (double)y[i]));

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchkit.h"
 #include "core/cpu.h"
 #include "kernels/conv/conv.h"
 
@@ -71,7 +72,8 @@ typedef struct job {
   void *scratch;
 } job;
 
-static void run(const job *j) {
+static void run(const void *arg) {
+  const job *j = arg;
   if (j->nhwc)
     kn_f32_conv_nhwc(j->isa, j->pool, &j->c, j->x, NULL, j->wp, &j->ep, j->y, j->scratch,
                      NULL);
@@ -79,53 +81,6 @@ static void run(const job *j) {
     kn_f32_conv_gemm(j->isa, j->pool, &j->c, j->x, j->wp, &j->ep, j->y, j->scratch, NULL);
 }
 
-static double clock_s(clockid_t id) {
-  struct timespec t;
-  clock_gettime(id, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Seconds per call of a[0] and a[1], samples interleaved. */
-static void time_pair(const job *a[2], int reps, bool cpu, double out[2]) {
-  clockid_t id = cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
-  int inner[2];
-  for (int t = 0; t < 2; t++) {
-    run(a[t]);
-    double t0 = clock_s(id);
-    int iters = 0;
-    while (clock_s(id) - t0 < 0.01) {
-      run(a[t]);
-      iters++;
-    }
-    inner[t] = (int)(0.005 / ((clock_s(id) - t0) / iters)) + 1;
-  }
-  double *s = malloc((size_t)reps * 2 * sizeof *s);
-  for (int r = 0; r < reps; r++)
-    for (int t = 0; t < 2; t++) {
-      double t0 = clock_s(id);
-      for (int i = 0; i < inner[t]; i++) run(a[t]);
-      s[t * reps + r] = (clock_s(id) - t0) / inner[t];
-    }
-  for (int t = 0; t < 2; t++) {
-    qsort(s + t * reps, (size_t)reps, sizeof *s, cmp_double);
-    out[t] = cpu ? s[t * reps + reps / 2] : s[t * reps];
-  }
-  free(s);
-}
-
-static float *rand_floats(int64_t n, uint32_t seed) {
-  float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64 + 64));
-  for (int64_t i = 0; i < n; i++) {
-    seed = seed * 1664525u + 1013904223u;
-    p[i] = (float)((seed >> 9) & 0xffff) / 32768.0f - 1.0f;
-  }
-  return p;
-}
 
 int main(int argc, char **argv) {
   int reps = 9, only_threads = 0, only_isa = -1;
@@ -162,9 +117,10 @@ int main(int argc, char **argv) {
                    .dw = 1, .pt = l->pad, .pl = l->pad};
     int64_t hw = l->h * l->h, ohw = oh * oh, ny = l->m * ohw;
     double flops = 2.0 * (double)ny * (double)(l->c * l->k * l->k);
-    float *x = rand_floats(l->c * hw, 1), *w = rand_floats(l->m * l->c * l->k * l->k, 2);
-    float *bias = rand_floats(l->m, 3), *xh = rand_floats(l->c * hw, 4);
-    float *y = rand_floats(ny, 5), *yh = rand_floats(ny, 6);
+    float *x = bk_rand_floats(l->c * hw, 1);
+    float *w = bk_rand_floats(l->m * l->c * l->k * l->k, 2);
+    float *bias = bk_rand_floats(l->m, 3), *xh = bk_rand_floats(l->c * hw, 4);
+    float *y = bk_rand_floats(ny, 5), *yh = bk_rand_floats(ny, 6);
     for (int64_t ch = 0; ch < l->c; ch++)
       for (int64_t i = 0; i < hw; i++) xh[i * l->c + ch] = x[ch * hw + i];
     for (int threads = 1; threads <= 2; threads++) {
@@ -189,9 +145,9 @@ int main(int argc, char **argv) {
         size_t sc = kn_f32_conv_gemm_scratch(jn.isa, &c, threads, NULL);
         jn.scratch = aligned_alloc(64, (sn + 63) / 64 * 64 + 64);
         jc.scratch = aligned_alloc(64, (sc + 63) / 64 * 64 + 64);
-        const job *pair[2] = {&jn, &jc};
+        const void *const pair[2] = {&jn, &jc};
         double t[2];
-        time_pair(pair, reps, threads == 1, t);
+        bk_time_pair(run, pair, reps, threads == 1, t);
         double md = 0;
         for (int64_t o = 0; o < l->m; o++)
           for (int64_t i = 0; i < ohw; i++) {
