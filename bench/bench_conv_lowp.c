@@ -172,7 +172,8 @@ int main(int argc, char **argv) {
       if (only_threads && threads != only_threads) continue;
       kn_epilogue ep = {.act = {.act = KN_ACT_RELU}, .bias = bias, .bias_per_row = false,
                         .res = l->res ? res : NULL, .ldr = l->m, .res_first = true};
-      job jf = {.kind = wino ? K_F32_F43 : K_F32, .isa = isa, .pool = threads == 2 ? pool2 : NULL, .c = c, .x = x,
+      job jf = {.kind = wino ? K_F32_F43 : K_F32, .isa = isa,
+                .pool = threads == 2 ? pool2 : NULL, .c = c, .x = x,
                 .ep = ep, .y = y};
       job jl = jf;
       jl.kind = wino ? K_F23 : K_LOWP;

@@ -313,6 +313,13 @@ static inline void pad_fill(const ljob *j, char *d, int64_t n) {
   memset(d, is_int8(j->v) ? j->v->a_zero : 0, (size_t)n * j->p.esize);
 }
 
+/* n values from src into the A row at d: copied, or converted from fp32
+ * when the gather converts (src then points at floats). */
+static inline void gather_run(const ljob *j, char *d, const char *src, int64_t n) {
+  if (j->p.gconv) convert_run(j->v, (const float *)src, NULL, n, d);
+  else copy_run(d, src, (size_t)n * j->p.esize);
+}
+
 /* The gathered rows of pixels [p0, p1) of group gi: row r holds, for
  * each tap (ky, kx) and channel ci of the group, the converted input
  * under it (the real zero outside the image), k values. */
@@ -336,17 +343,14 @@ static void gather_rows(const ljob *j, int64_t gi, int64_t p0, int64_t p1, char 
       }
       const char *row = j->xc + (size_t)((b * g->h + iy) * g->w * c + gi * cg) * ses;
       if (row_copy && ix0 >= 0 && ix0 + g->kw <= g->w) {
-        if (p->gconv) convert_run(j->v, (const float *)(row + (size_t)(ix0 * c) * ses), NULL,
-                                  g->kw * c, d);
-        else copy_run(d, row + (size_t)(ix0 * c) * es, (size_t)(g->kw * c) * es);
+        gather_run(j, d, row + (size_t)(ix0 * c) * ses, g->kw * c);
         continue;
       }
       for (int64_t kx = 0; kx < g->kw; kx++) {
         int64_t ix = ix0 + kx * g->dw;
         char *dt = d + (size_t)(kx * cg) * es;
         if (ix < 0 || ix >= g->w) pad_fill(j, dt, cg);
-        else if (p->gconv) convert_run(j->v, (const float *)(row + (size_t)(ix * c) * ses), NULL, cg, dt);
-        else copy_run(dt, row + (size_t)(ix * c) * es, (size_t)cg * es);
+        else gather_run(j, dt, row + (size_t)(ix * c) * ses, cg);
       }
     }
   }
