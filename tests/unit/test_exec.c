@@ -178,6 +178,19 @@ static void test_engine_keeps_packed_weights(void **state) {
   unlink(tmp);
 }
 
+/* The model at path, built with default options when `built`. */
+static kn_model *load_model(const char *path, int built) {
+  kn_error err;
+  kn_model *m;
+  if (kn_model_load(path, &m, &err)) fail_msg("%s", err.msg);
+  if (built) {
+    kn_build_options o;
+    kn_build_options_init(&o);
+    if (kn_model_build(m, &o, &err)) fail_msg("%s", err.msg);
+  }
+  return m;
+}
+
 /* A Loop body (tests/data/control/loop_rnn.onnx: h = 0.5 tanh(h W + x U + B)
  * for 6 steps, with a Constant node in the body) gets its own memory plan
  * and its steps are recorded from the second iteration on: every run of a
@@ -203,13 +216,7 @@ static void test_loop_body_recorded(void **state) {
   const char *path = KILN_SOURCE_DIR "/tests/data/control/loop_rnn.onnx";
   kn_error err;
   for (int built = 0; built < 2; built++) {
-    kn_model *m;
-    if (kn_model_load(path, &m, &err)) fail_msg("%s", err.msg);
-    if (built) {
-      kn_build_options o;
-      kn_build_options_init(&o);
-      if (kn_model_build(m, &o, &err)) fail_msg("%s", err.msg);
-    }
+    kn_model *m = load_model(path, built);
     for (int threads = 1; threads <= 2; threads++) {
       kn_context *ctx;
       assert_int_equal(kn_context_create(m, &ctx, &err), KN_OK);
@@ -338,13 +345,7 @@ static void test_cancel_endless_loop(void **state) {
   const char *path = KILN_SOURCE_DIR "/tests/data/control/loop_endless.onnx";
   kn_error err;
   for (int built = 0; built < 2; built++) {
-    kn_model *m;
-    if (kn_model_load(path, &m, &err)) fail_msg("%s", err.msg);
-    if (built) {
-      kn_build_options o;
-      kn_build_options_init(&o);
-      if (kn_model_build(m, &o, &err)) fail_msg("%s", err.msg);
-    }
+    kn_model *m = load_model(path, built);
     for (int threads = 1; threads <= 2; threads++) {
       kn_context *ctx;
       assert_int_equal(kn_context_create(m, &ctx, &err), KN_OK);
