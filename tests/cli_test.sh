@@ -387,6 +387,15 @@ if grep -q '"format_version": 3' "$OUT" && grep -q '"step_list"' "$OUT"; then pa
 else fail inspect_engine_json_keys "format_version/step_list missing"; fi
 expect compare_engine 0 "" compare "$B/good.onnx" "$TMP/good.kiln" --per-layer
 expect compare_model 0 "" compare "$M/model.onnx" --per-layer
+# every fused conv leaves only channels-last values: they are compared with
+# the NCHW reference too, and a bf16 step in an fp32 graph is where error enters
+expect compare_per_layer_nhwc 0 "" compare "$M/model.onnx" --per-layer --shape input=1x3x32x32
+if [ "$(grep -c '^  ok   #[0-9]* .*_nhwc ' "$OUT")" -ge 6 ]; then pass compare_per_layer_nhwc_steps
+else fail compare_per_layer_nhwc_steps "fewer than 6 channels-last steps compared"; fi
+expect compare_per_layer_enters 0 "" compare "$M/model.onnx" --per-layer --shape input=1x3x32x32 \
+  --layer-precision /c3/Conv=bf16 --atol 1 --rtol 1
+if grep -q "^error enters at step #[0-9]* '/c3/Conv' (bf16)" "$OUT"; then pass compare_per_layer_enters_step
+else fail compare_per_layer_enters_step "error not traced to /c3/Conv"; fi
 expect build_tinycnn 0 "" build "$M/model.onnx" -o "$TMP/tiny.kiln" --shape input=1x3x32x32
 expect run_tinycnn_engine 0 "" run "$TMP/tiny.kiln" --input-dir "$M/test_data_set_0"
 expect run_tinycnn_engine_wrong_shape 1 "input" run "$TMP/tiny.kiln" --input "input=$G/input_0.pb"
