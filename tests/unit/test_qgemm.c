@@ -69,6 +69,7 @@ static void run_case(kn_qgemm_impl impl, const qcase *qc, kn_pool *pool2) {
   float *bias = xalloc((size_t)(m > n ? m : n) * sizeof(float));
   float *res = xalloc((size_t)(m * ldc) * sizeof(float));
   double *ref = xalloc((size_t)(m * n) * sizeof(double));
+  int32_t *sref = xalloc((size_t)(m * n) * sizeof(int32_t)); /* the s32 output's */
   const float sa = qc->unit ? 1.0f : 0.02f + 0.001f * (float)(k % 7);
   for (int64_t i = 0; i < m * lda; i++) {
     a[i] = qc->extreme == 3 ? 0 : qc->extreme ? 255 : (uint8_t)next(&seed);
@@ -109,6 +110,7 @@ static void run_case(kn_qgemm_impl impl, const qcase *qc, kn_pool *pool2) {
         acc += (int64_t)a[i * lda + p] * bv;
         cs += bv;
       }
+      sref[i * n + j] = (int32_t)(acc - qc->za * cs); /* exact: |.| < 2^31 (qgemm.h) */
       double v = (double)sa * (double)ws[j] * (double)(acc - qc->za * cs);
       if (ep.bias) v += ep.bias_per_row ? bias[i] : bias[j];
       if (ep.res && ep.res_first) v += res[i * ldc + j];
@@ -204,10 +206,30 @@ static void run_case(kn_qgemm_impl impl, const qcase *qc, kn_pool *pool2) {
                    (long long)i, (long long)j, y[1][i * ldc + j], got);
       }
   }
+  /* s32 output (MatMulInteger's): the exact sums, every impl, blocking
+   * and thread count alike; nothing written past n */
+  for (int t = 0; t < 2; t++) {
+    int32_t *so = xalloc((size_t)(m * ldc) * sizeof(int32_t));
+    for (int64_t i = 0; i < m * ldc; i++) so[i] = 0x7eadbeef;
+    kn_qgemm_args gs = g;
+    gs.c = NULL, gs.y = NULL, gs.s = so, gs.lds = ldc;
+    void *scratch = xalloc(kn_qgemm_scratch_size(impl, &gs, kn_pool_threads(pools[t])));
+    kn_qgemm(impl, pools[t], &gs, scratch);
+    free(scratch);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < ldc; j++) {
+        int32_t got = so[i * ldc + j], want = j < n ? sref[i * n + j] : 0x7eadbeef;
+        if (got != want)
+          fail_msg("%s: s32 output, %d thread(s): S[%lld][%lld] = %d, want %d", what, t + 1,
+                   (long long)i, (long long)j, got, want);
+      }
+    free(so);
+  }
   for (int t = 0; t < 2; t++) {
     free(c[t]);
     free(y[t]);
   }
+  free(sref);
   free(ap);
   free(bp);
   free(a);

@@ -405,12 +405,15 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
             if (g->y) {
               s.c = tile;
               s.ldc = nr;
+            } else if (g->s) {
+              s.si = g->s + ir * g->lds + col;
+              s.ldc = g->lds;
             } else {
               s.c = g->c + ir * g->ldc + col;
               s.ldc = g->ldc;
             }
             uk->fn[h - 1](kgc, ap, bp, w, &s);
-            if (!s.final) continue;
+            if (!s.final || g->s) continue;
             if (g->ep) kn_f32_epilogue(p->isa, g->ep, s.c, s.ldc, ir, h, col, w);
             if (g->y)
               for (int64_t r = 0; r < h; r++)
@@ -425,7 +428,7 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
 void kn_qgemm(kn_qgemm_impl impl, kn_pool *pool, const kn_qgemm_args *g, void *scratch) {
   if (g->m <= 0 || g->n <= 0) return;
   KN_ASSERT(g->k >= 0 && g->k <= KN_QGEMM_K_MAX);
-  KN_ASSERT((g->c != NULL) != (g->y != NULL));
+  KN_ASSERT((g->c != NULL) + (g->y != NULL) + (g->s != NULL) == 1);
   KN_ASSERT(g->a_packed || g->a || g->a_f32);
   KN_ASSERT(g->a_zero >= 0 && g->a_zero <= 255);
   plan p;

@@ -9,6 +9,8 @@
  *   C[i][j]   = a_scale * w_scale[j] * (acc[i][j] - a_zero * colsum[j])
  *   C         = epilogue(C)            (bias, activation, residual: ep)
  *   Y[i][j]   = clamp(round(C[i][j] / y_scale) + y_zero, 0, 255)   (u8 out)
+ *   S[i][j]   = acc[i][j] - a_zero * colsum[j]      (s32 out: MatMulInteger's
+ *               result, exact; no scales, no epilogue)
  * with colsum[j] = sum_kk B[kk][j], computed once when B is packed.
  * round() is round-half-to-even (ONNX QuantizeLinear); a NaN quantizes to
  * 0.  The dequantization is fp32: a_scale * w_scale[j] (rounded to fp32)
@@ -142,7 +144,8 @@ typedef struct kn_qgemm_args {
   float a_scale;
   int32_t a_zero; /* in [0, 255] */
   const void *b_packed; /* kn_qgemm_pack_b, same impl, k and n */
-  /* fp32 output C (c, ldc), or u8 output Y (y, ldy, y_scale, y_zero):
+  /* fp32 output C (c, ldc), u8 output Y (y, ldy, y_scale, y_zero) or s32
+   * output S (s, lds: the exact sums, a_scale, w_scale and ep unused):
    * exactly one; overwritten, never read */
   float *c;
   int64_t ldc;
@@ -150,6 +153,8 @@ typedef struct kn_qgemm_args {
   int64_t ldy;
   float y_scale;
   int32_t y_zero;
+  int32_t *s;
+  int64_t lds;
   const kn_epilogue *ep;                /* NULL: none */
   const kn_qgemm_blocking *blocking;    /* NULL: the common cache sizes' */
 } kn_qgemm_args;

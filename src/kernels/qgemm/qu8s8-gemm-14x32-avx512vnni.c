@@ -124,10 +124,24 @@ ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
     }
     return;
   }
+  const __mmask16 m0 = lane_mask(nr), m1 = lane_mask(nr - 16);
+  if (s->si) { /* the sums themselves (they carry the compensation already) */
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      __m512i v0 = c0[0][r], v1 = c1[0][r];
+      if (s->load) {
+        v0 = _mm512_add_epi32(v0, _mm512_load_si512(acc + r * NR));
+        v1 = _mm512_add_epi32(v1, _mm512_load_si512(acc + r * NR + 16));
+      }
+      int32_t *sr = s->si + r * s->ldc;
+      _mm512_mask_storeu_epi32(sr, m0, v0);
+      _mm512_mask_storeu_epi32(sr + 16, m1, v1);
+    }
+    return;
+  }
   const __m512 sa = _mm512_set1_ps(s->a_scale);
   const __m512 sc0 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale));
   const __m512 sc1 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale + 16));
-  const __mmask16 m0 = lane_mask(nr), m1 = lane_mask(nr - 16);
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
     __m512i v0 = c0[0][r], v1 = c1[0][r];

@@ -46,8 +46,14 @@ ukernel(const int mr, int64_t kg, const uint8_t *restrict a, const int8_t *restr
       for (int j = 0; j < NR; j++) s->acc[r * NR + j] = t[j];
       continue;
     }
-    float *cr = s->c + r * s->ldc;
     int64_t n = nr < NR ? nr : NR;
+    if (s->si) {
+      int32_t *sr = s->si + r * s->ldc;
+      for (int64_t j = 0; j < n; j++)
+        sr[j] = (int32_t)((uint32_t)t[j] - (uint32_t)s->a_zero * (uint32_t)s->colsum[j]);
+      continue;
+    }
+    float *cr = s->c + r * s->ldc;
     for (int64_t j = 0; j < n; j++) {
       uint32_t d = (uint32_t)t[j] - (uint32_t)s->a_zero * (uint32_t)s->colsum[j];
       cr[j] = (float)(int32_t)d * (s->a_scale * s->w_scale[j]);

@@ -105,11 +105,27 @@ ukernel(const int mr, const int split, int64_t kg, const uint16_t *restrict a,
   const __m256i zc0 = _mm256_mullo_epi32(za, _mm256_loadu_si256((const __m256i *)s->colsum));
   const __m256i zc1 =
       _mm256_mullo_epi32(za, _mm256_loadu_si256((const __m256i *)(s->colsum + 8)));
+  const bool full = nr >= NR;
+  const __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
+  if (s->si) { /* the exact sums, compensated */
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+      __m256i v0 = c0[0][r], v1 = c1[0][r];
+      if (s->load) {
+        v0 = _mm256_add_epi32(v0, _mm256_load_si256((const __m256i *)(acc + r * NR)));
+        v1 = _mm256_add_epi32(v1, _mm256_load_si256((const __m256i *)(acc + r * NR + 8)));
+      }
+      v0 = _mm256_sub_epi32(v0, zc0);
+      v1 = _mm256_sub_epi32(v1, zc1);
+      int32_t *sr = s->si + r * s->ldc;
+      _mm256_maskstore_epi32(sr, m0, v0);
+      _mm256_maskstore_epi32(sr + 8, m1, v1);
+    }
+    return;
+  }
   const __m256 sa = _mm256_set1_ps(s->a_scale);
   const __m256 sc0 = _mm256_mul_ps(sa, _mm256_loadu_ps(s->w_scale));
   const __m256 sc1 = _mm256_mul_ps(sa, _mm256_loadu_ps(s->w_scale + 8));
-  const bool full = nr >= NR;
-  const __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
 #pragma GCC unroll 6
   for (int r = 0; r < mr; r++) {
     __m256i v0 = c0[0][r], v1 = c1[0][r];

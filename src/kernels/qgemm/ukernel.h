@@ -11,6 +11,7 @@
  *   t      += acc[r*NR + j]                          when s->load
  *   t      -= a_zero * colsum[j]                     exactly once (below)
  *   final:  c[r*ldc + j] = (float)t * (a_scale * w_scale[j])   for j < nr
+ *           (or, when si is set, si[r*ldc + j] = t: the exact s32 sum)
  *   else:   acc[r*NR + j] = t                        (every r < mr, j < NR)
  *
  * The zero point's compensation enters once: the VNNI kernel starts the
@@ -37,6 +38,7 @@ typedef struct kn_qgemm_ustore {
   bool final;     /* dequantize to c; else store the sums to acc */
   int32_t *acc;   /* MR x NR partial sums, row stride NR, 64-byte aligned */
   float *c;       /* final: the tile's first element */
+  int32_t *si;    /* final, instead of c: the s32 sums (row stride ldc) */
   int64_t ldc;
   const int32_t *colsum;  /* the tile's first column; NR readable */
   const float *w_scale;   /* the same */
