@@ -9,6 +9,8 @@
  */
 #include "gemm_tactic.h"
 #include "op.h"
+#include "core/cpu.h"
+#include "kernels/qgemm/qgemm.h"
 #include "plan/tactic.h"
 #include "ref_gemm.h"
 
@@ -880,6 +882,144 @@ static kn_status mmi_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+/* ---- MatMulInteger on the int8 GEMM (tactic qgemm_integer) -------------
+ * What ONNX Runtime's dynamic quantization writes for every MatMul with a
+ * weight (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul), and what
+ * its static QOperator models carry: u8 A (any rank, a per-tensor zero
+ * point known only at run time) times a constant 2-D B.  B is packed once
+ * for the u8 x s8 kernels (src/kernels/qgemm) as s8: itself, or B - 128
+ * for a u8 B (exact).  With B's zero points zb[j] (constant) the product
+ * splits exactly:
+ *   sum_k (a - za)(b - zb) = sum_k (a - za) b' + (c - zb[j]) * rowsum[i]
+ *   b' = b - c (c = 128 for u8 B, 0 for s8), rowsum[i] = sum_k (a - za)
+ * The first term is the kernels' s32 output (exact for k <= KN_QGEMM_K_MAX),
+ * the second is added per row when some zb[j] != c, in s32 wrap-around as
+ * the reference kernel sums: the results are the reference's, bit for bit.
+ * A per-row A zero point, an s8 A or a block packed for another CPU take
+ * the reference kernel. */
+
+typedef struct mmi_block {
+  kn_packed hdr;
+  int32_t impl;    /* kn_qgemm_impl the B panels are for */
+  int32_t has_corr;/* some c - zb[j] != 0: corr[] applies */
+  int64_t k, n;
+  uint64_t corr_off; /* int32 corr[n] = c - zb[j] */
+  uint64_t b_off;    /* kn_qgemm_pack_b's block */
+} mmi_block;
+
+/* The constant B (2-D, s8 or u8) and its zero points as corr[j] = c - zb[j]
+ * (corr NULL: only checks); false when the node cannot take the tactic. */
+static bool mmi_const_b(const kn_graph *g, const kn_node *n, int32_t *corr, bool *any) {
+  if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
+  const kn_type *ta = &g->values[n->inputs[0]].type;
+  const kn_tensor *b = g->values[n->inputs[1]].constant;
+  if (ta->kind != KN_KIND_TENSOR || ta->dtype != KN_DTYPE_U8 || ta->rank < 1) return false;
+  if (!b || b->rank != 2 || (b->dtype != KN_DTYPE_I8 && b->dtype != KN_DTYPE_U8) ||
+      b->dims[0] < 1 || b->dims[1] < 1 || b->dims[0] > KN_QGEMM_K_MAX)
+    return false;
+  int64_t nn = b->dims[1];
+  const kn_tensor *zb = NULL;
+  if (n->n_inputs > 3 && n->inputs[3] >= 0) {
+    zb = g->values[n->inputs[3]].constant;
+    if (!zb || zb->dtype != b->dtype) return false;
+    int64_t ne = kn_tensor_numel(zb);
+    if (ne != 1 && (ne != nn || zb->rank != 1)) return false;
+  }
+  int32_t c = b->dtype == KN_DTYPE_U8 ? 128 : 0;
+  if (any) *any = false;
+  for (int64_t j = 0; corr && j < nn; j++) {
+    int64_t z = zb ? kn_load_i64(zb->data, zb->dtype, kn_tensor_numel(zb) == 1 ? 0 : j) : 0;
+    corr[j] = c - (int32_t)z;
+    if (corr[j] && any) *any = true;
+  }
+  return true;
+}
+
+static int32_t mmi_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  return mmi_const_b(g, n, NULL, NULL) ? KN_TACTIC_qgemm_integer : 0;
+}
+
+static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                          void **packed, kn_error *err) {
+  *packed = NULL;
+  if (n->tactic != KN_TACTIC_qgemm_integer || !mmi_const_b(g, n, NULL, NULL)) return KN_OK;
+  const kn_tensor *b = g->values[n->inputs[1]].constant;
+  int64_t k = b->dims[0], nn = b->dims[1];
+  kn_qgemm_impl impl = kn_qgemm_impl_for((kn_isa)target->isa, kn_cpu_features());
+  size_t head = (sizeof(mmi_block) + 63) & ~(size_t)63;
+  size_t corr_bytes = ((size_t)nn * sizeof(int32_t) + 63) & ~(size_t)63;
+  size_t bbytes = kn_qgemm_pack_b_size(impl, k, nn);
+  int8_t *bs = kn_malloc((size_t)(k * nn));
+  float *ones = kn_malloc((size_t)nn * sizeof(float));
+  mmi_block *p = bs && ones ? kn_packed_alloc(head + corr_bytes + bbytes, target->isa,
+                                              n->tactic)
+                            : NULL;
+  if (!p) {
+    free(bs);
+    free(ones);
+    return kn_fail(err, KN_ERR_OOM, "out of memory packing %lld x %lld integer weights",
+                   (long long)k, (long long)nn);
+  }
+  bool any = false;
+  mmi_const_b(g, n, (int32_t *)((char *)p + head), &any);
+  for (int64_t i = 0; i < k * nn; i++)
+    bs[i] = b->dtype == KN_DTYPE_U8 ? (int8_t)((int32_t)((const uint8_t *)b->data)[i] - 128)
+                                    : ((const int8_t *)b->data)[i];
+  for (int64_t j = 0; j < nn; j++) ones[j] = 1.0f;
+  kn_qgemm_pack_b(impl, k, nn, bs, nn, false, ones, (char *)p + head + corr_bytes);
+  free(bs);
+  free(ones);
+  p->impl = (int32_t)impl;
+  p->has_corr = any;
+  p->k = k;
+  p->n = nn;
+  p->corr_off = head;
+  p->b_off = head + corr_bytes;
+  *packed = p;
+  return KN_OK;
+}
+
+/* The fast path; false: take the reference kernel. */
+static bool mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a, const qparam *azp,
+                     kn_tensor *y, kn_status *st) {
+  const mmi_block *p = ctx->packed;
+  kn_rt *rt = ctx->rt;
+  if (!rt || !p || a->dtype != KN_DTYPE_U8 || p->k != g->k || p->n != g->n ||
+      g->b_batches != 1 || azp->per != 1 || p->hdr.isa != (int32_t)rt->isa ||
+      p->impl != (int32_t)kn_qgemm_impl_for(rt->isa, rt->features))
+    return false;
+  int32_t za = azp->t ? (int32_t)kn_load_i64(azp->t->data, azp->t->dtype, 0) : 0;
+  /* B is 2-D: the A matrices follow each other, one product of all rows */
+  int64_t m = g->batches * g->m;
+  kn_qgemm_args q = {.m = m, .n = g->n, .k = g->k, .a = a->data, .lda = g->k, .a_zero = za,
+                     .a_scale = 1.0f, .b_packed = (const char *)p + p->b_off,
+                     .s = y->data, .lds = g->n};
+  kn_qgemm_impl impl = (kn_qgemm_impl)p->impl;
+  size_t ks = (kn_qgemm_scratch_size(impl, &q, kn_rt_threads(rt)) + 63) & ~(size_t)63;
+  char *scratch = kn_rt_scratch(rt, ks + (p->has_corr ? (size_t)m * sizeof(int32_t) : 0));
+  if (!scratch) {
+    *st = oom(ctx);
+    return true;
+  }
+  kn_qgemm(impl, rt->pool, &q, scratch);
+  if (p->has_corr) {
+    const int32_t *corr = (const int32_t *)((const char *)p + p->corr_off);
+    uint32_t *rs = (uint32_t *)(scratch + ks);
+    const uint8_t *ad = a->data;
+    for (int64_t i = 0; i < m; i++) {
+      uint32_t sum = 0;
+      for (int64_t kk = 0; kk < g->k; kk++) sum += ad[i * g->k + kk];
+      rs[i] = sum - (uint32_t)za * (uint32_t)g->k;
+    }
+    uint32_t *yd = y->data;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < g->n; j++) yd[i * g->n + j] += (uint32_t)corr[j] * rs[i];
+  }
+  *st = KN_OK;
+  return true;
+}
+
 static kn_status mmi_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   int32_t r;
@@ -893,6 +1033,7 @@ static kn_status mmi_run(kn_op_ctx *ctx) {
     return st;
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
+  if (mmi_fast(ctx, &g, a, &azp, y, &st)) return st;
   return mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, y->data);
 }
 
@@ -1072,7 +1213,8 @@ const kn_op_def kn_ops_matmul[] = {
     {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops,
      .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack,
      .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = gemm_precisions},
-    {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
+    {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops,
+     .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},
     KN_OP_END,

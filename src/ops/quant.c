@@ -8,6 +8,8 @@
  * ties round the same way.
  */
 #include "op.h"
+#include "kernels/qgemm/qgemm.h"
+#include "plan/tactic.h"
 
 #include <math.h>
 
@@ -260,21 +262,59 @@ static float clamp_u8(float v) {
   return v > 255.0f ? 255.0f : v;
 }
 
+/* The range of x, 0 included; NaNs ignored.  In lanes that the compiler
+ * turns into vector min/max (x < lo ? x : lo is minps exactly, NaN x
+ * keeping lo), the same result as one running minimum. */
+#define RANGE_LANES 16
+static void range_with_zero(const float *xd, int64_t n, float *lo_out, float *hi_out) {
+  float lo[RANGE_LANES] = {0}, hi[RANGE_LANES] = {0};
+  int64_t i = 0;
+  for (; i + RANGE_LANES <= n; i += RANGE_LANES)
+    for (int j = 0; j < RANGE_LANES; j++) {
+      float v = xd[i + j];
+      lo[j] = v < lo[j] ? v : lo[j];
+      hi[j] = v > hi[j] ? v : hi[j];
+    }
+  for (int j = 0; i < n; i++, j++) {
+    float v = xd[i];
+    lo[j] = v < lo[j] ? v : lo[j];
+    hi[j] = v > hi[j] ? v : hi[j];
+  }
+  float mn = 0.0f, mx = 0.0f;
+  for (int j = 0; j < RANGE_LANES; j++) {
+    mn = lo[j] < mn ? lo[j] : mn;
+    mx = hi[j] > mx ? hi[j] : mx;
+  }
+  *lo_out = mn;
+  *hi_out = mx;
+}
+
+/* fp32 x: the quantization on the int8 GEMM family's vector quantizer
+ * (kn_qgemm_quantize: the same bits as the loop below) */
+static int32_t dynq_select(const kn_graph *g, const kn_node *n, int32_t isa) {
+  (void)isa;
+  return n->n_inputs == 1 && n->inputs[0] >= 0 &&
+                 g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32
+             ? KN_TACTIC_eltwise
+             : 0;
+}
+
 static kn_status dynq_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   const float *xd = x->data;
   int64_t n = kn_tensor_numel(x);
-  float mn = 0.0f, mx = 0.0f; /* the range always includes 0 */
-  for (int64_t i = 0; i < n; i++) {
-    if (xd[i] < mn) mn = xd[i];
-    if (xd[i] > mx) mx = xd[i];
-  }
+  float mn, mx; /* the range always includes 0 */
+  range_with_zero(xd, n, &mn, &mx);
   float scale = (mx - mn) / 255.0f;
   /* An all-zero input has no range; any scale represents it exactly. */
   if (!(scale > 0.0f) || isinf(scale)) scale = scale == 0.0f ? 1.0f : scale;
   float zp = clamp_u8(nearbyintf((0.0f - mn) / scale));
   uint8_t *y = kn_out(ctx, 0)->data;
-  for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)clamp_u8(nearbyintf(xd[i] / scale) + zp);
+  if (ctx->rt && n > 0)
+    kn_qgemm_quantize(kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features), 1, n, xd, n, scale,
+                      (int32_t)zp, y, n);
+  else
+    for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)clamp_u8(nearbyintf(xd[i] / scale) + zp);
   kn_tensor *ts = kn_out(ctx, 1), *tz = kn_out(ctx, 2);
   if (ts->data) *(float *)ts->data = scale;
   if (tz->data) *(uint8_t *)tz->data = (uint8_t)zp;
@@ -284,6 +324,7 @@ static kn_status dynq_run(kn_op_ctx *ctx) {
 const kn_op_def kn_ops_quant[] = {
     {"QuantizeLinear", NULL, 2, 3, 1, 1, 10, 21, quant_infer, quant_run, NULL},
     {"DequantizeLinear", NULL, 2, 3, 1, 1, 10, 21, dequant_infer, dequant_run, NULL},
-    {"DynamicQuantizeLinear", NULL, 1, 1, 3, 3, 11, 22, dynq_infer, dynq_run, NULL},
+    {"DynamicQuantizeLinear", NULL, 1, 1, 3, 3, 11, 22, dynq_infer, dynq_run, NULL,
+     .select = dynq_select},
     KN_OP_END,
 };

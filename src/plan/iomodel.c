@@ -355,7 +355,10 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
                      ? 0.4
                  : n->tactic == KN_TACTIC_conv_winograd_f23_nhwc ? 0.55
                                                                  : 1.0;
-  scale *= precision_compute_scale(mach, threads, n->precision);
+  /* MatMulInteger on the int8 GEMM computes at the int8 rate whatever the
+   * step's precision label */
+  scale *= precision_compute_scale(
+      mach, threads, n->tactic == KN_TACTIC_qgemm_integer ? KN_PRECISION_INT8 : n->precision);
   double over = n->op && n->op->inplace == KN_INPLACE_ALIAS ? OVERHEAD_ALIAS_S : overhead_s(threads);
   finish(mach, threads, scale, in_b, out_b, over, out);
 }
