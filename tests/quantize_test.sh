@@ -782,5 +782,73 @@ else
   skip trained_models "$PY lacks onnx or numpy"
 fi
 
+# (e) ONNX Runtime's dynamic quantization (DynamicQuantizeLinear -> MatMulInteger
+# -> Cast -> Mul per weighted MatMul, scripts/make_dynamic_quant.py) on bert_tiny:
+# every MatMulInteger on the int8 GEMM (tactic qgemm_integer), the engine
+# against kiln's reference path (cosine: a value on a rounding edge of a
+# DynamicQuantizeLinear may take the next code after the fp32 parts' reordered
+# sums), and against ONNX Runtime on the same file
+dynamic() { # NAME SCRIPT_FLAGS...
+  local name=$1 model="$TMP/$1.onnx" T="$CACHE/bert_tiny/test_data_set_0"
+  shift
+  if ! "$PY" "$SRC/scripts/make_dynamic_quant.py" "$CACHE/bert_tiny.onnx" "$model" "$@" \
+      >"$OUT" 2>"$ERR"; then
+    fail "${name}_make" "make_dynamic_quant.py failed"
+    return
+  fi
+  expect "${name}_build" 0 "" build "$model" -o "$TMP/$name.kiln" --shape input_ids=1x128 \
+    --shape attention_mask=1x128 --shape token_type_ids=1x128
+  expect "${name}_inspect" 0 "" inspect "$TMP/$name.kiln" --json
+  local n_fast
+  # fused with their Cast and scale (integer_gemm pass), on the int8 GEMM
+  n_fast=$(grep -o '"op": "MatMulIntegerToFloat", [^}]*"tactic": "qgemm_integer"' "$OUT" | wc -l)
+  if [ "$n_fast" -eq 12 ]; then pass "${name}_tactic"
+  else fail "${name}_tactic" "$n_fast of 12 MatMulIntegerToFloat steps on qgemm_integer"; fi
+  kiln compare "$model" "$TMP/$name.kiln" --input "input_ids=$T/input_0.pb" \
+    --input "attention_mask=$T/input_1.pb" --input "token_type_ids=$T/input_2.pb"
+  local worst
+  worst=$(grep -o 'cosine [0-9.]*' "$OUT" | tail -n 2 | awk '{print $2}' | sort -n | head -n 1)
+  if [ "$rc" -le 1 ] && awk -v c="${worst:-0}" 'BEGIN { exit !(c >= 0.99999) }'; then
+    pass "${name}_vs_reference (least cosine $worst)"
+  else
+    fail "${name}_vs_reference" "exit $rc, least cosine ${worst:-none}"
+  fi
+  if [ "$have_ort" != 1 ]; then
+    skip "${name}_vs_ort" "no onnxruntime-node in scripts/node_modules"
+    return
+  fi
+  rm -rf "$TMP/ort" "$TMP/kout"
+  kiln run "$TMP/$name.kiln" --input-dir "$T" --output-dir "$TMP/kout"
+  if [ "$rc" -ne 0 ] || ! timeout "$TIMEOUT" node "$ORT_JS" "$model" --input-dir "$T" \
+      --output-dir "$TMP/ort" --quiet >"$OUT" 2>"$ERR"; then
+    fail "${name}_vs_ort" "kiln run or ONNX Runtime failed"
+    return
+  fi
+  if "$PY" - "$TMP/ort" "$TMP/kout" >"$OUT" 2>"$ERR" <<'PYEOF'; then
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+worst = 1.0
+for i in range(2):
+    a, b = (numpy_helper.to_array(onnx.load_tensor("%s/output_%d.pb" % (d, i))).ravel()
+            .astype(np.float64) for d in sys.argv[1:3])
+    worst = min(worst, float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))))
+print("least cosine %.6f" % worst)
+sys.exit(0 if worst >= 0.999 else 1)
+PYEOF
+    pass "${name}_vs_ort ($(cat "$OUT"))"
+  else
+    fail "${name}_vs_ort" "$(cat "$OUT")"
+  fi
+}
+if [ "$have_py" = 1 ] && [ -f "$CACHE/bert_tiny.onnx" ] && [ -d "$CACHE/bert_tiny/test_data_set_0" ]
+then
+  dynamic dynamic_s8
+  dynamic dynamic_u8_per_channel --u8-weights --per-channel
+else
+  skip dynamic_quantization "needs $PY with onnx and bert_tiny in $CACHE"
+fi
+
 echo "quantize: $n_ok ok, $n_fail failed, $n_skip skipped"
 [ "$n_fail" -eq 0 ]

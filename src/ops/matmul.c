@@ -850,7 +850,8 @@ static kn_status mm_int_accumulate(kn_op_ctx *ctx, const mm_geom *g,
   return KN_OK;
 }
 
-static kn_status mmi_infer(kn_op_ctx *ctx) {
+/* MatMulInteger's checks and output shape; output 0 of dtype `out`. */
+static kn_status mmi_infer_as(kn_op_ctx *ctx, kn_dtype out) {
   const kn_tensor *a, *b;
   kn_status st;
   if ((st = kn_in_req(ctx, 0, &a)) || (st = kn_in_req(ctx, 1, &b))) return st;
@@ -878,9 +879,11 @@ static kn_status mmi_infer(kn_op_ctx *ctx) {
         (st = qparam_check(ctx, 3, bzp, g.n, g.b_batches, &q)))
       return st;
   }
-  kn_out_set(ctx, 0, KN_DTYPE_I32, r, d);
+  kn_out_set(ctx, 0, out, r, d);
   return KN_OK;
 }
+
+static kn_status mmi_infer(kn_op_ctx *ctx) { return mmi_infer_as(ctx, KN_DTYPE_I32); }
 
 /* ---- MatMulInteger on the int8 GEMM (tactic qgemm_integer) -------------
  * What ONNX Runtime's dynamic quantization writes for every MatMul with a
@@ -935,9 +938,27 @@ static bool mmi_const_b(const kn_graph *g, const kn_node *n, int32_t *corr, bool
   return true;
 }
 
+/* MatMulIntegerToFloat's constant fp32 b_scale (input 5: one value or one
+ * per column of B), or NULL (absent, or not such a constant). */
+static const kn_tensor *mmif_b_scale(const kn_graph *g, const kn_node *n) {
+  if (strcmp(n->op_type, "MatMulIntegerToFloat") || n->n_inputs < 6 || n->inputs[5] < 0)
+    return NULL;
+  const kn_tensor *t = g->values[n->inputs[5]].constant;
+  const kn_tensor *b = n->inputs[1] >= 0 ? g->values[n->inputs[1]].constant : NULL;
+  if (!t || !b || b->rank != 2 || t->dtype != KN_DTYPE_F32 ||
+      (kn_tensor_numel(t) != 1 && (t->rank != 1 || t->dims[0] != b->dims[1])))
+    return NULL;
+  return t;
+}
+
 static int32_t mmi_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   (void)isa;
-  return mmi_const_b(g, n, NULL, NULL) ? KN_TACTIC_qgemm_integer : 0;
+  if (!mmi_const_b(g, n, NULL, NULL)) return 0;
+  /* the fused op's scales: both or neither, b_scale a constant */
+  if (!strcmp(n->op_type, "MatMulIntegerToFloat") && n->n_inputs > 4 && n->inputs[4] >= 0 &&
+      !mmif_b_scale(g, n))
+    return 0;
+  return KN_TACTIC_qgemm_integer;
 }
 
 static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
@@ -966,7 +987,12 @@ static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *
   for (int64_t i = 0; i < k * nn; i++)
     bs[i] = b->dtype == KN_DTYPE_U8 ? (int8_t)((int32_t)((const uint8_t *)b->data)[i] - 128)
                                     : ((const int8_t *)b->data)[i];
-  for (int64_t j = 0; j < nn; j++) ones[j] = 1.0f;
+  /* MatMulIntegerToFloat: B's scale as the kernels' w_scale (their fp32
+   * output is then (float)s32 * (a_scale * w_scale[j]), the fused chain's
+   * bits); else ones */
+  const kn_tensor *bsc = mmif_b_scale(g, n);
+  for (int64_t j = 0; j < nn; j++)
+    ones[j] = bsc ? ((const float *)bsc->data)[kn_tensor_numel(bsc) == 1 ? 0 : j] : 1.0f;
   kn_qgemm_pack_b(impl, k, nn, bs, nn, false, ones, (char *)p + head + corr_bytes);
   free(bs);
   free(ones);
@@ -980,29 +1006,45 @@ static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *
   return KN_OK;
 }
 
-/* The fast path; false: take the reference kernel. */
-static bool mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a, const qparam *azp,
-                     kn_tensor *y, kn_status *st) {
+/* What mmi_fast did. */
+typedef enum { MMI_NOT_TAKEN, MMI_SUMS, MMI_FLOATS } mmi_done;
+
+/* The fast path: the exact s32 sums into *sums, or, when yf is given and
+ * no zero-point correction is due, fp32 into yf straight from the kernels:
+ * (float)s32 * (a_scale * w_scale[j]) with the block's w_scale (the fused
+ * chain's bits).  *sums NULL: the sums go to the step's scratch, and *sums
+ * points at them.  MMI_NOT_TAKEN: take the reference kernel. */
+static mmi_done mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a,
+                         const qparam *azp, int32_t **sums, float *yf, float a_scale,
+                         kn_status *st) {
   const mmi_block *p = ctx->packed;
   kn_rt *rt = ctx->rt;
   if (!rt || !p || a->dtype != KN_DTYPE_U8 || p->k != g->k || p->n != g->n ||
       g->b_batches != 1 || azp->per != 1 || p->hdr.isa != (int32_t)rt->isa ||
       p->impl != (int32_t)kn_qgemm_impl_for(rt->isa, rt->features))
-    return false;
+    return MMI_NOT_TAKEN;
   int32_t za = azp->t ? (int32_t)kn_load_i64(azp->t->data, azp->t->dtype, 0) : 0;
   /* B is 2-D: the A matrices follow each other, one product of all rows */
   int64_t m = g->batches * g->m;
+  bool floats = yf && !p->has_corr;
   kn_qgemm_args q = {.m = m, .n = g->n, .k = g->k, .a = a->data, .lda = g->k, .a_zero = za,
-                     .a_scale = 1.0f, .b_packed = (const char *)p + p->b_off,
-                     .s = y->data, .lds = g->n};
+                     .a_scale = a_scale, .b_packed = (const char *)p + p->b_off};
+  if (floats) q.c = yf, q.ldc = g->n;
+  else q.s = (int32_t *)1, q.lds = g->n; /* sizes only, set below */
   kn_qgemm_impl impl = (kn_qgemm_impl)p->impl;
   size_t ks = (kn_qgemm_scratch_size(impl, &q, kn_rt_threads(rt)) + 63) & ~(size_t)63;
-  char *scratch = kn_rt_scratch(rt, ks + (p->has_corr ? (size_t)m * sizeof(int32_t) : 0));
+  size_t rows_bytes = p->has_corr ? ((size_t)m * sizeof(int32_t) + 63) & ~(size_t)63 : 0;
+  size_t sums_bytes = !floats && !*sums ? (size_t)(m * g->n) * sizeof(int32_t) : 0;
+  char *scratch = kn_rt_scratch(rt, ks + rows_bytes + sums_bytes);
   if (!scratch) {
     *st = oom(ctx);
-    return true;
+    return MMI_FLOATS;
   }
+  *st = KN_OK;
+  if (sums_bytes) *sums = (int32_t *)(scratch + ks + rows_bytes);
+  if (!floats) q.s = *sums;
   kn_qgemm(impl, rt->pool, &q, scratch);
+  if (floats) return MMI_FLOATS;
   if (p->has_corr) {
     const int32_t *corr = (const int32_t *)((const char *)p + p->corr_off);
     uint32_t *rs = (uint32_t *)(scratch + ks);
@@ -1012,12 +1054,11 @@ static bool mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a, const
       for (int64_t kk = 0; kk < g->k; kk++) sum += ad[i * g->k + kk];
       rs[i] = sum - (uint32_t)za * (uint32_t)g->k;
     }
-    uint32_t *yd = y->data;
+    uint32_t *yd = (uint32_t *)*sums;
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < g->n; j++) yd[i * g->n + j] += (uint32_t)corr[j] * rs[i];
   }
-  *st = KN_OK;
-  return true;
+  return MMI_SUMS;
 }
 
 static kn_status mmi_run(kn_op_ctx *ctx) {
@@ -1033,8 +1074,76 @@ static kn_status mmi_run(kn_op_ctx *ctx) {
     return st;
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
-  if (mmi_fast(ctx, &g, a, &azp, y, &st)) return st;
+  int32_t *sums = y->data;
+  if (mmi_fast(ctx, &g, a, &azp, &sums, NULL, 1.0f, &st) != MMI_NOT_TAKEN) return st;
+  /* the sums add into y: the executor zeroes only a reference-tactic
+   * step's outputs, and a step given this tactic may fall back here */
+  memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(int32_t));
   return mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, y->data);
+}
+
+/* ---- MatMulIntegerToFloat (kiln) -------------------------------------------
+ * What the integer_gemm pass makes of MatMulInteger -> Cast(float) [-> Mul
+ * by Mul(a_scale, b_scale)], ONNX Runtime's dynamic-quantization chain:
+ *   inputs  A, B, a_zero?, b_zero? (as MatMulInteger), a_scale?, b_scale?
+ *   Y[i][j] = (float)MatMulInteger(A, B, a_zero, b_zero)[i][j] * (a_scale * b_scale[j])
+ * with a_scale a float scalar and b_scale one float or one per column of B
+ * (both or neither; neither: the Cast alone), every product rounded to
+ * fp32 as the chain's nodes round it, so the result is the chain's bit for
+ * bit (no s32 intermediate in memory: the kernels' fp32 output). */
+
+static kn_status mmif_infer(kn_op_ctx *ctx) {
+  kn_status st = mmi_infer_as(ctx, KN_DTYPE_F32);
+  if (st) return st;
+  static const kn_dtype f32[] = {KN_DTYPE_F32, 0};
+  for (int32_t i = 4; i < 6; i++) {
+    const kn_tensor *t = kn_in(ctx, i);
+    if (t && (st = kn_check_dtype(ctx, i, t, f32))) return st;
+  }
+  if ((kn_in(ctx, 4) != NULL) != (kn_in(ctx, 5) != NULL))
+    return kn_op_fail(ctx, KN_ERR_MISSING, "a_scale and b_scale must be given together");
+  return KN_OK;
+}
+
+static kn_status mmif_run(kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  const kn_tensor *as = kn_in(ctx, 4), *bs = kn_in(ctx, 5);
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  mm_geom g;
+  qparam azp, bzp;
+  kn_status st;
+  if ((st = mm_shape(ctx, a, b, &r, d, &g)) ||
+      (st = qparam_check(ctx, 2, kn_in(ctx, 2), g.m, g.a_batches, &azp)) ||
+      (st = qparam_check(ctx, 3, kn_in(ctx, 3), g.n, g.b_batches, &bzp)))
+    return st;
+  if ((as && kn_tensor_numel(as) != 1) ||
+      (bs && kn_tensor_numel(bs) != 1 && kn_tensor_numel(bs) != g.n))
+    return kn_op_fail(ctx, KN_ERR_SHAPE,
+                      "a_scale must have 1 element and b_scale 1 or %lld (B's columns)",
+                      (long long)g.n);
+  kn_tensor *y = kn_out(ctx, 0);
+  int64_t total = kn_tensor_numel(y);
+  if (total == 0) return KN_OK;
+  float a_scale = as ? *(const float *)as->data : 1.0f;
+  int32_t *sums = NULL, *owned = NULL;
+  mmi_done done = mmi_fast(ctx, &g, a, &azp, &sums, y->data, a_scale, &st);
+  if (done == MMI_NOT_TAKEN) {
+    sums = owned = kn_calloc((size_t)total, sizeof(int32_t)); /* the reference adds into it */
+    if (!sums) return oom(ctx);
+    st = mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, sums);
+  }
+  if (!st && done != MMI_FLOATS) {
+    float *yd = y->data;
+    const float *bsd = bs ? bs->data : NULL;
+    bool per_col = bs && kn_tensor_numel(bs) != 1;
+    for (int64_t i = 0; i < total; i++) {
+      float f = (float)sums[i];
+      yd[i] = bsd ? f * (a_scale * bsd[per_col ? i % g.n : 0]) : f;
+    }
+  }
+  free(owned);
+  return st;
 }
 
 /* Round half to even and saturate into the range of dtype t. */
@@ -1216,6 +1325,8 @@ const kn_op_def kn_ops_matmul[] = {
     {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops,
      .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
+    {"MatMulIntegerToFloat", KN_DOMAIN, 2, 6, 1, 1, 1, 1, mmif_infer, mmif_run, matmul_flops,
+     .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},
     KN_OP_END,
 };

@@ -14,15 +14,23 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "passes/pass.h"
 #include "plan/tactic.h"
 
 typedef enum { ZB_NONE, ZB_ZERO, ZB_SCALAR, ZB_COLUMN } zb_kind;
+
+typedef enum { CHAIN_NONE, CHAIN_CAST, CHAIN_SCALE, CHAIN_SCALE_COLUMN } chain_kind;
 
 typedef struct icase {
   bool u8_weights;
   zb_kind zb;
   int32_t a_rank; /* 1: [k]; 2: [m, k]; 3: [2, m, k] */
   int64_t m, k, n;
+  /* CHAIN_NONE: outputs Cast(s) and s (nothing to fuse); else the chain the
+   * integer_gemm pass fuses: Cast(s) alone, or times Mul(a_scale, b_scale)
+   * with b_scale one value or one per column (operands swapped when odd) */
+  chain_kind chain;
+  bool swapped;
 } icase;
 
 static int32_t const_t(kn_graph *g, kn_dtype t, int32_t rank, const int64_t *dims,
@@ -62,8 +70,18 @@ static kn_ir_model *make(const icase *c) {
   int32_t y = tk_node(g, "MatMulInteger", c->zb == ZB_NONE ? 3 : 4, in);
   int32_t f = tk_node(g, "Cast", 1, &y);
   assert_true(kn_node_set_int(tk_last(g), "to", KN_DTYPE_F32));
+  if (c->chain >= CHAIN_SCALE) {
+    float bs[512];
+    for (int64_t j = 0; j < c->n; j++) bs[j] = 0.001f + 0.0007f * tk_pseudo(&seed);
+    int32_t bsv = c->chain == CHAIN_SCALE_COLUMN ? tk_const_f32(g, 1, &nd, bs)
+                                                 : tk_const_scalar(g, bs[0]);
+    int32_t sin[2] = {c->swapped ? bsv : dq[1], c->swapped ? dq[1] : bsv};
+    int32_t sc = tk_node(g, "Mul", 2, sin);
+    int32_t min[2] = {c->swapped ? sc : f, c->swapped ? f : sc};
+    f = tk_node(g, "Mul", 2, min);
+  }
   tk_output(g, f);
-  tk_output(g, y);
+  if (c->chain == CHAIN_NONE) tk_output(g, y);
   free(w);
   tk_prepare(mo);
   return mo;
@@ -95,6 +113,48 @@ static void run_case(const icase *c) {
   kn_ir_model_free(mo);
 }
 
+/* The integer_gemm pass: the chain becomes one MatMulIntegerToFloat step
+ * whose results are the unfused chain's on the reference kernels, bit for
+ * bit, fast or not. */
+static void run_fused(const icase *c) {
+  kn_ir_model *ref = make(c), *opt = make(c);
+  char what[160];
+  snprintf(what, sizeof what, "fused chain %d swapped %d u8 B %d zb %d m %lld k %lld n %lld",
+           (int)c->chain, c->swapped, c->u8_weights, (int)c->zb, (long long)c->m,
+           (long long)c->k, (long long)c->n);
+  assert_true(tk_run_pass(opt, kn_pass_integer_gemm));
+  assert_int_equal(tk_count_op(opt->graph, "MatMulIntegerToFloat"), 1);
+  assert_int_equal(tk_count_op(opt->graph, "Cast"), 0);
+  assert_int_equal(tk_count_op(opt->graph, "MatMulInteger"), 0);
+  tk_results want = tk_run(ref, TK_FILL_SEEDED);
+  tk_results slow = tk_run(opt, TK_FILL_SEEDED);
+  tk_assert_bits(&slow, &want, what);
+  tk_results_free(&slow);
+  uint64_t feat = kn_cpu_features();
+  int32_t best = (int32_t)kn_isa_detect(feat);
+  for (int32_t isa = 0; isa <= best; isa++)
+    for (int32_t threads = 1; threads <= 2; threads++) {
+      tk_results got = tk_run_fast(opt, TK_FILL_SEEDED, isa, threads);
+      tk_assert_bits(&got, &want, what);
+      tk_results_free(&got);
+    }
+  tk_results_free(&want);
+  kn_ir_model_free(ref);
+  kn_ir_model_free(opt);
+}
+
+static void test_fused_to_float(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{9, 37, 33}, {32, 128, 64}, {1, 300, 70}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int v = 0; v < 12; v++) {
+      icase c = {.u8_weights = v & 1, .zb = (v >> 1) & 1 ? ZB_COLUMN : ZB_NONE, .a_rank = 2,
+                 .m = shapes[s][0], .k = shapes[s][1], .n = shapes[s][2],
+                 .chain = (chain_kind)(CHAIN_CAST + (v >> 2)), .swapped = (v + (int)s) & 1};
+      run_fused(&c);
+    }
+}
+
 static void test_dynamic_matmul_integer(void **state) {
   (void)state;
   static const int64_t shapes[][3] = {{1, 64, 40}, {9, 37, 33}, {32, 128, 64}, {3, 5, 1},
@@ -112,6 +172,7 @@ static void test_dynamic_matmul_integer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dynamic_matmul_integer),
+      cmocka_unit_test(test_fused_to_float),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
