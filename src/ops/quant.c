@@ -262,35 +262,9 @@ static float clamp_u8(float v) {
   return v > 255.0f ? 255.0f : v;
 }
 
-/* The range of x, 0 included; NaNs ignored.  In lanes that the compiler
- * turns into vector min/max (x < lo ? x : lo is minps exactly, NaN x
- * keeping lo), the same result as one running minimum. */
-#define RANGE_LANES 16
-static void range_with_zero(const float *xd, int64_t n, float *lo_out, float *hi_out) {
-  float lo[RANGE_LANES] = {0}, hi[RANGE_LANES] = {0};
-  int64_t i = 0;
-  for (; i + RANGE_LANES <= n; i += RANGE_LANES)
-    for (int j = 0; j < RANGE_LANES; j++) {
-      float v = xd[i + j];
-      lo[j] = v < lo[j] ? v : lo[j];
-      hi[j] = v > hi[j] ? v : hi[j];
-    }
-  for (int j = 0; i < n; i++, j++) {
-    float v = xd[i];
-    lo[j] = v < lo[j] ? v : lo[j];
-    hi[j] = v > hi[j] ? v : hi[j];
-  }
-  float mn = 0.0f, mx = 0.0f;
-  for (int j = 0; j < RANGE_LANES; j++) {
-    mn = lo[j] < mn ? lo[j] : mn;
-    mx = hi[j] > mx ? hi[j] : mx;
-  }
-  *lo_out = mn;
-  *hi_out = mx;
-}
-
-/* fp32 x: the quantization on the int8 GEMM family's vector quantizer
- * (kn_qgemm_quantize: the same bits as the loop below) */
+/* fp32 x: the range and the quantization on the int8 GEMM family's vector
+ * kernels (kn_qgemm_range, kn_qgemm_quantize: the same results as the
+ * loops below) */
 static int32_t dynq_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   (void)isa;
   return n->n_inputs == 1 && n->inputs[0] >= 0 &&
@@ -303,8 +277,15 @@ static kn_status dynq_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   const float *xd = x->data;
   int64_t n = kn_tensor_numel(x);
-  float mn, mx; /* the range always includes 0 */
-  range_with_zero(xd, n, &mn, &mx);
+  float mn = 0.0f, mx = 0.0f; /* the range always includes 0; NaNs are left out */
+  if (ctx->rt) {
+    kn_qgemm_range(kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features), n, xd, &mn, &mx);
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      if (xd[i] < mn) mn = xd[i];
+      if (xd[i] > mx) mx = xd[i];
+    }
+  }
   float scale = (mx - mn) / 255.0f;
   /* An all-zero input has no range; any scale represents it exactly. */
   if (!(scale > 0.0f) || isinf(scale)) scale = scale == 0.0f ? 1.0f : scale;

@@ -360,6 +360,32 @@ static void quantizers(kn_qgemm_impl impl, kn_pool *pool) {
                      y[j], quant_ref(x[j], scales[si], zeros[zi]));
         if (y[len] != 0xa5) fail_msg("%s quantize wrote past n = %lld", kn_qgemm_impl_name(impl), (long long)len);
       }
+  /* the range with 0 (DynamicQuantizeLinear's): the scalar definition,
+   * NaNs left out, on every length, at every offset of the specials and on
+   * all-negative, all-positive and all-NaN runs */
+  {
+    float v[N];
+    for (int pass = 0; pass < 4; pass++)
+      for (int64_t len = 0; len <= N; len += len < 70 ? 1 : 29) {
+        for (int64_t j = 0; j < len; j++) {
+          float r = 200.0f * tk_pseudo(&s);
+          v[j] = pass == 0   ? x[(j * 7 + len) % N]
+                 : pass == 1 ? -fabsf(r) - 1.0f
+                 : pass == 2 ? fabsf(r) + 1.0f
+                             : NAN;
+        }
+        float lo = 1, hi = -1, wlo = 0.0f, whi = 0.0f;
+        for (int64_t j = 0; j < len; j++) {
+          wlo = v[j] < wlo ? v[j] : wlo;
+          whi = v[j] > whi ? v[j] : whi;
+        }
+        kn_qgemm_range(impl, len, v, &lo, &hi);
+        if (memcmp(&lo, &wlo, sizeof lo) || memcmp(&hi, &whi, sizeof hi))
+          fail_msg("%s range of %lld values (pass %d): [%.9g, %.9g], want [%.9g, %.9g]",
+                   kn_qgemm_impl_name(impl), (long long)len, pass, (double)lo, (double)hi,
+                   (double)wlo, (double)whi);
+      }
+  }
   /* quantize-pack == pack(quantize) */
   const int64_t m = 17, k = 263;
   float *xf = xalloc((size_t)(m * k) * sizeof(float));

@@ -208,6 +208,21 @@ void kn_qgemm_quantize_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const fl
                        (char *)dst + (size_t)(i / uk->mr) * a_panel_bytes(uk, kg));
 }
 
+void kn_qgemm_range(kn_qgemm_impl impl, int64_t n, const float *x, float *lo, float *hi) {
+  const kn_qgemm_ukernels *uk = ukernels(impl);
+  if (uk->range) {
+    uk->range(n, x, lo, hi);
+    return;
+  }
+  float mn = 0.0f, mx = 0.0f;
+  for (int64_t i = 0; i < n; i++) {
+    mn = x[i] < mn ? x[i] : mn;
+    mx = x[i] > mx ? x[i] : mx;
+  }
+  *lo = mn;
+  *hi = mx;
+}
+
 void kn_qgemm_quantize(kn_qgemm_impl impl, int64_t m, int64_t k, const float *x, int64_t ldx,
                        float scale, int32_t zero, uint8_t *y, int64_t ldy) {
   const kn_qgemm_ukernels *uk = ukernels(impl);

@@ -107,6 +107,10 @@ void kn_qgemm_pack_b(kn_qgemm_impl impl, int64_t k, int64_t n, const int8_t *b, 
  * (row strides ldx, ldy); vectorised, the same bits for every impl. */
 void kn_qgemm_quantize(kn_qgemm_impl impl, int64_t m, int64_t k, const float *x, int64_t ldx,
                        float scale, int32_t zero, uint8_t *y, int64_t ldy);
+/* The range of n values with 0 included, NaNs left out: *lo = min(0, x),
+ * *hi = max(0, x) (DynamicQuantizeLinear's); vectorised, the same result
+ * for every impl. */
+void kn_qgemm_range(kn_qgemm_impl impl, int64_t n, const float *x, float *lo, float *hi);
 /* Bytes of a packed A (m x k). */
 size_t kn_qgemm_pack_a_size(kn_qgemm_impl impl, int64_t m, int64_t k);
 /* Pack u8 A (row stride lda) / quantize fp32 x and pack it, into dst

@@ -191,6 +191,29 @@ static void quant(int64_t n, const float *x, float scale, int32_t zero, uint8_t 
   }
 }
 
+/* min/max keep their second operand when the first is NaN (or the two
+ * are equal, -0 and 0): x < lo ? x : lo, four chains of 16 lanes */
+static void range(int64_t n, const float *x, float *lo_out, float *hi_out) {
+  __m512 lo[4], hi[4];
+  for (int q = 0; q < 4; q++) lo[q] = hi[q] = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64)
+    for (int q = 0; q < 4; q++) {
+      __m512 v = _mm512_loadu_ps(x + j + 16 * q);
+      lo[q] = _mm512_min_ps(v, lo[q]);
+      hi[q] = _mm512_max_ps(v, hi[q]);
+    }
+  for (; j < n; j += 16) { /* masked-off lanes load 0, which the range holds */
+    __m512 v = _mm512_maskz_loadu_ps(lane_mask(n - j), x + j);
+    lo[0] = _mm512_min_ps(v, lo[0]);
+    hi[0] = _mm512_max_ps(v, hi[0]);
+  }
+  __m512 l = _mm512_min_ps(_mm512_min_ps(lo[0], lo[1]), _mm512_min_ps(lo[2], lo[3]));
+  __m512 h = _mm512_max_ps(_mm512_max_ps(hi[0], hi[1]), _mm512_max_ps(hi[2], hi[3]));
+  *lo_out = _mm512_reduce_min_ps(l);
+  *hi_out = _mm512_reduce_max_ps(h);
+}
+
 /* kn_qgemm_quant1 on 16 lanes; lanes past m are 0 (padding). */
 static inline __m128i quant16(const float *x, __mmask16 m, __m512 sv, __m512 z) {
   __m512 t = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x), sv);
@@ -248,6 +271,7 @@ const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_14x32__avx512vnni = {
     .fn = {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
            ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14},
     .quant = quant,
+    .range = range,
     .pack_a = pack_a,
     .quant_pack_a = quant_pack_a,
 };

@@ -179,8 +179,37 @@ static void quant(int64_t n, const float *x, float scale, int32_t zero, uint8_t 
   for (; j < n; j++) y[j] = kn_qgemm_quant1(x[j], scale, (float)zero);
 }
 
+/* min/max keep their second operand when the first is NaN (or the two
+ * are equal, -0 and 0): x < lo ? x : lo, four chains of 8 lanes */
+static void range(int64_t n, const float *x, float *lo_out, float *hi_out) {
+  __m256 lo[4], hi[4];
+  for (int q = 0; q < 4; q++) lo[q] = hi[q] = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32)
+    for (int q = 0; q < 4; q++) {
+      __m256 v = _mm256_loadu_ps(x + j + 8 * q);
+      lo[q] = _mm256_min_ps(v, lo[q]);
+      hi[q] = _mm256_max_ps(v, hi[q]);
+    }
+  float l[8], h[8];
+  _mm256_storeu_ps(l, _mm256_min_ps(_mm256_min_ps(lo[0], lo[1]), _mm256_min_ps(lo[2], lo[3])));
+  _mm256_storeu_ps(h, _mm256_max_ps(_mm256_max_ps(hi[0], hi[1]), _mm256_max_ps(hi[2], hi[3])));
+  float mn = 0.0f, mx = 0.0f;
+  for (int q = 0; q < 8; q++) {
+    mn = l[q] < mn ? l[q] : mn;
+    mx = h[q] > mx ? h[q] : mx;
+  }
+  for (; j < n; j++) {
+    mn = x[j] < mn ? x[j] : mn;
+    mx = x[j] > mx ? x[j] : mx;
+  }
+  *lo_out = mn;
+  *hi_out = mx;
+}
+
 const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_5x16__avx2 = {
     .mr = MR, .nr = NR, .g = G, .esize = 2, .kchunk = 1,
     .fn = {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5},
     .quant = quant,
+    .range = range,
 };

@@ -63,6 +63,11 @@ typedef void (*kn_qgemm_pack_fn)(const uint8_t *a, int64_t lda, int64_t rows, in
 typedef void (*kn_qgemm_quant_pack_fn)(const float *x, int64_t ldx, int64_t rows, int64_t kv,
                                        int64_t kg, float scale, int32_t zero, void *dst);
 
+/* *lo = min(0, x[j]), *hi = max(0, x[j]) over j < n, NaNs left out (each
+ * comparison keeps the running value when x[j] is NaN, as x < lo ? x : lo
+ * does; -0 never replaces 0). */
+typedef void (*kn_qgemm_range_fn)(int64_t n, const float *x, float *lo, float *hi);
+
 /* Rows of the largest register tile over all implementations. */
 #define KN_QGEMM_MR_MAX 14
 
@@ -74,6 +79,7 @@ typedef struct kn_qgemm_ukernels {
   kn_qgemm_quant_fn quant;
   kn_qgemm_pack_fn pack_a;             /* NULL: portable */
   kn_qgemm_quant_pack_fn quant_pack_a; /* NULL: portable */
+  kn_qgemm_range_fn range;             /* NULL: portable */
 } kn_qgemm_ukernels;
 
 /* The scalar quantizer, the definition the vector ones follow. */
