@@ -1006,6 +1006,19 @@ static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *
   return KN_OK;
 }
 
+/* Block p (a build's, or an engine file's: trusted only as far as these
+ * checks go) holds B for k x n on kernels `impl` at the offsets mmi_pack
+ * lays out. */
+static bool mmi_block_ok(const mmi_block *p, int64_t k, int64_t n, kn_qgemm_impl impl) {
+  if (p->k != k || p->n != n || p->impl != (int32_t)impl || k < 1 || n < 1 ||
+      k > KN_QGEMM_K_MAX)
+    return false;
+  size_t head = (sizeof(mmi_block) + 63) & ~(size_t)63;
+  size_t corr_bytes = ((size_t)n * sizeof(int32_t) + 63) & ~(size_t)63;
+  return p->corr_off == head && p->b_off == head + corr_bytes &&
+         p->hdr.bytes >= head + corr_bytes + kn_qgemm_pack_b_size(impl, k, n);
+}
+
 /* What mmi_fast did. */
 typedef enum { MMI_NOT_TAKEN, MMI_SUMS, MMI_FLOATS } mmi_done;
 
@@ -1019,9 +1032,9 @@ static mmi_done mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a,
                          kn_status *st) {
   const mmi_block *p = ctx->packed;
   kn_rt *rt = ctx->rt;
-  if (!rt || !p || a->dtype != KN_DTYPE_U8 || p->k != g->k || p->n != g->n ||
-      g->b_batches != 1 || azp->per != 1 || p->hdr.isa != (int32_t)rt->isa ||
-      p->impl != (int32_t)kn_qgemm_impl_for(rt->isa, rt->features))
+  if (!rt || !p || a->dtype != KN_DTYPE_U8 || g->b_batches != 1 || azp->per != 1 ||
+      p->hdr.isa != (int32_t)rt->isa ||
+      !mmi_block_ok(p, g->k, g->n, kn_qgemm_impl_for(rt->isa, rt->features)))
     return MMI_NOT_TAKEN;
   int32_t za = azp->t ? (int32_t)kn_load_i64(azp->t->data, azp->t->dtype, 0) : 0;
   /* B is 2-D: the A matrices follow each other, one product of all rows */
