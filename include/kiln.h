@@ -361,6 +361,16 @@ typedef struct kn_step_info {
 
 int32_t kn_model_step_count(const kn_model *model);
 kn_status kn_model_step_info(const kn_model *model, int32_t index, kn_step_info *out);
+/* Report steps for these input shapes: kn_model_step_info's output dims,
+ * FLOPs and bytes, kn_model_step_io and the diagrams are then inferred
+ * from shapes[0..n) (model inputs by name, each fitting the input's static
+ * shape; inputs not named keep theirs) instead of the static types, in
+ * which a dynamic dimension counts as 1.  A profile of an engine built
+ * without --shape calls it with the shapes it ran.  n = 0 goes back to the
+ * static types; kn_model_build drops it.  Running is unaffected; not safe
+ * while another thread reads the model's step reports. */
+kn_status kn_model_set_report_shapes(kn_model *model, int32_t n, const kn_value_info *shapes,
+                                     kn_error *err) __attribute__((warn_unused_result));
 
 /* The IO model's view of a step (DESIGN.md "The IO model"): the bytes its
  * loop nest moves across each boundary of the memory hierarchy with the

@@ -108,6 +108,27 @@ if "$kiln" build "$model" -o "$tmp/m.kiln" --shape input=1x3x32x32 >/dev/null 2>
    grep -q '<script type="application/json" id="kiln-profile">{' "$tmp/r.html"; then pass engine_report
 else fail engine_report "engine profile or report"; fi
 
+# 2b. an engine built without --shape (dynamic batch), profiled at batch 4:
+# its steps' FLOPs, bytes and predictions are those of the shapes it ran
+# (4x a batch-4 model's, not the static ones where the batch counts as 1)
+if "$kiln" build "$model" -o "$tmp/dyn.kiln" >/dev/null 2>"$tmp/err" &&
+   "$kiln" profile "$tmp/dyn.kiln" --shape input=4x3x32x32 --runs 3 --json \
+     >"$tmp/d4.json" 2>"$tmp/err" &&
+   "$kiln" build "$model" -o "$tmp/m4.kiln" --shape input=4x3x32x32 >/dev/null 2>"$tmp/err" &&
+   "$kiln" profile "$tmp/m4.kiln" --runs 3 --json >"$tmp/s4.json" 2>"$tmp/err" &&
+   "$py" - "$tmp/d4.json" "$tmp/s4.json" <<'EOF'
+import json, sys
+dyn, fixed = (json.load(open(p))["steps"] for p in sys.argv[1:3])
+assert len(dyn) == len(fixed), (len(dyn), len(fixed))
+for a, b in zip(dyn, fixed):
+    assert a["name"] == b["name"], (a["name"], b["name"])
+    for k in ("flops", "bytes_read", "bytes_written"):
+        assert a[k] == b[k], (a["name"], k, a[k], b[k])
+    assert abs(a["predicted_us"] - b["predicted_us"]) <= 1e-6 * max(1.0, b["predicted_us"]), a["name"]
+assert sum(s["flops"] for s in dyn) > 0
+EOF
+then pass dynamic_engine_costs; else fail dynamic_engine_costs "step costs of a dynamic engine"; fi
+
 # 3. the sweep: each size optimized and not, in its own process
 if "$kiln" profile "$model" --runs 3 --sweep batch=1,4 --json >"$tmp/s.json" 2>"$tmp/err" &&
    "$py" - "$tmp/s.json" <<'EOF'

@@ -36,9 +36,16 @@ struct kn_model {
   kn_machine machine;
   bool has_machine;
   kn_timing_report timing; /* the build's tactic selection */
+  /* kn_model_set_report_shapes: the top-level graph with its values' types
+   * inferred for given input shapes (shallow copies sharing the model's
+   * names, nodes and constants; only the values array is its own), which
+   * step costs are reported from; NULL: the static types */
+  kn_ir_model *report_ir;
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);
+/* Drops kn_model_set_report_shapes' copy (model.c). */
+void kn_model_report_free(kn_model *m);
 /* Bind any kind of value (tensor, sequence, none) to input `index`. */
 kn_status kn_context_set_input_slot(kn_context *ctx, int32_t index,
                                     const kn_slot *s, kn_error *err) KN_WUR;

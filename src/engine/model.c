@@ -270,8 +270,17 @@ static kn_status adopt_packed(kn_model *m, kn_error *err) {
   return KN_OK;
 }
 
+void kn_model_report_free(kn_model *m) {
+  if (!m->report_ir) return;
+  free(m->report_ir->graph->values);
+  free(m->report_ir->graph);
+  free(m->report_ir);
+  m->report_ir = NULL;
+}
+
 void kn_model_free(kn_model *m) {
   if (!m) return;
+  kn_model_report_free(m);
   unpack_all(m);
   kn_ir_model_free(m->ir);
   free(m->inputs);
@@ -494,6 +503,7 @@ static kn_status assign_precisions(kn_model *m, const kn_build_options *o, uint8
 }
 
 kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) {
+  kn_model_report_free(m); /* the graph changes: report shapes are set again after */
   kn_build_options dflt;
   if (!o) {
     kn_build_options_init(&dflt);

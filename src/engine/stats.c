@@ -101,8 +101,65 @@ void kn_model_machine(const kn_model *model, kn_machine *out) {
   *out = *io_machine(model, &fb);
 }
 
-kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out) {
+/* The model whose value types step costs are reported from: the one
+ * kn_model_set_report_shapes inferred, else the static one. */
+static const kn_ir_model *report_ir(const kn_model *model) {
+  return model->report_ir ? model->report_ir : model->ir;
+}
+
+kn_status kn_model_set_report_shapes(kn_model *model, int32_t n, const kn_value_info *shapes,
+                                     kn_error *err) {
+  kn_model_report_free(model);
+  if (n <= 0) return KN_OK;
   const kn_graph *g = model->ir->graph;
+  kn_value *vals = kn_calloc((size_t)g->n_values + 1, sizeof *vals);
+  kn_graph *rg = kn_calloc(1, sizeof *rg);
+  kn_ir_model *rir = kn_calloc(1, sizeof *rir);
+  if (!vals || !rg || !rir) {
+    free(vals);
+    free(rg);
+    free(rir);
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  }
+  memcpy(vals, g->values, (size_t)g->n_values * sizeof *vals);
+  *rg = *g;
+  rg->values = vals;
+  *rir = *model->ir;
+  rir->graph = rg;
+  for (int32_t k = 0; k < n; k++) {
+    int32_t v = -1;
+    for (int32_t i = 0; i < model->n_inputs && v < 0; i++) {
+      int32_t gv = g->inputs[model->inputs[i]];
+      if (shapes[k].name && !strcmp(g->values[gv].name, shapes[k].name)) v = gv;
+    }
+    kn_type *t = &vals[v < 0 ? 0 : v].type;
+    bool ok = v >= 0 && t->kind == KN_KIND_TENSOR && shapes[k].rank >= 0 &&
+              shapes[k].rank <= KN_MAX_RANK && (t->rank < 0 || t->rank == shapes[k].rank);
+    for (int32_t d = 0; ok && d < shapes[k].rank; d++)
+      ok = shapes[k].dims[d] >= 0 && (t->rank < 0 || t->dims[d] < 0 || t->dims[d] == shapes[k].dims[d]);
+    if (!ok) {
+      free(vals);
+      free(rg);
+      free(rir);
+      return kn_fail(err, KN_ERR_SHAPE, "%s: report shape for '%s' does not fit the model's input",
+                     model->ir->label, shapes[k].name ? shapes[k].name : "(null)");
+    }
+    t->rank = shapes[k].rank;
+    memcpy(t->dims, shapes[k].dims, (size_t)shapes[k].rank * sizeof t->dims[0]);
+  }
+  kn_status st = kn_ops_infer_values(rir, vals, err);
+  if (st) {
+    free(vals);
+    free(rg);
+    free(rir);
+    return st;
+  }
+  model->report_ir = rir;
+  return KN_OK;
+}
+
+kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out) {
+  const kn_graph *g = report_ir(model)->graph;
   if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
   const kn_node *n = &g->nodes[i];
   memset(out, 0, sizeof *out);
@@ -128,7 +185,7 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   }
   for (int32_t k = 0; k < n->n_inputs && out->n_inputs < 8; k++)
     if (n->inputs[k] >= 0) out->inputs[out->n_inputs++] = g->values[n->inputs[k]].name;
-  kn_ops_node_cost(model->ir, i, &out->flops, &out->bytes_read, &out->bytes_written);
+  kn_ops_node_cost(report_ir(model), i, &out->flops, &out->bytes_read, &out->bytes_written);
   out->arena_live_bytes = arena_live(&model->plan, i);
   const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
   if (n->op && n->op->tiling && n->tactic) {
@@ -143,13 +200,13 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
 }
 
 kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn_step_io *out) {
-  const kn_graph *g = model->ir->graph;
+  const kn_graph *g = report_ir(model)->graph;
   memset(out, 0, sizeof *out);
   if (i < 0 || i >= g->n_nodes) return KN_ERR_INVALID_ARG;
   kn_machine fb;
   const kn_machine *mach = io_machine(model, &fb);
   kn_io_step s;
-  kn_io_predict(model->ir, i, mach, threads, &s);
+  kn_io_predict(report_ir(model), i, mach, threads, &s);
   out->flops = s.flops;
   for (int b = 0; b < 4; b++) out->bytes[b] = s.bytes[b];
   out->predicted_us = s.predicted_s * 1e6;
@@ -171,7 +228,7 @@ kn_status kn_model_step_diagram(const kn_model *model, int32_t i, int32_t thread
   if (i < 0 || i >= model->ir->graph->n_nodes) return KN_ERR_INVALID_ARG;
   kn_machine fb;
   const kn_machine *mach = io_machine(model, &fb);
-  *json = kn_io_diagram_json(model->ir, i, mach, threads);
+  *json = kn_io_diagram_json(report_ir(model), i, mach, threads);
   return KN_OK;
 }
 

@@ -224,6 +224,14 @@ kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) KN_WUR;
 kn_status kn_ops_infer_graph(const kn_ir_model *m, kn_graph *g,
                              kn_error *err) KN_WUR;
 
+/* Re-infers the types of `vals`, a copy of the top-level graph's values
+ * (shared names and constants) whose graph-input types the caller set,
+ * node by node in order, into vals only: the model is not changed and
+ * subgraphs are not entered (their ops infer from their bodies' types).
+ * A node that cannot be inferred keeps its outputs' types.  Fails only
+ * when out of memory. */
+kn_status kn_ops_infer_values(const kn_ir_model *m, kn_value *vals, kn_error *err) KN_WUR;
+
 /* Estimated FLOPs of one run of the top-level graph, with every unknown
  * graph-input dimension taken as `dyn_dim`.  Subgraph bodies count once. */
 kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim,

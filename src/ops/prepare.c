@@ -210,6 +210,22 @@ kn_status kn_ops_prepare(kn_ir_model *m, kn_error *err) {
   return kn_ops_infer_graph(m, m->graph, err);
 }
 
+kn_status kn_ops_infer_values(const kn_ir_model *m, kn_value *vals, kn_error *err) {
+  const kn_graph *g = m->graph;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    kn_error scratch;
+    static_node sn;
+    kn_status ist = static_node_infer(m, n, vals, &scratch, &sn);
+    if (!ist)
+      for (int32_t o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o] >= 0) value_from_slot(&vals[n->outputs[o]], &sn.out[o]);
+    static_node_close(&sn);
+    if (ist == KN_ERR_OOM) return kn_fail(err, KN_ERR_OOM, "out of memory inferring shapes");
+  }
+  return KN_OK;
+}
+
 /* FLOPs estimate: a private inference pass over local types so that the
  * model is not changed. */
 kn_status kn_ops_estimate_flops(const kn_ir_model *m, int64_t dyn_dim, double *flops,
