@@ -24,6 +24,8 @@
  *    Concat or a pool, before a conv as in pre-activation ResNets and
  *    DenseNet) of a channels-last input becomes Mul and Add by [1, 1, 1, C]
  *    constants;
+ *  - per-tensor QuantizeLinear and DequantizeLinear of a channels-last input
+ *    join it as they are (elementwise, any dtype);
  *  - elementwise ops (unary, binary with broadcasting, Sum/Mean/Max/Min,
  *    PRelu, ElementwiseChain) and Concat on the channel axis join the region
  *    when at least one input is channels-last and every other input is a
@@ -159,7 +161,33 @@ static int32_t adapt_const(cl_state *s, int32_t v) {
   return a;
 }
 
-typedef enum cl_kind { CL_OTHER, CL_CONV, CL_POOL, CL_ELTWISE, CL_CONCAT, CL_PAD, CL_BN } cl_kind;
+typedef enum cl_kind {
+  CL_OTHER,
+  CL_CONV,
+  CL_POOL,
+  CL_ELTWISE,
+  CL_CONCAT,
+  CL_PAD,
+  CL_BN,
+  CL_QDQ
+} cl_kind;
+
+/* A QuantizeLinear or DequantizeLinear with one scale and at most one zero
+ * point (per tensor): elementwise, so it runs on channels-last data as it
+ * is.  The Q/DQ pairs ONNX Runtime's quantizer leaves around Add and the
+ * pools would otherwise cut the region into Transposes (38 on ResNet-50). */
+static bool per_tensor_qdq(const kn_graph *g, const kn_node *n) {
+  if (n->n_inputs < 2 || n->n_outputs != 1) return false;
+  const kn_attr *bs = kn_node_attr(n, "block_size");
+  if (bs && bs->i) return false;
+  for (int32_t k = 1; k < n->n_inputs && k < 3; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0 && k == 2) continue;
+    const kn_tensor *c = v >= 0 ? g->values[v].constant : NULL;
+    if (!c || c->rank > 1 || kn_tensor_numel(c) != 1) return false;
+  }
+  return n->n_inputs <= 3;
+}
 
 /* An inference BatchNormalization of a 4-D float32 input with constant
  * float32 [C] parameters and only its first output: its per-channel scale
@@ -252,6 +280,9 @@ static cl_kind classify(const kn_graph *g, const kn_node *n) {
                                                                         : CL_OTHER;
   if (onnx && !strcmp(n->op_type, "BatchNormalization") && bn_affine(g, n, NULL, NULL))
     return CL_BN;
+  if (onnx && (!strcmp(n->op_type, "QuantizeLinear") || !strcmp(n->op_type, "DequantizeLinear")) &&
+      per_tensor_qdq(g, n))
+    return g->values[n->outputs[0]].type.rank == 4 ? CL_QDQ : CL_OTHER;
   int64_t pads[8];
   if (onnx && !strcmp(n->op_type, "Pad") && is_f32_4d(g, x) && kn_pat_pad_pads(g, n, pads))
     return CL_PAD;
@@ -393,6 +424,10 @@ kn_status kn_pass_channels_last(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
       st = convert(&s, i, "Pad", "", 1u, false, &ni);
       if (!st && attr && !kn_node_set_ints(&g->nodes[ni], "pads", q, 8)) st = oom(&s);
       if (!st && !attr) g->nodes[ni].inputs[1] = pv;
+      any = true;
+    } else if (k == CL_QDQ && joins_region(&s, n, CL_ELTWISE)) {
+      /* x channels-last; the scalar scale and zero point as they are */
+      st = convert(&s, i, g->nodes[i].op_type, g->nodes[i].domain, 1u, false, NULL);
       any = true;
     } else if ((k == CL_ELTWISE || k == CL_CONCAT) && joins_region(&s, n, k)) {
       uint32_t mask = 0;

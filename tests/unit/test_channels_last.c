@@ -127,6 +127,36 @@ static void test_resnet_block(void **state) {
   check(m, 7, 2);
 }
 
+/* x -> QuantizeLinear -> DequantizeLinear, per tensor (u8 zero point z). */
+static int32_t qdq(kn_graph *g, int32_t x, float scale, uint8_t z) {
+  int32_t s = tk_const_scalar(g, scale), zp = tk_const_u8(g, z);
+  int32_t q = tk_node(g, "QuantizeLinear", 3, (int32_t[]){x, s, zp});
+  return tk_node(g, "DequantizeLinear", 3, (int32_t[]){q, s, zp});
+}
+
+/* ONNX Runtime's Q/DQ form of a residual block: Q/DQ pairs on the Add's
+ * inputs and output and on the MaxPool's input, as its quantizer leaves them
+ * (the ones before convs are the qdq pass's); they are elementwise per
+ * tensor and join the region as they are: no Transposes between the convs.
+ * Fast against reference within a quantization step (0.002) of the
+ * output's range: a value on a rounding edge may take the next code. */
+static void test_qdq_in_region(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int32_t x = tk_input(g, "x", 4, (int64_t[]){1, 8, 12, 10});
+  int32_t a = tk_node(g, "Relu", 1, (int32_t[]){conv(g, x, 8, 8, 3, 1, 1, 60, true)});
+  a = conv(g, a, 8, 8, 1, 1, 1, 61, true);
+  int32_t sum = tk_node(g, "Add", 2, (int32_t[]){qdq(g, a, 0.002f, 128), qdq(g, x, 0.002f, 120)});
+  int32_t y = qdq(g, tk_node(g, "Relu", 1, (int32_t[]){sum}), 0.002f, 0);
+  y = tk_node(g, "MaxPool", 1, (int32_t[]){qdq(g, y, 0.002f, 0)});
+  assert_true(kn_node_set_ints(tk_last(g), "kernel_shape", (int64_t[]){2, 2}, 2));
+  tk_output(g, conv(g, y, 8, 4, 3, 1, 1, 62, true));
+  /* 3 convs and the pool; Transposes: x in, x's own Q/DQ (before any conv,
+   * in NCHW) into the Add, the result out */
+  check_tol(m, 4, 3, 0.002);
+}
+
 /* MobileNet's and EfficientNet's: depthwise convs, Clip (Relu6) with
  * scalar bounds, a squeeze-and-excite left unfused (its [N, C, 1, 1] scale
  * is channels-last too), a per-channel constant Mul, PRelu, a Concat of two
@@ -219,6 +249,7 @@ int main(void) {
       cmocka_unit_test(test_mobile_block),
       cmocka_unit_test(test_region_edges),
       cmocka_unit_test(test_winograd_region),
+      cmocka_unit_test(test_qdq_in_region),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
