@@ -29,6 +29,7 @@
 #include <math.h>
 
 #include "kernels/eltwise/eltwise.h"
+#include "kernels/qgemm/qgemm.h"
 #include "op.h"
 #include "plan/tactic.h"
 
@@ -107,6 +108,20 @@ static inline float ew_clip(float x, float lo, float hi) {
   float t = x < lo ? lo : x;
   return t > hi ? hi : t;
 }
+
+/* QuantizeLinear's code then DequantizeLinear's value, as quant.c computes
+ * them: round half to even in float, the zero point added, NaN to 0,
+ * saturated to [lo, hi]; then (code - zero) * scale in float. */
+static inline float ew_qdq(float x, float scale, float zero, float lo, float hi) {
+  double v = (double)nearbyintf(x / scale) + (double)zero;
+  if (isnan(v)) v = 0;
+  if (v < lo) v = lo;
+  if (v > hi) v = hi;
+  return ((float)(int32_t)v - zero) * scale;
+}
+
+/* Elements per block of the vectorised driver (below). */
+#define EWF_BLOCK 512
 
 /* An operand of one block: p[i * step], step 1 or 0 (one broadcast value). */
 typedef struct ew_arg {
@@ -191,8 +206,40 @@ static void ew_exec(int64_t op, float c0, float c1, ew_arg A, ew_arg B, float *d
     EW_UNARY(0.5f * x *
              (1.0f + tanhf((float)EW_GELU_BETA * (x + (float)EW_GELU_KAPPA * x * x * x))));
     break;
+  case KN_EW_QDQ_U8: EW_UNARY(ew_qdq(x, c0, c1, 0.0f, 255.0f)); break;
+  case KN_EW_QDQ_S8: EW_UNARY(ew_qdq(x, c0, c1, -128.0f, 127.0f)); break;
   case KN_EW_COUNT: break;
   }
+}
+
+/* The Q/DQ opcodes on the int8 family's vector quantizer (the codes of
+ * quant.c bit for bit; an s8 code is the u8 one of zero + 128 less 128, and
+ * a NaN gives code 0 as there), then dequantized in float.  d may be A. */
+static void ewf_qdq(kn_qgemm_impl qimpl, bool s8, float scale, float zero, ew_arg A, float *d,
+                    int32_t cnt) {
+  uint8_t q[EWF_BLOCK];
+  float xs[EWF_BLOCK];
+  const float *x = A.p;
+  if (!A.step) {
+    for (int32_t i = 0; i < cnt; i++) xs[i] = A.p[0];
+    x = xs;
+  }
+  int32_t z = (int32_t)zero;
+  kn_qgemm_quantize(qimpl, 1, cnt, x, cnt, scale, s8 ? z + 128 : z, q, cnt);
+  if (!s8) {
+    for (int32_t i = 0; i < cnt; i++) d[i] = ((float)q[i] - zero) * scale;
+    return;
+  }
+  int32_t nans = 0;
+  for (int32_t i = 0; i < cnt; i++) nans |= x[i] != x[i];
+  if (nans) { /* rare: element by element (x[i] is read before d[i], which may be it) */
+    for (int32_t i = 0; i < cnt; i++) {
+      int32_t c = x[i] != x[i] ? 0 : (int32_t)q[i] - 128;
+      d[i] = ((float)c - zero) * scale;
+    }
+    return;
+  }
+  for (int32_t i = 0; i < cnt; i++) d[i] = ((float)((int32_t)q[i] - 128) - zero) * scale;
 }
 
 /* ---- driver ---------------------------------------------------------------- */
@@ -228,12 +275,14 @@ static int32_t assign_slots(const ew_prog *p, int32_t *slot, int32_t *last_use,
  * vector kernels over the block.  Blocks are split over the thread pool;
  * each thread has its own slots in the context's scratch. */
 
-#define EWF_BLOCK 512
-
 /* d = op(A, B) over cnt elements with the vector kernels; opcodes without
  * one (Pow, Log, Softplus) keep ew_exec's scalar code. */
-static void ewf_exec(const kn_ew_ukernels *k, int64_t op, float c0, float c1, ew_arg A,
-                     ew_arg B, float *d, int32_t cnt) {
+static void ewf_exec(const kn_ew_ukernels *k, kn_qgemm_impl qimpl, int64_t op, float c0,
+                     float c1, ew_arg A, ew_arg B, float *d, int32_t cnt) {
+  if (op == KN_EW_QDQ_U8 || op == KN_EW_QDQ_S8) {
+    ewf_qdq(qimpl, op == KN_EW_QDQ_S8, c0, c1, A, d, cnt);
+    return;
+  }
   int bin = -1, un = -1;
   kn_act_params ap = {.alpha = c0, .beta = c1, .lo = c0, .hi = c1};
   switch ((kn_ew_opcode)op) {
@@ -283,6 +332,7 @@ typedef struct ewf_job {
   const ew_prog *p;
   const kn_ew_bcast *g;
   const kn_ew_ukernels *k;
+  kn_qgemm_impl qimpl; /* the Q/DQ opcodes' quantizer */
   const float *const *in;
   float *y, *scratch;
   const int32_t *slot;
@@ -319,7 +369,8 @@ static void ewf_task(void *arg, int64_t task, int32_t thread) {
         }
       }
       float *d = k == n - 1 ? j->y + row * g->len + s : sc + (size_t)j->slot[k] * EWF_BLOCK;
-      ewf_exec(j->k, p->ops[k], p->consts[2 * k], p->consts[2 * k + 1], ab[0], ab[1], d, cnt);
+      ewf_exec(j->k, j->qimpl, p->ops[k], p->consts[2 * k], p->consts[2 * k + 1], ab[0], ab[1],
+               d, cnt);
     }
   }
 }
@@ -351,8 +402,17 @@ static kn_status ew_run_fast(kn_op_ctx *ctx, const ew_prog *p, kn_tensor *y) {
     free(ints);
     return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for %d scratch slots", (int)n_slots);
   }
-  ewf_job j = {p, &g, kn_ew_get(ctx->rt->isa), in, y->data, scratch, ints, n_slots,
-               (g.len + EWF_BLOCK - 1) / EWF_BLOCK, 0, threads};
+  ewf_job j = {.p = p,
+               .g = &g,
+               .k = kn_ew_get(ctx->rt->isa),
+               .qimpl = kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features),
+               .in = in,
+               .y = y->data,
+               .scratch = scratch,
+               .slot = ints,
+               .n_slots = n_slots,
+               .nb = (g.len + EWF_BLOCK - 1) / EWF_BLOCK,
+               .tasks = threads};
   j.blocks = g.rows * j.nb;
   if (threads == 1) ewf_task(&j, 0, 0);
   else kn_pool_for(ctx->rt->pool, threads, ewf_task, &j);

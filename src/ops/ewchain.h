@@ -37,6 +37,12 @@ typedef enum kn_ew_opcode {
   KN_EW_SOFTPLUS = 22,
   KN_EW_GELU = 23,       /* kiln Gelu, approximate "none" */
   KN_EW_GELU_TANH = 24,  /* kiln Gelu, approximate "tanh" */
+  /* QuantizeLinear then DequantizeLinear per tensor (scale c0, zero point
+   * c1) to u8 / s8 codes: (saturate(round_half_even(a / c0) + c1) - c1) * c0,
+   * a NaN giving code 0, in the ops' own float arithmetic (the Q/DQ pairs
+   * ONNX Runtime's quantizer leaves on fp32 edges) */
+  KN_EW_QDQ_U8 = 25,
+  KN_EW_QDQ_S8 = 26,
   KN_EW_COUNT
 } kn_ew_opcode;
 
@@ -56,6 +62,7 @@ static inline double kn_ew_cost(int64_t op) {
   switch (op) {
   case KN_EW_DIV: case KN_EW_SQRT: case KN_EW_RECIPROCAL: return 4;
   case KN_EW_HARDSWISH: case KN_EW_HARDSIGMOID: return 3;
+  case KN_EW_QDQ_U8: case KN_EW_QDQ_S8: return 8; /* a division, rounding, clamps */
   case KN_EW_EXP: case KN_EW_LOG: case KN_EW_TANH: case KN_EW_ERF: return 15;
   case KN_EW_SIGMOID: return 18;
   case KN_EW_GELU: case KN_EW_GELU_TANH: return 22;

@@ -20,6 +20,10 @@
  *     Each such decision is recorded.  It stays correct either way: the
  *     chain reads every input with its broadcast strides against the
  *     output, which is what the unfused ops compute.
+ * A QuantizeLinear -> DequantizeLinear pair on a float32 edge (per tensor,
+ * the same constant scale and zero point, the DequantizeLinear its only
+ * reader: what ONNX Runtime's quantizer leaves around Add and the pools) is
+ * one instruction (KN_EW_QDQ_U8 / _S8) that replaces both nodes.
  * Groups of at least two nodes are replaced.  It runs after fuse_act, so
  * conv/gemm epilogues have been taken already.
  */
@@ -40,6 +44,8 @@ typedef struct ew_ins {
   int64_t op;
   int32_t a, b; /* operand values; b -1 for one-operand ops */
   float c0, c1;
+  int32_t also; /* a second node the instruction replaces (a Q/DQ pair's
+                   QuantizeLinear), or -1 */
 } ew_ins;
 
 static float attr_float(const kn_node *n, const char *name, float dflt) {
@@ -76,8 +82,64 @@ static const struct {
     {"HardSwish", KN_EW_HARDSWISH}, {"Softplus", KN_EW_SOFTPLUS},
 };
 
+/* Scalar constant v of dtype t (a float scale, or an 8-bit zero point) as
+ * a double; an absent zero point (v < 0) is a u8 0. */
+static bool q_param(const kn_graph *g, int32_t v, bool zero, kn_dtype *t, double *out) {
+  if (v < 0) {
+    *t = KN_DTYPE_U8;
+    *out = 0;
+    return zero;
+  }
+  kn_tensor c;
+  if (!kn_pat_const(g, v, &c) || c.rank > 1 || kn_tensor_numel(&c) != 1) return false;
+  *t = c.dtype;
+  if (!zero) {
+    if (c.dtype != KN_DTYPE_F32) return false;
+    *out = *(const float *)c.data;
+    return *out > 0 && isfinite(*out);
+  }
+  if (c.dtype == KN_DTYPE_U8) *out = *(const uint8_t *)c.data;
+  else if (c.dtype == KN_DTYPE_I8) *out = *(const int8_t *)c.data;
+  else return false;
+  return true;
+}
+
+/* DequantizeLinear n of the only reader of a QuantizeLinear, both per
+ * tensor with the same constant scale and zero point (u8 or s8), of a
+ * float32 x: one QDQ instruction on x that replaces both. */
+static bool classify_qdq(const kn_pat *p, const kn_node *n, ew_ins *e) {
+  const kn_graph *g = p->g;
+  if (!kn_pat_is(n, "DequantizeLinear") || n->n_inputs < 2 || n->n_inputs > 3 ||
+      n->n_outputs != 1 || !is_f32(g, n->outputs[0]) || kn_node_attr(n, "block_size"))
+    return false;
+  int32_t qi = kn_pat_producer(g, n->inputs[0], "QuantizeLinear");
+  if (qi < 0 || kn_pat_sole_reader(p, n->inputs[0]) != (int32_t)(n - g->nodes)) return false;
+  const kn_node *q = &g->nodes[qi];
+  if (q->n_inputs < 2 || q->n_inputs > 3 || !is_f32(g, q->inputs[0]) ||
+      kn_node_attr(q, "block_size") || kn_node_attr(q, "output_dtype"))
+    return false;
+  double qs, qz, ds, dz;
+  kn_dtype qst, qzt, dst, dzt;
+  if (!q_param(g, q->inputs[1], false, &qst, &qs) ||
+      !q_param(g, q->n_inputs > 2 ? q->inputs[2] : -1, true, &qzt, &qz) ||
+      !q_param(g, n->inputs[1], false, &dst, &ds) ||
+      !q_param(g, n->n_inputs > 2 ? n->inputs[2] : -1, true, &dzt, &dz) || qs != ds ||
+      qz != dz || qzt != dzt)
+    return false;
+  e->op = qzt == KN_DTYPE_I8 ? KN_EW_QDQ_S8 : KN_EW_QDQ_U8;
+  e->a = q->inputs[0];
+  e->b = -1;
+  e->c0 = (float)qs;
+  e->c1 = (float)qz;
+  e->also = qi;
+  return true;
+}
+
 /* The instruction node n computes, when it is one the chain supports. */
-static bool classify(const kn_graph *g, const kn_node *n, ew_ins *e) {
+static bool classify(const kn_pat *p, const kn_node *n, ew_ins *e) {
+  const kn_graph *g = p->g;
+  e->also = -1;
+  if (!n->dead && classify_qdq(p, n, e)) return true;
   if (n->dead || !n->op || n->n_outputs != 1 || !is_f32(g, n->outputs[0]) ||
       n->n_inputs < 1 || !is_f32(g, n->inputs[0]))
     return false;
@@ -223,10 +285,13 @@ static bool can_absorb(const kn_pass_ctx *ctx, const kn_pat *p, const ew_group *
   int32_t pr = val->producer;
   if (pr < 0 || pr >= g->n_nodes || val->is_output || group_pos(gr, pr) >= 0) return false;
   bool same = same_shape(&val->type, out);
-  if ((!same && !broadcasts_to(&val->type, out)) || !classify(g, &g->nodes[pr], e))
+  if ((!same && !broadcasts_to(&val->type, out)) || !classify(p, &g->nodes[pr], e))
     return false;
   int32_t reads = 0;
-  for (int32_t i = 0; i < gr->n; i++) reads += kn_pat_reads(&g->nodes[gr->nodes[i]], v);
+  for (int32_t i = 0; i < gr->n; i++) {
+    reads += kn_pat_reads(&g->nodes[gr->nodes[i]], v);
+    if (gr->ins[i].also >= 0) reads += kn_pat_reads(&g->nodes[gr->ins[i].also], v);
+  }
   if (reads != p->uses[v]) return false;
   return same || recompute_pays(ctx, g, pr, &val->type, out, e);
 }
@@ -304,13 +369,18 @@ static kn_status replace(kn_pat *p, const ew_group *gr, kn_error *err) {
   if (idx < 0) goto oom;
   kn_node *nn = &g->nodes[idx];
   if (g->nodes[root].covers && !(nn->covers = kn_strdup(g->nodes[root].covers))) goto oom;
-  for (int32_t k = 0; k + 1 < gr->n; k++)
-    if (!kn_node_add_covers(nn, &g->nodes[gr->nodes[k]])) goto oom;
+  for (int32_t k = 0; k < gr->n; k++) {
+    if (k + 1 < gr->n && !kn_node_add_covers(nn, &g->nodes[gr->nodes[k]])) goto oom;
+    if (gr->ins[k].also >= 0 && !kn_node_add_covers(nn, &g->nodes[gr->ins[k].also])) goto oom;
+  }
   if (!kn_node_set_ints(nn, "ops", ops, gr->n) ||
       !kn_node_set_ints(nn, "args", args, 2 * gr->n) ||
       !kn_node_set_floats(nn, "consts", consts, 2 * gr->n))
     goto oom;
-  for (int32_t k = 0; k < gr->n; k++) g->nodes[gr->nodes[k]].dead = true;
+  for (int32_t k = 0; k < gr->n; k++) {
+    g->nodes[gr->nodes[k]].dead = true;
+    if (gr->ins[k].also >= 0) g->nodes[gr->ins[k].also].dead = true;
+  }
   return kn_pat_refresh(p, err);
 oom:
   return kn_fail(err, KN_ERR_OOM, "out of memory fusing '%s' into an ElementwiseChain",
@@ -323,11 +393,12 @@ kn_status kn_pass_ewchain(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
   if (st) return st;
   ew_group gr;
   for (int32_t i = g->n_nodes - 1; i >= 0 && !st; i--) {
-    if (!classify(g, &g->nodes[i], &gr.ins[0])) continue;
+    if (!classify(&p, &g->nodes[i], &gr.ins[0])) continue;
     gr.nodes[0] = i;
     gr.n = 1;
     grow(ctx, &p, &gr);
-    if (gr.n < 2) continue;
+    /* a lone Q/DQ pair is two steps made one */
+    if (gr.n < 2 && gr.ins[0].also < 0) continue;
     sort_group(&gr);
     st = replace(&p, &gr, ctx->err);
     *changed = true;

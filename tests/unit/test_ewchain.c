@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <cmocka.h>
 
+#include "core/cpu.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "ops/ewchain.h"
@@ -97,6 +98,21 @@ static void test_diamonds(void **state) {
   kn_ir_model_free(m);
 }
 
+/* x -> QuantizeLinear -> DequantizeLinear, per tensor: a u8 zero point
+ * (z >= 0) or an s8 one (z < 0 stands for -z - 1 as int8: -1 is 0). */
+static int32_t qdq_pair(kn_graph *g, int32_t x, float scale, int32_t z, float dq_scale) {
+  int32_t zp = z >= 0 ? tk_const_u8(g, (uint8_t)z) : -1;
+  if (z < 0) {
+    kn_tensor t;
+    memset(&t, 0, sizeof t);
+    assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_I8, 0, NULL, NULL), KN_OK);
+    *(int8_t *)t.data = (int8_t)(-z - 1);
+    zp = kn_graph_add_constant(g, "zs8", &t);
+  }
+  int32_t q = tk_node(g, "QuantizeLinear", 3, (int32_t[]){x, tk_const_scalar(g, scale), zp});
+  return tk_node(g, "DequantizeLinear", 3, (int32_t[]){q, tk_const_scalar(g, dq_scale), zp});
+}
+
 /* Every opcode in one chain (inputs kept where every op is defined). */
 static void test_every_op(void **state) {
   (void)state;
@@ -132,6 +148,8 @@ static void test_every_op(void **state) {
   y = kiln_node(g, "Gelu", y);
   assert_true(kn_node_set_string(tk_last(g), "approximate", "tanh"));
   y = kiln_node(g, "HardSwish", y);
+  y = qdq_pair(g, y, 0.01f, 128, 0.01f);
+  y = qdq_pair(g, y, 0.02f, -1, 0.02f);
   tk_output(g, y);
   tk_prepare(m);
   int32_t before = tk_count_op(g, NULL) - 2; /* less the two Constant nodes */
@@ -222,6 +240,74 @@ static void test_must_not(void **state) {
     assert_false(tk_run_pass(m, kn_pass_ewchain));
     assert_int_equal(tk_count_op(g, NULL), 2);
     kn_ir_model_free(m);
+  }
+}
+
+/* The Q/DQ pairs ONNX Runtime's quantizer leaves around an Add and after
+ * its Relu, and one on a Log's NaNs (code 0) and infinities: u8 and s8 zero
+ * points, each pair one instruction, all of it one step, the unfused
+ * graph's bits on the reference and on every ISA's fast kernels. */
+static void test_qdq_pairs(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t d[4] = {2, 3, 20, 61}; /* rows of 1220: two blocks and a tail */
+  int32_t x = tk_input(g, "x", 4, d), w = tk_input(g, "w", 4, d);
+  int32_t y = tk_node(g, "Add", 2, (int32_t[]){qdq_pair(g, x, 0.01f, 128, 0.01f),
+                                               qdq_pair(g, w, 0.004f, -4, 0.004f)});
+  y = qdq_pair(g, tk_node(g, "Relu", 1, &y), 0.008f, 0, 0.008f);
+  tk_output(g, y);
+  int32_t l = tk_node(g, "Log", 1, &x);
+  tk_output(g, qdq_pair(g, l, 0.05f, -1, 0.05f)); /* s8 zero point 0 */
+  tk_prepare(m);
+  tk_results want = tk_run(m, TK_FILL_SEEDED);
+  assert_true(tk_run_pass(m, kn_pass_ewchain));
+  assert_int_equal(tk_count_op(g, "QuantizeLinear"), 0);
+  assert_int_equal(tk_count_op(g, "DequantizeLinear"), 0);
+  assert_int_equal(tk_count_op(g, NULL), 2);
+  int32_t covered = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead) covered += n_covered(&g->nodes[i]);
+  assert_int_equal(covered, 8 + 3);
+  tk_results got = tk_run(m, TK_FILL_SEEDED);
+  tk_assert_bits(&got, &want, "Q/DQ chain, reference");
+  tk_results_free(&got);
+  uint64_t feats = kn_cpu_features();
+  for (int32_t isa = KN_ISA_PORTABLE; isa <= KN_ISA_AVX512; isa++) {
+    if (!kn_isa_available((kn_isa)isa, feats)) continue;
+    for (int32_t threads = 1; threads <= 2; threads++) {
+      tk_results fast = tk_run_fast(m, TK_FILL_SEEDED, isa, threads);
+      tk_assert_bits(&fast, &want, "Q/DQ chain, fast");
+      tk_results_free(&fast);
+    }
+  }
+  tk_results_free(&want);
+  kn_ir_model_free(m);
+}
+
+/* A pair whose QuantizeLinear result is also read elsewhere, and one whose
+ * two scales differ, stay as they are. */
+static void test_qdq_pairs_not(void **state) {
+  (void)state;
+  {
+    kn_ir_model *m = tk_model_new(13);
+    kn_graph *g = m->graph;
+    int32_t x = tk_input(g, "x", 4, X4);
+    int32_t s = tk_const_scalar(g, 0.01f), z = tk_const_u8(g, 7);
+    int32_t q = tk_node(g, "QuantizeLinear", 3, (int32_t[]){x, s, z});
+    tk_output(g, q);
+    tk_output(g, tk_node(g, "DequantizeLinear", 3, (int32_t[]){q, s, z}));
+    tk_prepare(m);
+    assert_false(tk_run_pass(m, kn_pass_ewchain));
+    assert_int_equal(tk_count_op(g, NULL), 2);
+    kn_ir_model_free(m);
+  }
+  {
+    kn_ir_model *m = tk_model_new(13);
+    kn_graph *g = m->graph;
+    int32_t x = tk_input(g, "x", 4, X4);
+    tk_output(g, qdq_pair(g, x, 0.01f, 7, 0.02f));
+    expect_nothing(m, 2);
   }
 }
 
@@ -325,6 +411,8 @@ int main(void) {
       cmocka_unit_test(test_every_op),
       cmocka_unit_test(test_clip_attrs),
       cmocka_unit_test(test_must_not),
+      cmocka_unit_test(test_qdq_pairs),
+      cmocka_unit_test(test_qdq_pairs_not),
       cmocka_unit_test(test_partial),
       cmocka_unit_test(test_real_models),
   };
