@@ -1029,7 +1029,7 @@ typedef enum { MMI_NOT_TAKEN, MMI_SUMS, MMI_FLOATS } mmi_done;
  * points at them.  MMI_NOT_TAKEN: take the reference kernel. */
 static mmi_done mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a,
                          const qparam *azp, int32_t **sums, float *yf, float a_scale,
-                         kn_status *st) {
+                         const kn_epilogue *ep, kn_status *st) {
   const mmi_block *p = ctx->packed;
   kn_rt *rt = ctx->rt;
   if (!rt || !p || a->dtype != KN_DTYPE_U8 || g->b_batches != 1 || azp->per != 1 ||
@@ -1042,7 +1042,7 @@ static mmi_done mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a,
   bool floats = yf && !p->has_corr;
   kn_qgemm_args q = {.m = m, .n = g->n, .k = g->k, .a = a->data, .lda = g->k, .a_zero = za,
                      .a_scale = a_scale, .b_packed = (const char *)p + p->b_off};
-  if (floats) q.c = yf, q.ldc = g->n;
+  if (floats) q.c = yf, q.ldc = g->n, q.ep = ep;
   else q.s = (int32_t *)1, q.lds = g->n; /* sizes only, set below */
   kn_qgemm_impl impl = (kn_qgemm_impl)p->impl;
   size_t ks = (kn_qgemm_scratch_size(impl, &q, kn_rt_threads(rt)) + 63) & ~(size_t)63;
@@ -1088,7 +1088,7 @@ static kn_status mmi_run(kn_op_ctx *ctx) {
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
   int32_t *sums = y->data;
-  if (mmi_fast(ctx, &g, a, &azp, &sums, NULL, 1.0f, &st) != MMI_NOT_TAKEN) return st;
+  if (mmi_fast(ctx, &g, a, &azp, &sums, NULL, 1.0f, NULL, &st) != MMI_NOT_TAKEN) return st;
   /* the sums add into y: the executor zeroes only a reference-tactic
    * step's outputs, and a step given this tactic may fall back here */
   memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(int32_t));
@@ -1098,8 +1098,9 @@ static kn_status mmi_run(kn_op_ctx *ctx) {
 /* ---- MatMulIntegerToFloat (kiln) -------------------------------------------
  * What the integer_gemm pass makes of MatMulInteger -> Cast(float) [-> Mul
  * by Mul(a_scale, b_scale)], ONNX Runtime's dynamic-quantization chain:
- *   inputs  A, B, a_zero?, b_zero? (as MatMulInteger), a_scale?, b_scale?
+ *   inputs  A, B, a_zero?, b_zero? (as MatMulInteger), a_scale?, b_scale?, bias?
  *   Y[i][j] = (float)MatMulInteger(A, B, a_zero, b_zero)[i][j] * (a_scale * b_scale[j])
+ *             (+ bias[j]: a float of one value per column of B)
  * with a_scale a float scalar and b_scale one float or one per column of B
  * (both or neither; neither: the Cast alone), every product rounded to
  * fp32 as the chain's nodes round it, so the result is the chain's bit for
@@ -1115,12 +1116,16 @@ static kn_status mmif_infer(kn_op_ctx *ctx) {
   }
   if ((kn_in(ctx, 4) != NULL) != (kn_in(ctx, 5) != NULL))
     return kn_op_fail(ctx, KN_ERR_MISSING, "a_scale and b_scale must be given together");
+  const kn_tensor *bias = kn_in(ctx, 6);
+  if (bias && (st = kn_check_dtype(ctx, 6, bias, f32))) return st;
+  if (bias && bias->rank != 1 && bias->rank >= 0)
+    return kn_op_fail(ctx, KN_ERR_SHAPE, "bias must have rank 1, got rank %d", (int)bias->rank);
   return KN_OK;
 }
 
 static kn_status mmif_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
-  const kn_tensor *as = kn_in(ctx, 4), *bs = kn_in(ctx, 5);
+  const kn_tensor *as = kn_in(ctx, 4), *bs = kn_in(ctx, 5), *bias = kn_in(ctx, 6);
   int32_t r;
   int64_t d[KN_MAX_RANK];
   mm_geom g;
@@ -1131,16 +1136,19 @@ static kn_status mmif_run(kn_op_ctx *ctx) {
       (st = qparam_check(ctx, 3, kn_in(ctx, 3), g.n, g.b_batches, &bzp)))
     return st;
   if ((as && kn_tensor_numel(as) != 1) ||
-      (bs && kn_tensor_numel(bs) != 1 && kn_tensor_numel(bs) != g.n))
+      (bs && kn_tensor_numel(bs) != 1 && kn_tensor_numel(bs) != g.n) ||
+      (bias && kn_tensor_numel(bias) != g.n))
     return kn_op_fail(ctx, KN_ERR_SHAPE,
-                      "a_scale must have 1 element and b_scale 1 or %lld (B's columns)",
-                      (long long)g.n);
+                      "a_scale must have 1 element, b_scale 1 or %lld (B's columns) and bias "
+                      "%lld",
+                      (long long)g.n, (long long)g.n);
   kn_tensor *y = kn_out(ctx, 0);
   int64_t total = kn_tensor_numel(y);
   if (total == 0) return KN_OK;
   float a_scale = as ? *(const float *)as->data : 1.0f;
   int32_t *sums = NULL, *owned = NULL;
-  mmi_done done = mmi_fast(ctx, &g, a, &azp, &sums, y->data, a_scale, &st);
+  kn_epilogue ep = {.bias = bias ? bias->data : NULL};
+  mmi_done done = mmi_fast(ctx, &g, a, &azp, &sums, y->data, a_scale, bias ? &ep : NULL, &st);
   if (done == MMI_NOT_TAKEN) {
     sums = owned = kn_calloc((size_t)total, sizeof(int32_t)); /* the reference adds into it */
     if (!sums) return oom(ctx);
@@ -1150,9 +1158,11 @@ static kn_status mmif_run(kn_op_ctx *ctx) {
     float *yd = y->data;
     const float *bsd = bs ? bs->data : NULL;
     bool per_col = bs && kn_tensor_numel(bs) != 1;
+    const float *bd = bias ? bias->data : NULL;
     for (int64_t i = 0; i < total; i++) {
       float f = (float)sums[i];
-      yd[i] = bsd ? f * (a_scale * bsd[per_col ? i % g.n : 0]) : f;
+      f = bsd ? f * (a_scale * bsd[per_col ? i % g.n : 0]) : f;
+      yd[i] = bd ? f + bd[i % g.n] : f;
     }
   }
   free(owned);
@@ -1338,7 +1348,7 @@ const kn_op_def kn_ops_matmul[] = {
     {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops,
      .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
-    {"MatMulIntegerToFloat", KN_DOMAIN, 2, 6, 1, 1, 1, 1, mmif_infer, mmif_run, matmul_flops,
+    {"MatMulIntegerToFloat", KN_DOMAIN, 2, 7, 1, 1, 1, 1, mmif_infer, mmif_run, matmul_flops,
      .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},
     KN_OP_END,

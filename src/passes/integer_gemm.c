@@ -5,10 +5,13 @@
  *   s = MatMulInteger(A, B, a_zero, b_zero)       (s32)
  *   f = Cast(s, to = FLOAT)
  *   y = Mul(f, Mul(a_scale, b_scale))             (optional)
+ *   z = Add(y, bias)                              (optional: a constant float
+ *                                                  bias of one value per column)
  *
  * becomes one kiln MatMulIntegerToFloat(A, B, a_zero, b_zero[, a_scale,
- * b_scale]) step: the int8 GEMM writes fp32 directly, (float)s * (a_scale *
- * b_scale[j]), the chain's very bits (each product rounded to fp32 as the
+ * b_scale[, bias]]) step: the int8 GEMM writes fp32 directly, (float)s *
+ * (a_scale * b_scale[j]) + bias[j] (the bias in its epilogue), the chain's
+ * very bits (each product rounded to fp32 as the
  * Mul nodes round it; fp32 multiplication commutes exactly), so the s32
  * tensor, the Cast and the Mul never exist.  The Mul is taken when its
  * scale is a Mul of a float scalar (the a_scale DynamicQuantizeLinear
@@ -60,8 +63,8 @@ kn_status kn_pass_integer_gemm(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     if (!b || b->rank != 2) continue; /* the fused step needs B's columns */
     int32_t ci = kn_pat_sole_reader_op(&p, mm->outputs[0], "Cast");
     if (ci < 0 || !cast_to_float(&g->nodes[ci])) continue;
-    int32_t nodes[3] = {i, ci, -1}, n = 2;
-    int32_t in[6] = {-1, -1, -1, -1, -1, -1};
+    int32_t nodes[4] = {i, ci, -1, -1}, n = 2;
+    int32_t in[7] = {-1, -1, -1, -1, -1, -1, -1};
     for (int32_t k = 0; k < mm->n_inputs && k < 4; k++) in[k] = mm->inputs[k];
     int32_t out = g->nodes[ci].outputs[0];
     int32_t ui = kn_pat_sole_reader_op(&p, out, "Mul");
@@ -72,7 +75,18 @@ kn_status kn_pass_integer_gemm(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
         out = g->nodes[ui].outputs[0];
       }
     }
-    int32_t n_in = in[4] >= 0 ? 6 : 4;
+    int32_t ai = kn_pat_sole_reader_op(&p, out, "Add");
+    if (ai >= 0) {
+      int32_t bv = kn_pat_other(&g->nodes[ai], out);
+      kn_tensor c;
+      if (bv >= 0 && kn_pat_const(g, bv, &c) && c.dtype == KN_DTYPE_F32 && c.rank == 1 &&
+          c.dims[0] == b->dims[1] && kn_pat_rank(g, out) >= 1) {
+        in[6] = bv;
+        nodes[n++] = ai;
+        out = g->nodes[ai].outputs[0];
+      }
+    }
+    int32_t n_in = 7;
     while (n_in > 2 && in[n_in - 1] < 0) n_in--;
     if (kn_pat_replace(&p, nodes, n, i, "MatMulIntegerToFloat", KN_DOMAIN, n_in, in, out,
                        ctx->err) < 0)

@@ -31,6 +31,7 @@ typedef struct icase {
    * with b_scale one value or one per column (operands swapped when odd) */
   chain_kind chain;
   bool swapped;
+  bool bias; /* then Add(., bias[n]) */
 } icase;
 
 static int32_t const_t(kn_graph *g, kn_dtype t, int32_t rank, const int64_t *dims,
@@ -80,6 +81,12 @@ static kn_ir_model *make(const icase *c) {
     int32_t min[2] = {c->swapped ? sc : f, c->swapped ? f : sc};
     f = tk_node(g, "Mul", 2, min);
   }
+  if (c->bias) {
+    float bv[512];
+    for (int64_t j = 0; j < c->n; j++) bv[j] = 3.0f * tk_pseudo(&seed);
+    int32_t bc = tk_const_f32(g, 1, &nd, bv);
+    f = tk_node(g, "Add", 2, (int32_t[]){c->swapped ? bc : f, c->swapped ? f : bc});
+  }
   tk_output(g, f);
   if (c->chain == CHAIN_NONE) tk_output(g, y);
   free(w);
@@ -119,13 +126,15 @@ static void run_case(const icase *c) {
 static void run_fused(const icase *c) {
   kn_ir_model *ref = make(c), *opt = make(c);
   char what[160];
-  snprintf(what, sizeof what, "fused chain %d swapped %d u8 B %d zb %d m %lld k %lld n %lld",
-           (int)c->chain, c->swapped, c->u8_weights, (int)c->zb, (long long)c->m,
+  snprintf(what, sizeof what,
+           "fused chain %d swapped %d bias %d u8 B %d zb %d m %lld k %lld n %lld",
+           (int)c->chain, c->swapped, c->bias, c->u8_weights, (int)c->zb, (long long)c->m,
            (long long)c->k, (long long)c->n);
   assert_true(tk_run_pass(opt, kn_pass_integer_gemm));
   assert_int_equal(tk_count_op(opt->graph, "MatMulIntegerToFloat"), 1);
   assert_int_equal(tk_count_op(opt->graph, "Cast"), 0);
   assert_int_equal(tk_count_op(opt->graph, "MatMulInteger"), 0);
+  assert_int_equal(tk_count_op(opt->graph, "Add"), 0);
   tk_results want = tk_run(ref, TK_FILL_SEEDED);
   tk_results slow = tk_run(opt, TK_FILL_SEEDED);
   tk_assert_bits(&slow, &want, what);
@@ -147,10 +156,11 @@ static void test_fused_to_float(void **state) {
   (void)state;
   static const int64_t shapes[][3] = {{9, 37, 33}, {32, 128, 64}, {1, 300, 70}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int v = 0; v < 12; v++) {
+    for (int v = 0; v < 24; v++) {
       icase c = {.u8_weights = v & 1, .zb = (v >> 1) & 1 ? ZB_COLUMN : ZB_NONE, .a_rank = 2,
                  .m = shapes[s][0], .k = shapes[s][1], .n = shapes[s][2],
-                 .chain = (chain_kind)(CHAIN_CAST + (v >> 2)), .swapped = (v + (int)s) & 1};
+                 .chain = (chain_kind)(CHAIN_CAST + (v >> 2) % 3), .swapped = (v + (int)s) & 1,
+                 .bias = v >= 12};
       run_fused(&c);
     }
 }
