@@ -427,7 +427,8 @@ static void run_task(void *arg, int64_t task, int32_t thread) {
               s.c = g->c + ir * g->ldc + col;
               s.ldc = g->ldc;
             }
-            uk->fn[h - 1](kgc, ap, bp, w, &s);
+            (s.final && g->s && uk->fn_s32[h - 1] ? uk->fn_s32 : uk->fn)[h - 1](kgc, ap, bp, w,
+                                                                                &s);
             if (!s.final || g->s) continue;
             if (g->ep) kn_f32_epilogue(p->isa, g->ep, s.c, s.ldc, ir, h, col, w);
             if (g->y)

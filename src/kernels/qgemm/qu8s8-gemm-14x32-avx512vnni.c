@@ -48,8 +48,10 @@ static inline __mmask16 lane_mask(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
+/* s32: the final store writes the s32 sums to s->si (a separate set of
+ * functions, so that the fp32 store's code is what it was without one) */
 static inline __attribute__((always_inline)) void
-ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
+ukernel(const int mr, const int split, const bool s32, int64_t kg, const uint8_t *restrict a,
         const int8_t *restrict b, int64_t nr, const kn_qgemm_ustore *s) {
   __m512i c0[4][MR], c1[4][MR];
   /* the first pass starts from -a_zero * colsum (the zero point's
@@ -124,8 +126,8 @@ ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
     }
     return;
   }
-  const __mmask16 m0 = lane_mask(nr), m1 = lane_mask(nr - 16);
-  if (s->si) { /* the sums themselves (they carry the compensation already) */
+  if (s32) { /* the sums themselves (they carry the compensation already) */
+    const __mmask16 m0 = lane_mask(nr), m1 = lane_mask(nr - 16);
 #pragma GCC unroll 14
     for (int r = 0; r < mr; r++) {
       __m512i v0 = c0[0][r], v1 = c1[0][r];
@@ -142,6 +144,7 @@ ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
   const __m512 sa = _mm512_set1_ps(s->a_scale);
   const __m512 sc0 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale));
   const __m512 sc1 = _mm512_mul_ps(sa, _mm512_loadu_ps(s->w_scale + 16));
+  const __mmask16 m0 = lane_mask(nr), m1 = lane_mask(nr - 16);
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
     __m512i v0 = c0[0][r], v1 = c1[0][r];
@@ -160,7 +163,11 @@ ukernel(const int mr, const int split, int64_t kg, const uint8_t *restrict a,
 #define UK(R, S)                                                                        \
   static void ukernel_##R(int64_t kg, const void *a, const void *b, int64_t nr,         \
                           const kn_qgemm_ustore *s) {                                   \
-    ukernel(R, S, kg, a, b, nr, s);                                                     \
+    ukernel(R, S, false, kg, a, b, nr, s);                                              \
+  }                                                                                     \
+  static void ukernel_s32_##R(int64_t kg, const void *a, const void *b, int64_t nr,     \
+                              const kn_qgemm_ustore *s) {                               \
+    ukernel(R, S, true, kg, a, b, nr, s);                                               \
   }
 UK(1, 4)
 UK(2, 2)
@@ -270,6 +277,9 @@ const kn_qgemm_ukernels kn_qu8s8_gemm_ukernel_14x32__avx512vnni = {
     .mr = MR, .nr = NR, .g = G, .esize = 1, .kchunk = KC,
     .fn = {ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
            ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14},
+    .fn_s32 = {ukernel_s32_1, ukernel_s32_2, ukernel_s32_3, ukernel_s32_4, ukernel_s32_5,
+               ukernel_s32_6, ukernel_s32_7, ukernel_s32_8, ukernel_s32_9, ukernel_s32_10,
+               ukernel_s32_11, ukernel_s32_12, ukernel_s32_13, ukernel_s32_14},
     .quant = quant,
     .range = range,
     .pack_a = pack_a,

@@ -76,6 +76,9 @@ typedef struct kn_qgemm_ukernels {
   int32_t esize;      /* bytes of a packed element: 1 (u8/s8) or 2 (u16/s16) */
   int32_t kchunk;     /* groups per packed A chunk (qgemm.h) */
   kn_qgemm_ukernel_fn fn[KN_QGEMM_MR_MAX];
+  /* the same for an s32 output (s->si), when the kernel has its own set
+   * (keeping its fp32 store's code free of the case); NULL: fn handles si */
+  kn_qgemm_ukernel_fn fn_s32[KN_QGEMM_MR_MAX];
   kn_qgemm_quant_fn quant;
   kn_qgemm_pack_fn pack_a;             /* NULL: portable */
   kn_qgemm_quant_pack_fn quant_pack_a; /* NULL: portable */
