@@ -59,6 +59,18 @@ static kn_status read_prog(kn_op_ctx *ctx, ew_prog *p) {
     if (op < 0 || op >= KN_EW_COUNT)
       return kn_op_fail(ctx, KN_ERR_INVALID_ARG, "instruction %d has unknown opcode %lld",
                         (int)k, (long long)op);
+    if (op == KN_EW_QDQ_U8 || op == KN_EW_QDQ_S8) {
+      /* a scale and an integral zero point of the code type (the executor
+       * converts the zero point to an integer) */
+      float sc = p->consts[2 * k], z = p->consts[2 * k + 1];
+      float lo = op == KN_EW_QDQ_U8 ? 0.0f : -128.0f, hi = op == KN_EW_QDQ_U8 ? 255.0f : 127.0f;
+      if (!(sc > 0.0f) || !isfinite(sc) || !(z >= lo && z <= hi) || z != nearbyintf(z))
+        return kn_op_fail(ctx, KN_ERR_INVALID_ARG,
+                          "instruction %d (opcode %lld) has scale %g and zero point %g; "
+                          "expected a positive finite scale and an integer zero point in "
+                          "[%g, %g]",
+                          (int)k, (long long)op, (double)sc, (double)z, (double)lo, (double)hi);
+    }
     bool bad = a < 0 || a >= lim || (kn_ew_binary(op) ? (b < 0 || b >= lim) : b != -1);
     if (bad)
       return kn_op_fail(ctx, KN_ERR_INVALID_ARG,

@@ -311,6 +311,35 @@ static void test_qdq_pairs_not(void **state) {
   }
 }
 
+/* A hostile chain's Q/DQ constants (an engine file's) are refused with a
+ * message, never converted: scale 0, NaN, a zero point out of range or
+ * not an integer. */
+static void test_qdq_bad_consts(void **state) {
+  (void)state;
+  static const float bad[][2] = {{0.0f, 3.0f}, {NAN, 3.0f}, {0.1f, 256.0f}, {0.1f, 2.5f},
+                                 {0.1f, -1.0f}, {INFINITY, 0.0f}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    kn_ir_model *m = tk_model_new(13);
+    kn_graph *g = m->graph;
+    int32_t x = tk_input(g, "x", 4, X4);
+    int32_t o = kn_graph_add_fresh_value(g, "y");
+    assert_true(o >= 0);
+    int32_t ni = kn_graph_new_node(g, "ElementwiseChain", "kiln", "chain", 1, &x, 1, &o);
+    assert_true(ni >= 0);
+    int64_t ops[1] = {KN_EW_QDQ_U8}, args[2] = {0, -1};
+    assert_true(kn_node_set_ints(&g->nodes[ni], "ops", ops, 1));
+    assert_true(kn_node_set_ints(&g->nodes[ni], "args", args, 2));
+    assert_true(kn_node_set_floats(&g->nodes[ni], "consts", bad[i], 2));
+    tk_output(g, o);
+    kn_error err;
+    kn_status st = kn_graph_finish(g, m->label, &err);
+    if (!st) st = kn_ops_prepare(m, &err);
+    assert_int_equal(st, KN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "zero point"));
+    kn_ir_model_free(m);
+  }
+}
+
 /* ewchain with the decisions kept (the fallback machine). */
 static bool ewchain_deciding(kn_ir_model *m, kn_lines *lines) {
   kn_error err;
@@ -413,6 +442,7 @@ int main(void) {
       cmocka_unit_test(test_must_not),
       cmocka_unit_test(test_qdq_pairs),
       cmocka_unit_test(test_qdq_pairs_not),
+      cmocka_unit_test(test_qdq_bad_consts),
       cmocka_unit_test(test_partial),
       cmocka_unit_test(test_real_models),
   };
