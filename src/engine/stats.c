@@ -115,11 +115,10 @@ kn_status kn_model_set_report_shapes(kn_model *model, int32_t n, const kn_value_
   kn_value *vals = kn_calloc((size_t)g->n_values + 1, sizeof *vals);
   kn_graph *rg = kn_calloc(1, sizeof *rg);
   kn_ir_model *rir = kn_calloc(1, sizeof *rir);
+  kn_status st = KN_OK;
   if (!vals || !rg || !rir) {
-    free(vals);
-    free(rg);
-    free(rir);
-    return kn_fail(err, KN_ERR_OOM, "out of memory");
+    st = kn_fail(err, KN_ERR_OOM, "out of memory");
+    goto fail;
   }
   memcpy(vals, g->values, (size_t)g->n_values * sizeof *vals);
   *rg = *g;
@@ -138,24 +137,21 @@ kn_status kn_model_set_report_shapes(kn_model *model, int32_t n, const kn_value_
     for (int32_t d = 0; ok && d < shapes[k].rank; d++)
       ok = shapes[k].dims[d] >= 0 && (t->rank < 0 || t->dims[d] < 0 || t->dims[d] == shapes[k].dims[d]);
     if (!ok) {
-      free(vals);
-      free(rg);
-      free(rir);
-      return kn_fail(err, KN_ERR_SHAPE, "%s: report shape for '%s' does not fit the model's input",
-                     model->ir->label, shapes[k].name ? shapes[k].name : "(null)");
+      st = kn_fail(err, KN_ERR_SHAPE, "%s: report shape for '%s' does not fit the model's input",
+                   model->ir->label, shapes[k].name ? shapes[k].name : "(null)");
+      goto fail;
     }
     t->rank = shapes[k].rank;
     memcpy(t->dims, shapes[k].dims, (size_t)shapes[k].rank * sizeof t->dims[0]);
   }
-  kn_status st = kn_ops_infer_values(rir, vals, err);
-  if (st) {
-    free(vals);
-    free(rg);
-    free(rir);
-    return st;
-  }
+  if ((st = kn_ops_infer_values(rir, vals, err))) goto fail;
   model->report_ir = rir;
   return KN_OK;
+fail:
+  free(vals);
+  free(rg);
+  free(rir);
+  return st;
 }
 
 kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out) {

@@ -224,12 +224,15 @@ static void ew_exec(int64_t op, float c0, float c1, ew_arg A, ew_arg B, float *d
   }
 }
 
-/* The Q/DQ opcodes on the int8 family's vector quantizer (the codes of
- * quant.c bit for bit; an s8 code is the u8 one of zero + 128 less 128, and
- * a NaN gives code 0 as there), then dequantized in float.  d may be A. */
+/* The Q/DQ opcodes on the int8 family's vector quantizers (the codes of
+ * quant.c bit for bit), then dequantized in float.  d may be A: the codes
+ * are made before d is written. */
 static void ewf_qdq(kn_qgemm_impl qimpl, bool s8, float scale, float zero, ew_arg A, float *d,
                     int32_t cnt) {
-  uint8_t q[EWF_BLOCK];
+  union {
+    uint8_t u[EWF_BLOCK];
+    int8_t s[EWF_BLOCK];
+  } q;
   float xs[EWF_BLOCK];
   const float *x = A.p;
   if (!A.step) {
@@ -237,21 +240,13 @@ static void ewf_qdq(kn_qgemm_impl qimpl, bool s8, float scale, float zero, ew_ar
     x = xs;
   }
   int32_t z = (int32_t)zero;
-  kn_qgemm_quantize(qimpl, 1, cnt, x, cnt, scale, s8 ? z + 128 : z, q, cnt);
-  if (!s8) {
-    for (int32_t i = 0; i < cnt; i++) d[i] = ((float)q[i] - zero) * scale;
-    return;
+  if (s8) {
+    kn_qgemm_quantize_s8(qimpl, cnt, x, scale, z, q.s);
+    for (int32_t i = 0; i < cnt; i++) d[i] = ((float)q.s[i] - zero) * scale;
+  } else {
+    kn_qgemm_quantize(qimpl, 1, cnt, x, cnt, scale, z, q.u, cnt);
+    for (int32_t i = 0; i < cnt; i++) d[i] = ((float)q.u[i] - zero) * scale;
   }
-  int32_t nans = 0;
-  for (int32_t i = 0; i < cnt; i++) nans |= x[i] != x[i];
-  if (nans) { /* rare: element by element (x[i] is read before d[i], which may be it) */
-    for (int32_t i = 0; i < cnt; i++) {
-      int32_t c = x[i] != x[i] ? 0 : (int32_t)q[i] - 128;
-      d[i] = ((float)c - zero) * scale;
-    }
-    return;
-  }
-  for (int32_t i = 0; i < cnt; i++) d[i] = ((float)((int32_t)q[i] - 128) - zero) * scale;
 }
 
 /* ---- driver ---------------------------------------------------------------- */

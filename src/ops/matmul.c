@@ -910,6 +910,12 @@ typedef struct mmi_block {
   uint64_t b_off;    /* kn_qgemm_pack_b's block */
 } mmi_block;
 
+/* The block's layout: the header, corr[n] at MMI_HEAD, then the kernels' B. */
+#define MMI_HEAD ((sizeof(mmi_block) + 63) & ~(size_t)63)
+static size_t mmi_corr_bytes(int64_t n) {
+  return ((size_t)n * sizeof(int32_t) + 63) & ~(size_t)63;
+}
+
 /* The constant B (2-D, s8 or u8) and its zero points as corr[j] = c - zb[j]
  * (corr NULL: only checks); false when the node cannot take the tactic. */
 static bool mmi_const_b(const kn_graph *g, const kn_node *n, int32_t *corr, bool *any) {
@@ -968,17 +974,16 @@ static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *
   const kn_tensor *b = g->values[n->inputs[1]].constant;
   int64_t k = b->dims[0], nn = b->dims[1];
   kn_qgemm_impl impl = kn_qgemm_impl_for((kn_isa)target->isa, kn_cpu_features());
-  size_t head = (sizeof(mmi_block) + 63) & ~(size_t)63;
-  size_t corr_bytes = ((size_t)nn * sizeof(int32_t) + 63) & ~(size_t)63;
+  size_t head = MMI_HEAD, corr_bytes = mmi_corr_bytes(nn);
   size_t bbytes = kn_qgemm_pack_b_size(impl, k, nn);
   int8_t *bs = kn_malloc((size_t)(k * nn));
-  float *ones = kn_malloc((size_t)nn * sizeof(float));
-  mmi_block *p = bs && ones ? kn_packed_alloc(head + corr_bytes + bbytes, target->isa,
+  float *ws = kn_malloc((size_t)nn * sizeof(float));
+  mmi_block *p = bs && ws ? kn_packed_alloc(head + corr_bytes + bbytes, target->isa,
                                               n->tactic)
                             : NULL;
   if (!p) {
     free(bs);
-    free(ones);
+    free(ws);
     return kn_fail(err, KN_ERR_OOM, "out of memory packing %lld x %lld integer weights",
                    (long long)k, (long long)nn);
   }
@@ -992,10 +997,10 @@ static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *
    * bits); else ones */
   const kn_tensor *bsc = mmif_b_scale(g, n);
   for (int64_t j = 0; j < nn; j++)
-    ones[j] = bsc ? ((const float *)bsc->data)[kn_tensor_numel(bsc) == 1 ? 0 : j] : 1.0f;
-  kn_qgemm_pack_b(impl, k, nn, bs, nn, false, ones, (char *)p + head + corr_bytes);
+    ws[j] = bsc ? ((const float *)bsc->data)[kn_tensor_numel(bsc) == 1 ? 0 : j] : 1.0f;
+  kn_qgemm_pack_b(impl, k, nn, bs, nn, false, ws, (char *)p + head + corr_bytes);
   free(bs);
-  free(ones);
+  free(ws);
   p->impl = (int32_t)impl;
   p->has_corr = any;
   p->k = k;
@@ -1013,8 +1018,7 @@ static bool mmi_block_ok(const mmi_block *p, int64_t k, int64_t n, kn_qgemm_impl
   if (p->k != k || p->n != n || p->impl != (int32_t)impl || k < 1 || n < 1 ||
       k > KN_QGEMM_K_MAX)
     return false;
-  size_t head = (sizeof(mmi_block) + 63) & ~(size_t)63;
-  size_t corr_bytes = ((size_t)n * sizeof(int32_t) + 63) & ~(size_t)63;
+  size_t head = MMI_HEAD, corr_bytes = mmi_corr_bytes(n);
   return p->corr_off == head && p->b_off == head + corr_bytes &&
          p->hdr.bytes >= head + corr_bytes + kn_qgemm_pack_b_size(impl, k, n);
 }
@@ -1074,17 +1078,26 @@ static mmi_done mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a,
   return MMI_SUMS;
 }
 
-static kn_status mmi_run(kn_op_ctx *ctx) {
-  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+/* The product's geometry and A's and B's zero points (inputs 2 and 3),
+ * checked: what MatMulInteger and MatMulIntegerToFloat run with. */
+static kn_status mmi_geometry(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
+                              mm_geom *g, qparam *azp, qparam *bzp) {
   int32_t r;
   int64_t d[KN_MAX_RANK];
+  kn_status st;
+  if ((st = mm_shape(ctx, a, b, &r, d, g)) ||
+      (st = qparam_check(ctx, 2, kn_in(ctx, 2), g->m, g->a_batches, azp)) ||
+      (st = qparam_check(ctx, 3, kn_in(ctx, 3), g->n, g->b_batches, bzp)))
+    return st;
+  return KN_OK;
+}
+
+static kn_status mmi_run(kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   mm_geom g;
   qparam azp, bzp;
-  kn_status st;
-  if ((st = mm_shape(ctx, a, b, &r, d, &g)) ||
-      (st = qparam_check(ctx, 2, kn_in(ctx, 2), g.m, g.a_batches, &azp)) ||
-      (st = qparam_check(ctx, 3, kn_in(ctx, 3), g.n, g.b_batches, &bzp)))
-    return st;
+  kn_status st = mmi_geometry(ctx, a, b, &g, &azp, &bzp);
+  if (st) return st;
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
   int32_t *sums = y->data;
@@ -1126,15 +1139,10 @@ static kn_status mmif_infer(kn_op_ctx *ctx) {
 static kn_status mmif_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   const kn_tensor *as = kn_in(ctx, 4), *bs = kn_in(ctx, 5), *bias = kn_in(ctx, 6);
-  int32_t r;
-  int64_t d[KN_MAX_RANK];
   mm_geom g;
   qparam azp, bzp;
-  kn_status st;
-  if ((st = mm_shape(ctx, a, b, &r, d, &g)) ||
-      (st = qparam_check(ctx, 2, kn_in(ctx, 2), g.m, g.a_batches, &azp)) ||
-      (st = qparam_check(ctx, 3, kn_in(ctx, 3), g.n, g.b_batches, &bzp)))
-    return st;
+  kn_status st = mmi_geometry(ctx, a, b, &g, &azp, &bzp);
+  if (st) return st;
   if ((as && kn_tensor_numel(as) != 1) ||
       (bs && kn_tensor_numel(bs) != 1 && kn_tensor_numel(bs) != g.n) ||
       (bias && kn_tensor_numel(bias) != g.n))

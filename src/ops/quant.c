@@ -176,9 +176,8 @@ static int32_t quant_select(const kn_graph *g, const kn_node *n, int32_t isa) {
 }
 
 /* y = saturate(round_half_even(x / scale) + zero) into u8 or s8, per tensor,
- * on the vector quantizer: the loop of quant_run bit for bit (an s8 output
- * is the u8 one of zero + 128, moved back by 128, and a NaN gives 0 as
- * there).  False: not such a case. */
+ * on the vector quantizers: the loop of quant_run bit for bit.  False: not
+ * such a case. */
 static bool quant_fast(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *s,
                        const kn_tensor *zp, const qlayout *L, kn_tensor *y) {
   if (!ctx->rt || L->mode != Q_TENSOR || x->dtype != KN_DTYPE_F32 ||
@@ -186,18 +185,10 @@ static bool quant_fast(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *s,
     return false;
   float sv = *(const float *)s->data;
   int32_t z = zp ? (int32_t)kn_load_i64(zp->data, zp->dtype, 0) : 0;
-  bool s8 = y->dtype == KN_DTYPE_I8;
   int64_t n = kn_tensor_numel(x);
-  const float *xd = x->data;
-  uint8_t *yd = y->data;
-  kn_qgemm_quantize(kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features), 1, n, xd, n, sv,
-                    s8 ? z + 128 : z, yd, n);
-  if (!s8) return true;
-  for (int64_t i = 0; i < n; i++) yd[i] ^= 0x80; /* u8 code c -> s8 c - 128 */
-  int32_t nans = 0;
-  for (int64_t i = 0; i < n; i++) nans |= xd[i] != xd[i];
-  for (int64_t i = 0; nans && i < n; i++)
-    if (xd[i] != xd[i]) yd[i] = 0;
+  kn_qgemm_impl impl = kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features);
+  if (y->dtype == KN_DTYPE_I8) kn_qgemm_quantize_s8(impl, n, x->data, sv, z, y->data);
+  else kn_qgemm_quantize(impl, 1, n, x->data, n, sv, z, y->data, n);
   return true;
 }
 

@@ -101,14 +101,9 @@ static void test_diamonds(void **state) {
 /* x -> QuantizeLinear -> DequantizeLinear, per tensor: a u8 zero point
  * (z >= 0) or an s8 one (z < 0 stands for -z - 1 as int8: -1 is 0). */
 static int32_t qdq_pair(kn_graph *g, int32_t x, float scale, int32_t z, float dq_scale) {
-  int32_t zp = z >= 0 ? tk_const_u8(g, (uint8_t)z) : -1;
-  if (z < 0) {
-    kn_tensor t;
-    memset(&t, 0, sizeof t);
-    assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_I8, 0, NULL, NULL), KN_OK);
-    *(int8_t *)t.data = (int8_t)(-z - 1);
-    zp = kn_graph_add_constant(g, "zs8", &t);
-  }
+  int8_t zs = (int8_t)(-z - 1);
+  int32_t zp = z >= 0 ? tk_const_u8(g, (uint8_t)z)
+                      : tk_const_typed(g, KN_DTYPE_I8, 0, NULL, &zs);
   int32_t q = tk_node(g, "QuantizeLinear", 3, (int32_t[]){x, tk_const_scalar(g, scale), zp});
   return tk_node(g, "DequantizeLinear", 3, (int32_t[]){q, tk_const_scalar(g, dq_scale), zp});
 }

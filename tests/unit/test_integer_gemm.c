@@ -34,17 +34,6 @@ typedef struct icase {
   bool bias; /* then Add(., bias[n]) */
 } icase;
 
-static int32_t const_t(kn_graph *g, kn_dtype t, int32_t rank, const int64_t *dims,
-                       const void *vals) {
-  kn_tensor x;
-  memset(&x, 0, sizeof x);
-  assert_int_equal(kn_tensor_alloc(&x, t, rank, dims, NULL), KN_OK);
-  memcpy(x.data, vals, (size_t)kn_tensor_numel(&x) * kn_dtype_size(t));
-  int32_t v = kn_graph_add_constant(g, "c", &x);
-  assert_true(v >= 0);
-  return v;
-}
-
 static kn_ir_model *make(const icase *c) {
   kn_ir_model *mo = tk_model_new(13);
   kn_graph *g = mo->graph;
@@ -63,11 +52,11 @@ static kn_ir_model *make(const icase *c) {
   for (int64_t i = 0; i < c->k * c->n; i++) w[i] = (uint8_t)(tk_pseudo(&seed) * 127.0f + 128.0f);
   for (int64_t j = 0; j < c->n; j++) zb[j] = (uint8_t)(tk_pseudo(&seed) * 100.0f + 128.0f);
   kn_dtype wt = c->u8_weights ? KN_DTYPE_U8 : KN_DTYPE_I8;
-  int32_t in[4] = {xq, const_t(g, wt, 2, wd, w), xz, -1};
+  int32_t in[4] = {xq, tk_const_typed(g, wt, 2, wd, w), xz, -1};
   uint8_t zscalar = c->zb == ZB_ZERO ? (c->u8_weights ? 128 : 0) : (c->u8_weights ? 121 : 7);
   int64_t nd = c->n;
-  if (c->zb == ZB_ZERO || c->zb == ZB_SCALAR) in[3] = const_t(g, wt, 0, NULL, &zscalar);
-  if (c->zb == ZB_COLUMN) in[3] = const_t(g, wt, 1, &nd, zb);
+  if (c->zb == ZB_ZERO || c->zb == ZB_SCALAR) in[3] = tk_const_typed(g, wt, 0, NULL, &zscalar);
+  if (c->zb == ZB_COLUMN) in[3] = tk_const_typed(g, wt, 1, &nd, zb);
   int32_t y = tk_node(g, "MatMulInteger", c->zb == ZB_NONE ? 3 : 4, in);
   int32_t f = tk_node(g, "Cast", 1, &y);
   assert_true(kn_node_set_int(tk_last(g), "to", KN_DTYPE_F32));

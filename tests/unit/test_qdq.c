@@ -17,17 +17,6 @@
 #include "passes/pass.h"
 #include "plan/precision.h"
 
-static int32_t const_t(kn_graph *g, kn_dtype t, int32_t rank, const int64_t *dims,
-                       const void *vals) {
-  kn_tensor x;
-  memset(&x, 0, sizeof x);
-  assert_int_equal(kn_tensor_alloc(&x, t, rank, dims, NULL), KN_OK);
-  memcpy(x.data, vals, (size_t)kn_tensor_numel(&x) * kn_dtype_size(t));
-  int32_t v = kn_graph_add_constant(g, "c", &x);
-  assert_true(v >= 0);
-  return v;
-}
-
 typedef struct qcase {
   bool gemm;        /* Gemm transB=1, else MatMul */
   bool s8;          /* s8 activations (zero point int8) */
@@ -40,8 +29,8 @@ static kn_ir_model *make(const qcase *c, int64_t m, int64_t k, int64_t n) {
   kn_graph *g = mo->graph;
   int64_t ad[2] = {m, k};
   int32_t x = tk_input(g, "x", 2, ad);
-  int32_t zp = c->s8 ? const_t(g, KN_DTYPE_I8, 0, NULL, &(int8_t){-3})
-                     : const_t(g, KN_DTYPE_U8, 0, NULL, &(uint8_t){125});
+  int32_t zp = c->s8 ? tk_const_typed(g, KN_DTYPE_I8, 0, NULL, &(int8_t){-3})
+                     : tk_const_typed(g, KN_DTYPE_U8, 0, NULL, &(uint8_t){125});
   int32_t in[3] = {x, tk_const_scalar(g, c->q_scale), zp};
   int32_t q = tk_node(g, "QuantizeLinear", 3, in);
   int32_t in2[3] = {q, tk_const_scalar(g, c->dq_scale), zp};
@@ -53,9 +42,9 @@ static kn_ir_model *make(const qcase *c, int64_t m, int64_t k, int64_t n) {
   uint32_t seed = 5;
   for (int64_t i = 0; i < k * n; i++) wq[i] = (int8_t)((int)(tk_pseudo(&seed) * 127.0f));
   for (int64_t j = 0; j < n; j++) ws[j] = 0.01f + 0.002f * (float)(j % 7);
-  int32_t wv = const_t(g, KN_DTYPE_I8, 2, wd, wq);
+  int32_t wv = tk_const_typed(g, KN_DTYPE_I8, 2, wd, wq);
   int64_t nd = n;
-  int32_t sv = c->per_channel ? const_t(g, KN_DTYPE_F32, 1, &nd, ws) : tk_const_scalar(g, 0.02f);
+  int32_t sv = c->per_channel ? tk_const_typed(g, KN_DTYPE_F32, 1, &nd, ws) : tk_const_scalar(g, 0.02f);
   int32_t win[2] = {wv, sv};
   int32_t w = tk_node(g, "DequantizeLinear", 2, win);
   if (c->per_channel) assert_true(kn_node_set_int(tk_last(g), "axis", c->gemm ? 0 : 1));

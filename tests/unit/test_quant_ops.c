@@ -14,17 +14,6 @@
 
 #include "core/cpu.h"
 
-static int32_t const_t(kn_graph *g, kn_dtype t, int32_t rank, const int64_t *dims,
-                       const void *vals) {
-  kn_tensor x;
-  memset(&x, 0, sizeof x);
-  assert_int_equal(kn_tensor_alloc(&x, t, rank, dims, NULL), KN_OK);
-  memcpy(x.data, vals, (size_t)kn_tensor_numel(&x) * kn_dtype_size(t));
-  int32_t v = kn_graph_add_constant(g, "c", &x);
-  assert_true(v >= 0);
-  return v;
-}
-
 /* x (n values: specials, ties of the scale, random) -> Q -> DQ for a u8
  * zero point, an s8 one and none; outputs every Q and DQ result. */
 static kn_ir_model *make(int64_t n, float scale, uint8_t zu, int8_t zs) {
@@ -40,10 +29,10 @@ static kn_ir_model *make(int64_t n, float scale, uint8_t zu, int8_t zs) {
            : k < 24 ? scale * ((float)(k - 18) + 0.5f) * (1.0f + (float)(i / 40))
                     : 300.0f * scale * tk_pseudo(&seed);
   }
-  int32_t xv = const_t(g, KN_DTYPE_F32, 1, &n, x);
+  int32_t xv = tk_const_typed(g, KN_DTYPE_F32, 1, &n, x);
   free(x);
   int32_t sv = tk_const_scalar(g, scale);
-  int32_t zuv = const_t(g, KN_DTYPE_U8, 0, NULL, &zu), zsv = const_t(g, KN_DTYPE_I8, 0, NULL, &zs);
+  int32_t zuv = tk_const_typed(g, KN_DTYPE_U8, 0, NULL, &zu), zsv = tk_const_typed(g, KN_DTYPE_I8, 0, NULL, &zs);
   int32_t zp[3] = {zuv, zsv, -1};
   for (int k = 0; k < 3; k++) {
     int32_t in[3] = {xv, sv, zp[k]};

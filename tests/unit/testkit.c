@@ -110,14 +110,19 @@ int32_t tk_const_u8(kn_graph *g, uint8_t v) {
   return id;
 }
 
-int32_t tk_const_f32(kn_graph *g, int32_t rank, const int64_t *dims, const float *vals) {
+int32_t tk_const_typed(kn_graph *g, kn_dtype dtype, int32_t rank, const int64_t *dims,
+                       const void *vals) {
   kn_tensor t;
   memset(&t, 0, sizeof t);
-  assert_int_equal(kn_tensor_alloc(&t, KN_DTYPE_F32, rank, dims, NULL), KN_OK);
-  memcpy(t.data, vals, (size_t)kn_tensor_numel(&t) * sizeof(float));
+  assert_int_equal(kn_tensor_alloc(&t, dtype, rank, dims, NULL), KN_OK);
+  memcpy(t.data, vals, (size_t)kn_tensor_numel(&t) * kn_dtype_size(dtype));
   int32_t v = kn_graph_add_constant(g, "c", &t);
   assert_true(v >= 0);
   return v;
+}
+
+int32_t tk_const_f32(kn_graph *g, int32_t rank, const int64_t *dims, const float *vals) {
+  return tk_const_typed(g, KN_DTYPE_F32, rank, dims, vals);
 }
 
 int32_t tk_const_i64(kn_graph *g, int32_t n, const int64_t *vals) {

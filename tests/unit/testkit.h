@@ -81,6 +81,9 @@ int32_t tk_const_u8(kn_graph *g, uint8_t v);
 
 /* A float constant holding `vals`. */
 int32_t tk_const_f32(kn_graph *g, int32_t rank, const int64_t *dims, const float *vals);
+/* A constant of any fixed-size dtype, its elements copied from vals. */
+int32_t tk_const_typed(kn_graph *g, kn_dtype dtype, int32_t rank, const int64_t *dims,
+                       const void *vals);
 
 /* An int64 constant of rank 1 (or a scalar when n < 0: one element vals[0]). */
 int32_t tk_const_i64(kn_graph *g, int32_t n, const int64_t *vals);

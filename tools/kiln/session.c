@@ -411,17 +411,21 @@ int kn_cli_session_open(const kn_cli_model_opts *o, kn_cli_session *s) {
   for (int32_t i = 0; i < s->nin; i++)
     if (kn_context_set_input(s->ctx, i, &s->inputs[i], &err)) return kn_cli_error(&err);
   /* step reports (profile's FLOPs, bytes, predictions) for the shapes that
-   * run, not the static ones (a dynamic dimension counts as 1 there) */
+   * run, not the static ones (a dynamic dimension counts as 1 there): the
+   * inputs with a dynamic dimension, when there are any */
   kn_value_info *vi = calloc((size_t)s->nin + 1, sizeof *vi);
   if (!vi) return kn_cli_fail("out of memory");
   int32_t nv = 0;
   for (int32_t i = 0; i < s->nin; i++) {
     if (kn_model_input_info(s->model, i, &vi[nv])) continue;
+    bool dynamic = vi[nv].rank < 0;
+    for (int32_t d = 0; d < vi[nv].rank; d++) dynamic |= vi[nv].dims[d] < 0;
+    if (!dynamic) continue;
     vi[nv].rank = s->inputs[i].rank;
     memcpy(vi[nv].dims, s->inputs[i].dims, sizeof vi[nv].dims);
     nv++;
   }
-  kn_status st = kn_model_set_report_shapes(s->model, nv, vi, &err);
+  kn_status st = nv ? kn_model_set_report_shapes(s->model, nv, vi, &err) : KN_OK;
   free(vi);
   if (st) return kn_cli_error(&err);
   return KN_EXIT_OK;

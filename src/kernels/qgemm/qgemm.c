@@ -208,6 +208,17 @@ void kn_qgemm_quantize_pack_a(kn_qgemm_impl impl, int64_t m, int64_t k, const fl
                        (char *)dst + (size_t)(i / uk->mr) * a_panel_bytes(uk, kg));
 }
 
+void kn_qgemm_quantize_s8(kn_qgemm_impl impl, int64_t n, const float *x, float scale,
+                          int32_t zero, int8_t *y) {
+  uint8_t *u = (uint8_t *)y;
+  ukernels(impl)->quant(n, x, scale, zero + 128, u);
+  for (int64_t i = 0; i < n; i++) u[i] ^= 0x80; /* u8 code c -> s8 c - 128 */
+  int32_t nans = 0;
+  for (int64_t i = 0; i < n; i++) nans |= x[i] != x[i];
+  for (int64_t i = 0; nans && i < n; i++)
+    if (x[i] != x[i]) y[i] = 0;
+}
+
 void kn_qgemm_range(kn_qgemm_impl impl, int64_t n, const float *x, float *lo, float *hi) {
   const kn_qgemm_ukernels *uk = ukernels(impl);
   if (uk->range) {

@@ -107,6 +107,11 @@ void kn_qgemm_pack_b(kn_qgemm_impl impl, int64_t k, int64_t n, const int8_t *b, 
  * (row strides ldx, ldy); vectorised, the same bits for every impl. */
 void kn_qgemm_quantize(kn_qgemm_impl impl, int64_t m, int64_t k, const float *x, int64_t ldx,
                        float scale, int32_t zero, uint8_t *y, int64_t ldy);
+/* The same into s8 codes (zero in [-128, 127]): y[j] = clamp(round(x[j] /
+ * scale) + zero, -128, 127), a NaN giving 0 (QuantizeLinear's int8), from
+ * the u8 quantizer of zero + 128 moved back by 128. */
+void kn_qgemm_quantize_s8(kn_qgemm_impl impl, int64_t n, const float *x, float scale,
+                          int32_t zero, int8_t *y);
 /* The range of n values with 0 included, NaNs left out: *lo = min(0, x),
  * *hi = max(0, x) (DynamicQuantizeLinear's); vectorised, the same result
  * for every impl. */
