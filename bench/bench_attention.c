@@ -22,7 +22,7 @@
 #include "core/cpu.h"
 #include "engine/exec.h"
 #include "kernels/attention/attention.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static double now_s(void) {
   struct timespec t;

@@ -21,7 +21,7 @@
 #include "core/cpu.h"
 #include "kernels/conv/conv.h"
 #include "ops/conv_ref.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static double now_s(void) {
   struct timespec t;

@@ -23,7 +23,7 @@
 #include "ir/ir.h"
 #include "kernels/kernels.h"
 #include "ops/op.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static double now_s(void) {
   struct timespec t;

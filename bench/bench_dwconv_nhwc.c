@@ -20,7 +20,7 @@
 
 #include "core/cpu.h"
 #include "kernels/conv/conv.h"
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 
 typedef struct layer {
   const char *model;

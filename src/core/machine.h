@@ -1,7 +1,7 @@
 /*
  * Machine descriptions (kn_machine in kiln.h): what the OS and the CPU say
  * about this machine, the shipped fallback, and the JSON form
- * (docs/MACHINE.md).  Measuring (kiln probe) is src/plan/probe.c.
+ * (docs/MACHINE.md).  Measuring (kiln probe) is src/builder/machine_probe.c.
  */
 #ifndef KN_MACHINE_H
 #define KN_MACHINE_H

@@ -5,7 +5,22 @@
 
 #include "exec.h"
 #include "format.h"
-#include "plan/timing.h"
+
+/* What the build's tactic selection did (src/builder/timing.c fills it),
+ * kept in the model for its report and its engine file. */
+typedef struct kn_timing_report {
+  int32_t steps_with_choice; /* steps with more than one candidate */
+  int32_t timed;             /* step shapes timed now (a repeated shape once) */
+  int32_t cached;            /* steps whose choice came from the cache */
+  int32_t changed;           /* steps where the winner is not the first choice */
+  double seconds;            /* spent timing */
+  /* one line per step with a choice made by timing or the cache: "STEP:
+   * TACTIC, timed 216.7 us; conv_igemm_nhwc 430.2 us", appended to the
+   * lines it held (the passes' decisions) */
+  kn_lines decisions;
+} kn_timing_report;
+
+void kn_timing_report_free(kn_timing_report *r);
 
 struct kn_model {
   kn_ir_model *ir;
@@ -44,6 +59,24 @@ struct kn_model {
 };
 
 const kn_ir_model *kn_model_ir(const kn_model *m);
+/* The ISA a build packs for: the best both the described machine (when
+ * the model has one) and this one have. */
+int32_t kn_model_build_isa(const kn_model *m);
+/* Prepack the weights of every top-level step whose tactic packs them and
+ * that has no block for the target ISA yet (model.c). */
+kn_status kn_model_pack(kn_model *m, kn_error *err) KN_WUR;
+/* "1x3x224x224" (the bytes [p, end)) -> dims; false when malformed. */
+bool kn_parse_dims(const char *p, const char *end, int64_t *dims, int32_t *rank);
+/* The model input named by spec's "NAME=" prefix (eq points at its '='),
+ * or -1. */
+int32_t kn_model_input_named(const kn_model *m, const char *spec, const char *eq);
+/* Parse "NAME=MIN:OPT:MAX" into the input's range (builds and engine files
+ * with profiles); dims equal across the range become static. */
+kn_status kn_model_apply_profile(kn_model *m, const char *spec, kn_error *err) KN_WUR;
+/* NULL-terminated copies of n strings (NULL when out of memory), and their
+ * release. */
+char **kn_strings_dup(const char *const *v, int32_t n);
+void kn_strings_free(char **v, int32_t n);
 /* Drops kn_model_set_report_shapes' copy (model.c). */
 void kn_model_report_free(kn_model *m);
 /* Bind any kind of value (tensor, sequence, none) to input `index`. */

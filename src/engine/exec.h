@@ -4,7 +4,7 @@
 #define KN_EXEC_H
 
 #include "ops/op.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "plan/plan.h"
 
 /* Bytes of tensors live during a run, against a cap (shared by subgraphs),

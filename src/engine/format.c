@@ -1,6 +1,6 @@
 /* The engine file (format.h): writing, verifying and reading it. */
 #include "format.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 #include "core/cpu.h"
 

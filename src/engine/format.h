@@ -77,7 +77,7 @@
  *      u32 node count, per node (in execution order):
  *        string name; optional string covers (the ONNX nodes a fused step
  *        replaces, comma-separated); u32 tactic id (the kernel that runs the
- *        step: src/plan/tactics.inc; 0 = reference); u32 precision (from
+ *        step: src/ops/tactics.inc; 0 = reference); u32 precision (from
  *        version 3: kiln.h kn_precision, 0 fp32 .. 5 int8-weights; int8
  *        steps keep their input's quantization in the attributes
  *        kiln.a_scale and kiln.a_zero); string op_type; string domain;

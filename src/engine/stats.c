@@ -3,8 +3,8 @@
 #include "core/cpu.h"
 #include "core/machine.h"
 #include "kernels/kernels.h"
-#include "plan/iomodel.h"
-#include "plan/tactic.h"
+#include "cost/iomodel.h"
+#include "ops/tactic.h"
 
 kn_status kn_model_stats_get(const kn_model *model, kn_model_stats *out, kn_error *err) {
   const kn_ir_model *m = model->ir;

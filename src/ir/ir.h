@@ -80,7 +80,7 @@ typedef struct kn_node {
   bool dead;                  /* removed by a pass; dropped by kn_graph_compact */
   char *covers;               /* fused nodes: the original ONNX node names they
                                  replace, comma-separated; NULL: just `name` */
-  int32_t tactic;             /* kernel implementation (src/plan/tactics.inc) */
+  int32_t tactic;             /* kernel implementation (src/ops/tactics.inc) */
   int32_t precision;          /* kn_precision (kiln.h) the step runs in; int8
                                  steps carry their input's quantization as
                                  attributes kiln.a_scale and kiln.a_zero */

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 
 typedef enum kn_isa {
   KN_ISA_PORTABLE = 0, /* C, auto-vectorised for the baseline */

@@ -13,7 +13,7 @@
 #include <math.h>
 
 #include "kernels/eltwise/eltwise.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static const kn_dtype gelu_types[] = {KN_DTYPE_F32, KN_DTYPE_F64, 0};
 
@@ -98,10 +98,22 @@ static double gelu_flops(const kn_op_ctx *ctx) {
 
 /* ---- aliases of standard ops --------------------------------------------- */
 
+/* The standard op a kiln-domain alias of the same name runs, from the
+ * family that defines it. */
+static const kn_op_def *alias_of(const char *op_type) {
+  static const struct {
+    const char *name;
+    const kn_op_def *family;
+  } aliases[] = {{"HardSwish", kn_ops_unary}, {"LayerNormalization", kn_ops_norm}};
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (!strcmp(aliases[i].name, op_type)) return kn_op_in(aliases[i].family, "", op_type);
+  return NULL;
+}
+
 /* The standard op of the same name, run at the opset that introduced it
  * (its `since`), whatever the model imports. */
 static const kn_op_def *alias_target(const kn_op_ctx *ctx, kn_op_ctx *c) {
-  const kn_op_def *d = kn_op_find("", ctx->node->op_type);
+  const kn_op_def *d = alias_of(ctx->node->op_type);
   KN_ASSERT(d != NULL);
   *c = *ctx;
   c->opset = d->since;
@@ -121,7 +133,7 @@ static kn_status alias_run(kn_op_ctx *ctx) {
 }
 
 static int32_t alias_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  const kn_op_def *d = kn_op_find("", n->op_type);
+  const kn_op_def *d = alias_of(n->op_type);
   return d && d->select ? d->select(g, n, isa) : 0;
 }
 

@@ -45,7 +45,7 @@
 
 #include "core/cpu.h"
 #include "kernels/attention/attention.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 #define ATT_QB 16 /* query rows per block */
 #define ATT_KB 64 /* keys per block */

@@ -22,7 +22,7 @@
 #include <math.h>
 
 #include "kernels/eltwise/eltwise.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 #define MAX_IN 3
 #define N_DT (KN_DTYPE_BF16 + 1)

@@ -21,8 +21,7 @@
 #include "conv_ref.h"
 #include "kernels/conv/conv.h"
 #include "kernels/qgemm/qgemm.h"
-#include "layout.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "ref_gemm.h"
 
 

@@ -79,4 +79,10 @@ kn_status kn_conv_lowp_run(kn_op_ctx *ctx, int32_t tactic, const kn_conv2d *c, c
 /* The kernels' 2-D geometry (kernels/conv/conv.h) of a complete 2-D geo. */
 kn_conv2d kn_conv2d_of(const kn_conv_geom *geo);
 
+/* A Conv / FusedConv whose best tactic is channels-first (conv.c): one
+ * the NCHW Winograd F(4,3) kernel would take that the channels-last one
+ * cannot (none today: kept so that a future channels-first-only tactic has
+ * one place to say so).  The channels_last pass asks it. */
+bool kn_conv_prefers_nchw(const kn_graph *g, const kn_node *n);
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * Channels-last convolutions (NhwcFusedConv on conv_igemm_nhwc) in
  * reduced precision: what the step runs when the builder gave it int8,
- * bf16, fp16 or fp16-weights (src/plan/precision.c), as gemm_lowp.c does
+ * bf16, fp16 or fp16-weights (src/builder/step_precision.c), as gemm_lowp.c does
  * for the GEMM ops.  The kernel is kernels/conv/conv-nhwc-lowp.c; this
  * file packs its weights and runs it from an op context:
  *
@@ -33,7 +33,7 @@
 #include "gemm_tactic.h"
 #include "kernels/conv/conv-lowp.h"
 #include "kernels/hgemm/hgemm.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 typedef struct conv_lowp_packed {
   kn_packed hdr; /* tactic conv_igemm_nhwc, the ISA */

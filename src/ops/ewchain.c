@@ -1,7 +1,7 @@
 /*
  * ElementwiseChain (domain "kiln"): a chain of float32 elementwise and
  * broadcast ops computed in one pass over the output, with no intermediate
- * tensors (made by src/passes/ewchain.c).
+ * tensors (made by src/passes/fuse_ewchain.c).
  *
  * Inputs: the chain's external tensors, any number (at least one), all
  * float32, numpy-broadcastable; the output has their broadcast shape.
@@ -31,7 +31,7 @@
 #include "kernels/eltwise/eltwise.h"
 #include "kernels/qgemm/qgemm.h"
 #include "op.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 #define EW_BLOCK 256
 

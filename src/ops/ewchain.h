@@ -1,7 +1,7 @@
 /*
  * ElementwiseChain (domain "kiln"): a chain of float32 elementwise ops run
  * as one step (src/ops/ewchain.c), built by the ewchain pass
- * (src/passes/ewchain.c).  The opcodes are stored in model and engine
+ * (src/passes/fuse_ewchain.c).  The opcodes are stored in model and engine
  * files: never renumber them, only append.
  */
 #ifndef KN_EWCHAIN_H

@@ -23,8 +23,8 @@
 #include "op.h"
 
 #include "conv_fast.h"
-#include "layout.h"
-#include "plan/tactic.h"
+#include "fused.h"
+#include "ops/tactic.h"
 
 #define PREFIX "expand_"
 #define PREFIX_LEN 7
@@ -44,7 +44,7 @@ static kn_status split_nodes(kn_op_ctx *ctx, edw_nodes *s) {
   if (n->n_attrs > MAX_ATTRS)
     return kn_op_fail(ctx, KN_ERR_INVALID_ARG, "%d attributes, expected at most %d",
                       (int)n->n_attrs, MAX_ATTRS);
-  const kn_op_def *conv = kn_op_find(KN_DOMAIN, "NhwcFusedConv");
+  const kn_op_def *conv = kn_op_in(kn_ops_layout, KN_DOMAIN, "NhwcFusedConv");
   KN_ASSERT(conv);
   s->e = s->d = *n;
   s->e.op_type = s->d.op_type = (char *)"NhwcFusedConv";

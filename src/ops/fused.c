@@ -55,8 +55,8 @@
 #include "conv_fast.h"
 #include "conv_ref.h"
 #include "gemm_tactic.h"
-#include "layout.h"
-#include "plan/tactic.h"
+#include "fused.h"
+#include "ops/tactic.h"
 #include "ref_gemm.h"
 
 typedef enum act_kind {

@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "kernels/copy/copy.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static const kn_dtype index_types[] = {KN_DTYPE_I32, KN_DTYPE_I64, 0};
 

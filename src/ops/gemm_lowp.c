@@ -1,7 +1,7 @@
 /*
  * The packed GEMM in reduced precision (gemm_tactic.h): what MatMul, Gemm
  * and FusedGemm run when the builder gave the step a precision other than
- * fp32 (src/plan/precision.c).  The ops build their kn_sgemm_args as for
+ * fp32 (src/builder/step_precision.c).  The ops build their kn_sgemm_args as for
  * fp32 (operands, epilogue, row epilogue) and hand them to kn_gemm_run,
  * which runs the same product on the bf16 / fp16 kernels (src/kernels/
  * hgemm) or the u8 x s8 ones (src/kernels/qgemm), with the same fused

@@ -50,7 +50,7 @@ kn_status kn_gemm_scratch(kn_op_ctx *ctx, const kn_sgemm_args *g, int32_t thread
 
 /* ---- reduced precision (docs/PRECISION.md) -------------------------------
  * Helpers the GEMM and convolution ops share for steps whose
- * n->precision is not fp32 (src/plan/precision.c chose it). */
+ * n->precision is not fp32 (src/builder/step_precision.c chose it). */
 
 /* Symmetric int8 quantization of a weight per output channel, the
  * channels being the rows (per_row: B stored n x k, as transB and conv

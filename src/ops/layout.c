@@ -31,23 +31,27 @@
  */
 #include "layout.h"
 
+#include "fused.h"
+#include "pooling.h"
+
 #include "conv_fast.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 typedef kn_status (*nhwc_fast_fn)(kn_op_ctx *ctx, bool *done);
 
 typedef struct nhwc_op {
   const char *name;
   const char *base_domain, *base;
+  const kn_op_def *family; /* the base op's family table */
   uint32_t nhwc_inputs; /* bit i: input i is a 4-D channels-last tensor */
 } nhwc_op;
 
 static const nhwc_op nhwc_ops[] = {
-    {"NhwcFusedConv", KN_DOMAIN, "FusedConv", 1u | 8u},
-    {"NhwcMaxPool", "", "MaxPool", 1u},
-    {"NhwcAveragePool", "", "AveragePool", 1u},
-    {"NhwcGlobalAveragePool", "", "GlobalAveragePool", 1u},
-    {"NhwcGlobalMaxPool", "", "GlobalMaxPool", 1u},
+    {"NhwcFusedConv", KN_DOMAIN, "FusedConv", kn_ops_fused, 1u | 8u},
+    {"NhwcMaxPool", "", "MaxPool", kn_ops_pooling, 1u},
+    {"NhwcAveragePool", "", "AveragePool", kn_ops_pooling, 1u},
+    {"NhwcGlobalAveragePool", "", "GlobalAveragePool", kn_ops_pooling, 1u},
+    {"NhwcGlobalMaxPool", "", "GlobalMaxPool", kn_ops_pooling, 1u},
 };
 #define N_NHWC_OPS ((int32_t)(sizeof nhwc_ops / sizeof nhwc_ops[0]))
 
@@ -67,14 +71,9 @@ static const nhwc_op *nhwc_find(const kn_node *n) {
   return NULL;
 }
 
-void kn_dims_to_nchw(const int64_t *nhwc, int64_t *nchw) {
-  int64_t d[4] = {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
-  memcpy(nchw, d, sizeof d);
-}
-
-void kn_dims_to_nhwc(const int64_t *nchw, int64_t *nhwc) {
-  int64_t d[4] = {nchw[0], nchw[2], nchw[3], nchw[1]};
-  memcpy(nhwc, d, sizeof d);
+/* The base op of channels-last op e. */
+static const kn_op_def *nhwc_base(const nhwc_op *e) {
+  return kn_op_in(e->family, e->base_domain, e->base);
 }
 
 void kn_layout_permute(const int64_t *nchw, size_t es, const void *src, void *dst,
@@ -160,7 +159,7 @@ static void slice_fill(const nhwc_slice *sl, const kn_tensor *into, kn_tensor *y
  * ctx with channels-last inputs and outputs seen as [N, C, H, W]. */
 static kn_status nhwc_call(kn_op_ctx *ctx, const nhwc_op *e, kn_op_fn fn,
                            double (*flops)(const kn_op_ctx *), double *flops_out, bool run) {
-  const kn_op_def *base = kn_op_find(e->base_domain, e->base);
+  const kn_op_def *base = nhwc_base(e);
   KN_ASSERT(base && ctx->n_in <= NHWC_MAX_IO && ctx->n_out <= NHWC_MAX_IO);
   kn_slot in_s[NHWC_MAX_IO], out_s[NHWC_MAX_IO];
   kn_slot *in_p[NHWC_MAX_IO], *out_p[NHWC_MAX_IO];
@@ -287,7 +286,7 @@ static kn_status nhwc_infer(kn_op_ctx *ctx) {
     return kn_op_fail(ctx, KN_ERR_SHAPE,
                       "input 0 has rank %d, expected a 4-D channels-last tensor [N, H, W, C]",
                       (int)x->rank);
-  const kn_op_def *base = kn_op_find(e->base_domain, e->base);
+  const kn_op_def *base = nhwc_base(e);
   return nhwc_call(ctx, e, base->infer, NULL, NULL, false);
 }
 
@@ -307,13 +306,13 @@ static kn_status nhwc_run(kn_op_ctx *ctx) {
   }
   const nhwc_op *e = nhwc_find(ctx->node);
   KN_ASSERT(e);
-  const kn_op_def *base = kn_op_find(e->base_domain, e->base);
+  const kn_op_def *base = nhwc_base(e);
   return nhwc_call(ctx, e, base->run, NULL, NULL, true);
 }
 
 static double nhwc_flops(const kn_op_ctx *ctx) {
   const nhwc_op *e = nhwc_find(ctx->node);
-  const kn_op_def *base = e ? kn_op_find(e->base_domain, e->base) : NULL;
+  const kn_op_def *base = e ? nhwc_base(e) : NULL;
   if (!base || !base->flops) {
     const kn_tensor *y = ctx->n_out > 0 ? &ctx->out[0]->t : NULL;
     double n = 1;

@@ -11,7 +11,7 @@
 #include "op.h"
 #include "core/cpu.h"
 #include "kernels/qgemm/qgemm.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "ref_gemm.h"
 
 #include <math.h>

@@ -10,7 +10,7 @@
 #include "op.h"
 
 #include "kernels/copy/copy.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 /* Tile views its output with twice the input's rank. */
 #define GATHER_MAX_RANK (2 * KN_MAX_RANK)

@@ -13,7 +13,7 @@
 #include <math.h>
 
 #include "kernels/eltwise/eltwise.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static const kn_dtype norm_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                       KN_DTYPE_BF16, 0};

@@ -105,7 +105,7 @@ typedef struct kn_op_def {
    * shapes) only when they cannot have changed. */
   uint8_t data_shape;
   /* ---- fast kernels (optional) ----
-   * select: the tactic (src/plan/tactics.inc) for node n of graph g, from
+   * select: the tactic (src/ops/tactics.inc) for node n of graph g, from
    * the static types of its values and the ISA; 0 keeps the reference
    * kernel.  Called at build (kn_model_build) for every node.
    * pack: prepack the node's constant inputs (weights) for its tactic and
@@ -140,7 +140,7 @@ typedef struct kn_op_def {
   uint8_t inplace_input;
   /* precisions: bit p (1u << kn_precision) for every precision node n can
    * run in with some tactic on `isa`; fp32 is always allowed.  NULL: fp32
-   * only.  The builder sets n->precision (src/plan/precision.c) before
+   * only.  The builder sets n->precision (src/builder/step_precision.c) before
    * tactics are selected: `select`, `candidates` and `pack` then honour
    * it, and `run` reads it from ctx->node. */
   uint32_t (*precisions)(const kn_graph *g, const kn_node *n, int32_t isa);
@@ -204,8 +204,21 @@ static inline void kn_packed_free(void *block) {
 /* Values of any input decide shapes (NonZero, NonMaxSuppression, Range). */
 #define KN_DATA_SHAPE_ALL 2
 
-/* Registry (src/ops/registry.c) */
+/* Every family's table, kn_ops_<family>[] (families.inc), ends with
+ * KN_OP_END. */
+#define KN_FAMILY(f) extern const kn_op_def kn_ops_##f[];
+#include "families.inc"
+#undef KN_FAMILY
+
+/* Registry (src/ops/registry.c): every family's table.  Op families never
+ * call it (the registry references them all): an op that runs another
+ * names that op's family table, kn_op_in. */
 const kn_op_def *kn_op_find(const char *domain, const char *name);
+/* The op `name` of `domain` in one family's table (kn_ops_<family>[]), or
+ * NULL; domains "" and "ai.onnx" are one (op_util.c). */
+const kn_op_def *kn_op_in(const kn_op_def *family, const char *domain, const char *name);
+/* Whether two op domains are the same ("", NULL and "ai.onnx" are). */
+bool kn_domain_eq(const char *a, const char *b);
 /* Calls fn for every registered op. */
 void kn_op_foreach(void (*fn)(const kn_op_def *op, void *arg), void *arg);
 
@@ -297,6 +310,17 @@ int32_t kn_attr_ints(const kn_op_ctx *ctx, const char *name,
                      const int64_t **vals);
 int32_t kn_attr_floats(const kn_op_ctx *ctx, const char *name,
                        const float **vals);
+
+/* [N, H, W, C] dims -> [N, C, H, W] and back (4 entries; in == out
+ * allowed): the channels-last steps' view of their NCHW base ops. */
+static inline void kn_dims_to_nchw(const int64_t *nhwc, int64_t *nchw) {
+  int64_t d[4] = {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
+  memcpy(nchw, d, sizeof d);
+}
+static inline void kn_dims_to_nhwc(const int64_t *nchw, int64_t *nhwc) {
+  int64_t d[4] = {nchw[0], nchw[2], nchw[3], nchw[1]};
+  memcpy(nhwc, d, sizeof d);
+}
 
 /* Normalise axis into [0, rank) (accepting [-rank, rank)); fails clearly. */
 kn_status kn_axis(kn_op_ctx *ctx, int64_t axis, int32_t rank,

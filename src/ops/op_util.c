@@ -2,6 +2,19 @@
 
 #include <stdarg.h>
 
+bool kn_domain_eq(const char *a, const char *b) {
+  bool da = !a || !*a || strcmp(a, "ai.onnx") == 0;
+  bool db = !b || !*b || strcmp(b, "ai.onnx") == 0;
+  if (da || db) return da && db;
+  return strcmp(a, b) == 0;
+}
+
+const kn_op_def *kn_op_in(const kn_op_def *family, const char *domain, const char *name) {
+  for (const kn_op_def *op = family; op->name; op++)
+    if (strcmp(op->name, name) == 0 && kn_domain_eq(op->domain, domain)) return op;
+  return NULL;
+}
+
 kn_status kn_op_fail(kn_op_ctx *ctx, kn_status st, const char *fmt, ...) {
   if (ctx->err) {
     char msg[768];

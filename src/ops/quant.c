@@ -9,7 +9,7 @@
  */
 #include "op.h"
 #include "kernels/qgemm/qgemm.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 #include <math.h>
 

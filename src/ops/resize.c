@@ -20,7 +20,7 @@
 #include <math.h>
 
 #include "kernels/resize/resize.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
 enum {

@@ -20,7 +20,7 @@
 #include <math.h>
 
 #include "kernels/rnn/rnn.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 enum { RNN_KIND_RNN, RNN_KIND_GRU, RNN_KIND_LSTM };
 

@@ -11,7 +11,7 @@
 #include <math.h>
 
 #include "kernels/eltwise/eltwise.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 typedef enum sm_kind { SM_SOFT, SM_LOG, SM_HARD } sm_kind;
 

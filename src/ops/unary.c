@@ -13,7 +13,7 @@
 #include <tgmath.h>
 
 #include "kernels/eltwise/eltwise.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 typedef struct uparams {
   float alpha, beta, gamma, lambd, bias;

@@ -27,7 +27,7 @@
 #include <stdio.h>
 
 #include "pattern.h"
-#include "plan/iomodel.h"
+#include "cost/iomodel.h"
 
 static bool is_kiln(const kn_node *n, const char *op) {
   return !n->dead && !strcmp(n->domain, KN_DOMAIN) && !strcmp(n->op_type, op);

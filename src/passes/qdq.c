@@ -11,7 +11,7 @@
  * kiln.a_zero = z (a u8 zero point; an s8 one plus 128, which gives the
  * same codes: clamp(round(x/s) + z, -128, 127) + 128 = clamp(round(x/s) +
  * z + 128, 0, 255)) and kiln.qdq = 1; the precision step of the builder
- * (src/plan/precision.c) then runs it in int8 with exactly that input
+ * (src/builder/step_precision.c) then runs it in int8 with exactly that input
  * quantization, never re-calibrated.  The weight's per-channel scales go to
  * kiln.w_scale when they are per output channel (Conv axis 0, MatMul B
  * axis 1, Gemm B by transB) or per tensor, with zero points 0: the int8

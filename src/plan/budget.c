@@ -36,7 +36,7 @@
  */
 #include "budget.h"
 
-#include "iomodel.h"
+#include "cost/iomodel.h"
 #include "patch.h"
 
 static const int32_t band_counts[] = {2, 3, 4, 6, 8, 12, 16, 24, 32};

@@ -4,9 +4,10 @@
  *
  * Layers: histogram.c and calibration.c (the |x| histogram, the threshold
  * methods, the calibration table and its text file) use only src/core, so
- * that the int8 builder in src/plan can read a table; calibrator.c drives
- * a context through the public API (kn_context_set_observer) and is the one
- * file here that sits above src/engine. */
+ * that the importer's Q/DQ writer and the builder's precision assignment
+ * can read a table; the calibrator (src/builder/calibrator.c) drives a
+ * context through the public API (kn_context_set_observer) and declares
+ * its functions here too, but lives in the builder, above src/engine. */
 #ifndef KN_QUANT_H
 #define KN_QUANT_H
 

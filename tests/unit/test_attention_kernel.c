@@ -15,7 +15,7 @@
 
 #include "core/cpu.h"
 #include "kernels/attention/attention.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "testkit.h"
 
 /* ---- exp ------------------------------------------------------------------ */

@@ -18,7 +18,7 @@
 #include "passes/pass.h"
 #include "plan/budget.h"
 #include "plan/patch.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "testkit.h"
 
 static int32_t conv(kn_graph *g, int32_t x, int64_t cin, int64_t m, int64_t k, int64_t stride,

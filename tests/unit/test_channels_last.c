@@ -14,7 +14,7 @@
 
 #include "core/cpu.h"
 #include "kernels/kernels.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "testkit.h"
 
 static int32_t conv(kn_graph *g, int32_t x, int64_t cin, int64_t m, int64_t k, int64_t group,

@@ -10,10 +10,10 @@
 #include <math.h>
 
 #include "core/cpu.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "kernels/kernels.h"
 #include "ops/op.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "testkit.h"
 
 typedef struct conv_case {

@@ -27,7 +27,7 @@
 #include "kernels/kernels.h"
 #include "ops/gemm_tactic.h"
 #include "ops/op.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 typedef struct ccase {
   int64_t n, h, w, c, m, k, stride, dil, pad, group;

@@ -13,7 +13,7 @@
 
 #include "fastkit.h"
 #include "kernels/copy/copy.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 /* ---- running one node every way ------------------------------------------ */
 

@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "core/cpu.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "kernels/conv/conv.h"
 #include "ops/conv_ref.h"
 #include "testkit.h"

@@ -16,7 +16,7 @@
 #include "core/cpu.h"
 #include "kernels/eltwise/eltwise.h"
 #include "ops/ewchain.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static const int64_t sizes[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 1000};
 #define N_SIZES ((int)(sizeof sizes / sizeof sizes[0]))

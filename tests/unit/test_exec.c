@@ -5,7 +5,7 @@
 #include "testkit.h"
 
 #include "core/cpu.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 
 #include <math.h>
 #include <unistd.h>

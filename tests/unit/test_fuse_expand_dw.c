@@ -23,7 +23,7 @@
 #include "core/cpu.h"
 #include "engine/engine.h"
 #include "plan/plan.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "testkit.h"
 
 /* ---- building ------------------------------------------------------------ */

@@ -14,7 +14,7 @@
 
 #include "core/cpu.h"
 #include "kernels/gemm/gemm.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static const int64_t sizes[] = {1, 2, 3, 7, 13, 15, 16, 17, 31, 32, 33, 64, 97, 128, 257};
 #define N_SIZES ((uint32_t)(sizeof sizes / sizeof sizes[0]))

@@ -28,8 +28,8 @@
 #include "kernels/kernels.h"
 #include "ops/gemm_tactic.h"
 #include "ops/op.h"
-#include "plan/precision.h"
-#include "plan/tactic.h"
+#include "builder/step_precision.h"
+#include "ops/tactic.h"
 
 typedef enum { OP_MATMUL, OP_GEMM_TB, OP_FUSED } op_kind;
 

@@ -15,7 +15,7 @@
 
 #include "core/cpu.h"
 #include "passes/pass.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 typedef enum { ZB_NONE, ZB_ZERO, ZB_SCALAR, ZB_COLUMN } zb_kind;
 

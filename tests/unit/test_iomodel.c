@@ -1,4 +1,4 @@
-/* The IO model (src/plan/iomodel.h): its counts against the closed forms
+/* The IO model (src/cost/iomodel.h): its counts against the closed forms
  * of the matmul and streamed-attention bounds, against a tiled loop that
  * counts what it copies, and the machine description's capacities
  * changing tiles and transfers. */
@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "core/machine.h"
-#include "plan/iomodel.h"
+#include "cost/iomodel.h"
 
 /* C[a, c] += A[a, b] B[b, c] in loop order (outer to inner) given by the
  * permutation `order` of the dims {0: a, 1: c, 2: b}. */

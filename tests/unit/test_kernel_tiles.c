@@ -13,10 +13,10 @@
 #include <math.h>
 
 #include "core/cpu.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "kernels/conv/conv.h"
 #include "kernels/conv/f32-dwconv-nhwc.h"
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 #include "testkit.h"
 
 static const kn_caches small = {.l1d = (size_t)16 << 10, .l2 = (size_t)256 << 10};

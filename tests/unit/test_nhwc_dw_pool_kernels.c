@@ -23,9 +23,9 @@
 #include <math.h>
 
 #include "core/cpu.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "kernels/conv/conv.h"
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 #include "ops/conv_ref.h"
 #include "testkit.h"
 
@@ -276,7 +276,7 @@ typedef struct pool_case {
   bool ceil_mode, is_max, count_include_pad;
 } pool_case;
 
-/* Output size as src/ops/pool.c resolves it (NOTSET pads). */
+/* Output size as src/ops/pooling.c resolves it (NOTSET pads). */
 static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
                         bool ceil_mode) {
   int64_t ek = (k - 1) * d + 1, total = in + pb + pe;
@@ -298,7 +298,7 @@ static void pool_run(const pool_case *pc, kn_pool *pool2) {
   float *x = tk_rand_buf(nx, 21), *xn = malloc((size_t)nx * sizeof(float));
   assert_non_null(xn);
   to_nhwc(x, xn, n, c, hw);
-  /* scalar reference in double (src/ops/pool.c's rules) */
+  /* scalar reference in double (src/ops/pooling.c's rules) */
   double *want = malloc((size_t)ny * sizeof(double));
   assert_non_null(want);
   for (int64_t pl = 0; pl < n * c; pl++)

@@ -1,4 +1,4 @@
-/* The thread pool (src/core/pool.c): every task of a loop runs exactly
+/* The thread pool (src/core/threadpool.c): every task of a loop runs exactly
  * once, on a thread index in [0, threads), whatever the task count against
  * the thread count (fewer tasks than threads, uneven ranges, many tasks);
  * a thread that is held up has its range finished by the others; many
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "core/pool.h"
+#include "core/threadpool.h"
 
 typedef struct loop {
   int32_t threads;

@@ -1,5 +1,5 @@
 /* The qdq pass (src/passes/qdq.c) and the precision step it feeds
- * (src/plan/precision.c): a Q/DQ graph, optimized and given its
+ * (src/builder/step_precision.c): a Q/DQ graph, optimized and given its
  * precisions as the builder does, runs its MatMul / Gemm steps in int8 with
  * the graph's own quantization, and its results equal the Q/DQ graph's on
  * the reference kernels (which run QuantizeLinear and DequantizeLinear as
@@ -15,7 +15,7 @@
 #include "core/cpu.h"
 #include "ops/gemm_tactic.h"
 #include "passes/pass.h"
-#include "plan/precision.h"
+#include "builder/step_precision.h"
 
 typedef struct qcase {
   bool gemm;        /* Gemm transB=1, else MatMul */

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "fastkit.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 static kn_pool *pool2;
 

@@ -14,7 +14,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "kernels/kernels.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 #include "passes/pass.h"
 
 #include <stdlib.h>

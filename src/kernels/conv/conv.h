@@ -1,6 +1,6 @@
 /*
  * fp32 2-D convolutions in NCHW (rank-4 tensors), one entry per tactic of
- * src/plan/tactics.inc:
+ * src/ops/tactics.inc:
  *
  *   conv_gemm            any group/stride/dilation/padding: per (image,
  *                        group) one packed GEMM, A = the group's weights

@@ -34,7 +34,7 @@
 #include "kernels/conv/conv-lowp.h"
 #include "kernels/conv/winograd-nhwc.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/gemm/ukernel.h" /* KN_SGEMM_MR_MAX */
+#include "kernels/gemm/gemm-ukernel.h" /* KN_SGEMM_MR_MAX */
 #include "kernels/hgemm/hgemm.h"
 
 /* Positions of the Winograd domain and output tile edge of a variant. */

@@ -45,7 +45,7 @@
 #include "kernels/conv/conv.h"
 #include "kernels/conv/winograd-nhwc.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/gemm/ukernel.h" /* KN_SGEMM_MR_MAX */
+#include "kernels/gemm/gemm-ukernel.h" /* KN_SGEMM_MR_MAX */
 
 #define NPOS 36
 #define HEADER 16 /* floats before U (keeps U 64-byte aligned) */

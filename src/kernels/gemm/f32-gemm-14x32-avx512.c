@@ -18,7 +18,7 @@
  */
 #include <immintrin.h>
 
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 #define MR 14
 #define NR 32

@@ -12,7 +12,7 @@
  */
 #include <immintrin.h>
 
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 #define MR 6
 #define NR 16

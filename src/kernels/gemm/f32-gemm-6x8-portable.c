@@ -9,7 +9,7 @@
  * lets gcc and clang keep the tile in registers.  One function per row
  * count mr in [1, 6].
  */
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 #define MR 6
 #define NR 8

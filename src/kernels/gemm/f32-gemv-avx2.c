@@ -2,7 +2,7 @@
  * ymm accumulators (96 columns; 16 registers in all). */
 #include <immintrin.h>
 
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 typedef __m256 V;
 #define VL 8

@@ -2,7 +2,7 @@
  * zmm accumulators (256 columns). */
 #include <immintrin.h>
 
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 typedef __m512 V;
 #define VL 16

@@ -2,7 +2,7 @@
  * vectors of 4 floats, blocks of 8 (32 columns). */
 #include <string.h>
 
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 typedef float V __attribute__((vector_size(16)));
 #define VL 4

@@ -38,7 +38,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "ukernel.h"
+#include "gemm-ukernel.h"
 
 static const kn_sgemm_ukernels *ukernels(kn_isa isa) {
 #ifdef KN_HAVE_X86_KERNELS

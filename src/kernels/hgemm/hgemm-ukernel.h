@@ -7,7 +7,7 @@
  *
  *   t[r][j] = sum_{kk < kc} a(r, kk) * b(kk, j)        (kk in order)
  *   C[r][j] = (accumulate ? C[r][j] : 0) + alpha * t[r][j], then bias,
- *             residual and clamp as kn_sgemm_ustore says (gemm/ukernel.h)
+ *             residual and clamp as kn_sgemm_ustore says (gemm/gemm-ukernel.h)
  *
  * b: the packed B panel (hgemm.h's layout) at depth k0 (even for bf16):
  * uint16 halves, or int8 for S8W.
@@ -28,7 +28,7 @@
 #ifndef KN_HGEMM_UKERNEL_H
 #define KN_HGEMM_UKERNEL_H
 
-#include "kernels/gemm/ukernel.h"
+#include "kernels/gemm/gemm-ukernel.h"
 
 typedef void (*kn_hgemm_ukernel_fn)(int64_t kc, const void *a, int64_t as, const void *b,
                                     float *c, int64_t ldc, int64_t nr,

@@ -6,7 +6,7 @@
 #ifndef KN_F32_POOL_NHWC_H
 #define KN_F32_POOL_NHWC_H
 
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 
 typedef struct kn_pooln_args {
   const kn_pool2d *p;
@@ -34,7 +34,7 @@ extern const kn_pooln_fns kn_f32_pool_nhwc__avx512;
 #endif
 
 /* Divisor of one dim of an average window starting at output index o:
- * src/ops/pool.c's expressions (as pool.c's NCHW driver), so edge cases
+ * src/ops/pooling.c's expressions (as pool.c's NCHW driver), so edge cases
  * agree. */
 static inline int64_t kn_pool_avg_count(int64_t o, int64_t in, int64_t k, int64_t s, int64_t d,
                                         int64_t pb, int64_t pe, bool include_pad) {

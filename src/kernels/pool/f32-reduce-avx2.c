@@ -4,7 +4,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 
 static float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

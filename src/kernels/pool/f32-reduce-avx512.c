@@ -3,7 +3,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 
 static inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);

@@ -1,5 +1,5 @@
 /*
- * Measurement loops for `kiln probe` (src/plan/probe.c): fixed instruction
+ * Measurement loops for `kiln probe` (src/builder/machine_probe.c): fixed instruction
  * streams whose rate is the machine's, not the compiler's.
  *
  *  - Peak loops keep KN_PROBE_CHAINS independent accumulators in registers

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
-#include "ukernel.h"
+#include "qgemm-ukernel.h"
 
 static const kn_qgemm_ukernels *ukernels(kn_qgemm_impl impl) {
 #ifdef KN_HAVE_X86_KERNELS

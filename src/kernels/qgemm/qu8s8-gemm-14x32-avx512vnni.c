@@ -27,7 +27,7 @@
  */
 #include <immintrin.h>
 
-#include "ukernel.h"
+#include "qgemm-ukernel.h"
 
 #define MR 14
 #define NR 32

@@ -10,7 +10,7 @@
  * subtraction is done in uint32 so that no signed overflow is ever
  * formed.
  */
-#include "ukernel.h"
+#include "qgemm-ukernel.h"
 
 #define MR 4
 #define NR 8

@@ -22,7 +22,7 @@
  */
 #include <immintrin.h>
 
-#include "ukernel.h"
+#include "qgemm-ukernel.h"
 
 #define MR 5
 #define NR 16

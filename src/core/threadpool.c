@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "pool.h"
+#include "threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>

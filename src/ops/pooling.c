@@ -20,9 +20,9 @@
 
 #include <math.h>
 
-#include "kernels/pool/pool.h"
-#include "layout.h"
-#include "plan/tactic.h"
+#include "kernels/pool/pool-kernels.h"
+#include "pooling.h"
+#include "ops/tactic.h"
 
 #define POOL_MAX_SP (KN_MAX_RANK - 2)
 /* Bounds on attributes so that window arithmetic cannot overflow int64. */
@@ -773,7 +773,7 @@ kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) {
   return KN_OK;
 }
 
-const kn_op_def kn_ops_pool[] = {
+const kn_op_def kn_ops_pooling[] = {
     {"MaxPool", NULL, 1, 1, 1, 2, 1, 22, pool_infer, pool_run, pool_flops,
      .select = pool_select},
     {"AveragePool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops,

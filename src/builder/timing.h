@@ -20,6 +20,7 @@
 #define KN_TIMING_H
 
 #include "core/core.h"
+#include "engine/engine.h" /* kn_timing_report, kept in the model */
 #include "ir/ir.h"
 
 typedef struct kn_timing_options {
@@ -31,20 +32,6 @@ typedef struct kn_timing_options {
   const kn_machine *machine;
 } kn_timing_options;
 
-/* What the selection did, for the build's report. */
-typedef struct kn_timing_report {
-  int32_t steps_with_choice; /* steps with more than one candidate */
-  int32_t timed;             /* step shapes timed now (a repeated shape once) */
-  int32_t cached;            /* steps whose choice came from the cache */
-  int32_t changed;           /* steps where the winner is not the first choice */
-  double seconds;            /* spent timing */
-  /* one line per step with a choice made by timing or the cache: "STEP:
-   * TACTIC, timed 216.7 us; conv_igemm_nhwc 430.2 us", appended to the
-   * lines it held (the passes' decisions) */
-  kn_lines decisions;
-} kn_timing_report;
-
-void kn_timing_report_free(kn_timing_report *r);
 
 /* After kn_tactics_select: choose among the candidates of every
  * top-level step of m (n->tactic is set to the winner).  Fails only on

@@ -3,9 +3,9 @@
 
 #include "core/cpu.h"
 #include "core/machine.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "ops/op.h"
-#include "plan/tactic.h"
+#include "ops/tactic.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

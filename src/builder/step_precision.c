@@ -1,9 +1,9 @@
 /* Step precisions (precision.h). */
-#include "precision.h"
+#include "step_precision.h"
 
 #include "core/cpu.h"
 #include "kernels/kernels.h"
-#include "iomodel.h"
+#include "cost/iomodel.h"
 #include "ops/gemm_tactic.h"
 #include "ops/op.h"
 

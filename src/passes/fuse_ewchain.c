@@ -34,7 +34,7 @@
 
 #include "ops/ewchain.h"
 #include "pattern.h"
-#include "plan/iomodel.h"
+#include "cost/iomodel.h"
 
 /* Instructions per step: enough for decomposed norms, small enough that
  * the scratch slots stay in L1. */

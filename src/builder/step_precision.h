@@ -1,6 +1,6 @@
 /* Step precisions: which precision each step runs in (docs/PRECISION.md). */
-#ifndef KN_PLAN_PRECISION_H
-#define KN_PLAN_PRECISION_H
+#ifndef KN_BUILDER_STEP_PRECISION_H
+#define KN_BUILDER_STEP_PRECISION_H
 
 #include "core/core.h"
 #include "ir/ir.h"

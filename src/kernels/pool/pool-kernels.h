@@ -3,7 +3,7 @@
  * kernel, stride, dilation, pads, ceil_mode as resolved by the op into
  * the output size) and the global max / average over whole planes.
  *
- * Semantics match src/ops/pool.c: padding never wins a max (it reads as
+ * Semantics match src/ops/pooling.c: padding never wins a max (it reads as
  * -inf) and adds nothing to a sum; an average divides by the number of
  * input elements in the window, or with count_include_pad by the window
  * clipped to the padded input (the op's formula, dim by dim).  Sums are

@@ -4,12 +4,12 @@
 
 #include "core/cpu.h"
 #include "core/machine.h"
-#include "core/pool.h"
+#include "core/threadpool.h"
 #include "core/slot.h"
-#include "iomodel.h"
+#include "cost/iomodel.h"
 #include "kernels/kernels.h"
 #include "ops/op.h"
-#include "tactic.h"
+#include "ops/tactic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -333,7 +333,7 @@ static bool time_node(const kn_ir_model *m, const kn_node *n, kn_rt *rt, const v
 
 /* ---- selection --------------------------------------------------------------- */
 
-void kn_timing_report_free(kn_timing_report *r) { kn_lines_free(&r->decisions); }
+
 
 static bool add_decision(kn_timing_report *r, const char *text) {
   return kn_lines_add(&r->decisions, text);

@@ -5,7 +5,7 @@
  * (max) or 0 (average), then each output row is one row-kernel call over
  * kh*kw unit-stride taps.
  */
-#include "kernels/pool/pool.h"
+#include "kernels/pool/pool-kernels.h"
 
 #include <math.h>
 
@@ -44,7 +44,7 @@ size_t kn_f32_pool2d_scratch(kn_isa isa, const kn_pool2d *p, int32_t threads,
 }
 
 /* Divisor of one dim of an average window starting at output index o
- * (src/ops/pool.c's expressions, so edge cases agree). */
+ * (src/ops/pooling.c's expressions, so edge cases agree). */
 static int64_t avg_count(int64_t o, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb,
                          int64_t pe, bool include_pad) {
   int64_t st = o * s - pb;
