@@ -132,8 +132,7 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
       }
     /* a Q/DQ model's quantization (the qdq pass) wins over the default:
      * nothing is re-calibrated */
-    const kn_attr *qa = kn_node_attr(n, "kiln.qdq");
-    bool qdq = qa && qa->type == KN_ATTR_INT && qa->i;
+    bool qdq = n->quant.from_qdq;
     int32_t want = forced >= 0 ? forced : qdq ? KN_PRECISION_INT8 : o->precision;
     char why[160] = "";
     if (qdq && forced < 0) snprintf(why, sizeof why, " (Q/DQ)");
@@ -216,11 +215,9 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
         float scale;
         int32_t zero;
         kn_calib_u8_params(&r, &scale, &zero);
-        if (!kn_node_set_float(n, "kiln.a_scale", scale) ||
-            !kn_node_set_int(n, "kiln.a_zero", zero)) {
-          st = fail_oom(err);
-          goto done;
-        }
+        /* a degenerate range (scale 0 after rounding) runs with scale 1,
+         * zero 0, as a step without a quantization does */
+        if (!kn_node_set_input_quant(n, scale, zero)) n->quant.has_input = false;
         snprintf(why + strlen(why), sizeof why - strlen(why),
                  "%s input '%s' scale %.6g zero %d", *why ? "," : "", nm, (double)scale, zero);
       }

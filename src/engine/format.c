@@ -139,6 +139,26 @@ static bool add_tensor(writer *w, uint32_t graph, int32_t value, const kn_tensor
 
 static kn_status write_graph(writer *w, const kn_graph *g);
 
+/* A node's int8 quantization (kn_node_quant) as the attributes the file
+ * stores it in: kiln.w_scale (floats), kiln.a_scale (float), kiln.a_zero
+ * (int), kiln.qdq (int 1).  Returns how many of q it filled (at most 4);
+ * they borrow n's scales. */
+static int32_t quant_attrs(const kn_node *n, kn_attr *q) {
+  int32_t k = 0;
+  memset(q, 0, 4 * sizeof *q);
+  if (n->quant.n_weight_scales > 0)
+    q[k++] = (kn_attr){.name = (char *)"kiln.w_scale", .type = KN_ATTR_FLOATS,
+                       .n = n->quant.n_weight_scales, .floats = n->quant.weight_scales};
+  if (n->quant.has_input) {
+    q[k++] = (kn_attr){.name = (char *)"kiln.a_scale", .type = KN_ATTR_FLOAT,
+                       .f = n->quant.input_scale};
+    q[k++] = (kn_attr){.name = (char *)"kiln.a_zero", .type = KN_ATTR_INT,
+                       .i = n->quant.input_zero};
+  }
+  if (n->quant.from_qdq) q[k++] = (kn_attr){.name = (char *)"kiln.qdq", .type = KN_ATTR_INT, .i = 1};
+  return k;
+}
+
 static kn_status write_attr(writer *w, uint32_t gid, const kn_node *n, const kn_attr *a) {
   wbuf *b = &w->graph;
   uint32_t ti;
@@ -236,9 +256,11 @@ static kn_status write_graph(writer *w, const kn_graph *g) {
     for (int32_t k = 0; k < n->n_inputs; k++) put_i32(b, n->inputs[k]);
     put_u32(b, (uint32_t)n->n_outputs);
     for (int32_t k = 0; k < n->n_outputs; k++) put_i32(b, n->outputs[k]);
-    put_u32(b, (uint32_t)n->n_attrs);
-    for (int32_t a = 0; a < n->n_attrs; a++) {
-      kn_status st = write_attr(w, gid, n, &n->attrs[a]);
+    kn_attr q[4];
+    int32_t nq = quant_attrs(n, q);
+    put_u32(b, (uint32_t)(n->n_attrs + nq));
+    for (int32_t a = 0; a < n->n_attrs + nq; a++) {
+      kn_status st = write_attr(w, gid, n, a < n->n_attrs ? &n->attrs[a] : &q[a - n->n_attrs]);
       if (st) return st;
     }
   }
@@ -816,6 +838,32 @@ static kn_status attr_tensor(reader *r, kn_tensor *t) {
     if (!(x)) return r->err ? r->err->status : KN_ERR_PARSE;                           \
   } while (0)
 
+/* The reverse, on a node just read: those attributes become its typed
+ * quantization and leave its attribute list.  Values the accessors would
+ * refuse (a scale not positive and finite, a zero outside 0..255, a wrong
+ * attribute type) leave the step without them, as they always did. */
+static kn_status take_quant_attrs(reader *r, kn_node *n) {
+  const kn_attr *as = kn_node_attr(n, "kiln.a_scale"), *az = kn_node_attr(n, "kiln.a_zero");
+  const kn_attr *ws = kn_node_attr(n, "kiln.w_scale"), *qd = kn_node_attr(n, "kiln.qdq");
+  if (as && az && as->type == KN_ATTR_FLOAT && az->type == KN_ATTR_INT && az->i >= 0 &&
+      az->i <= 255 && !kn_node_set_input_quant(n, as->f, (int32_t)az->i))
+    n->quant.has_input = false;
+  if (ws && ws->type == KN_ATTR_FLOATS && !kn_node_set_weight_scales(n, ws->floats, ws->n))
+    return kn_fail(r->err, KN_ERR_OOM, "%s: out of memory", r->label);
+  n->quant.from_qdq = qd && qd->type == KN_ATTR_INT && qd->i;
+  int32_t w = 0;
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    kn_attr *at = &n->attrs[a];
+    if (!strcmp(at->name, "kiln.a_scale") || !strcmp(at->name, "kiln.a_zero") ||
+        !strcmp(at->name, "kiln.w_scale") || !strcmp(at->name, "kiln.qdq"))
+      kn_attr_clear(at);
+    else
+      n->attrs[w++] = *at;
+  }
+  n->n_attrs = w;
+  return KN_OK;
+}
+
 static kn_status read_attr(reader *r, kn_graph *g, int depth, kn_attr *a) {
   uint32_t type, n;
   TRY(get_str(r, &a->name, NULL, false, true));
@@ -1001,6 +1049,8 @@ static kn_status read_graph(reader *r, kn_graph *parent, int depth, kn_graph **o
       st = read_attr(r, g, depth, &n->attrs[a]);
       if (st) return st;
     }
+    st = take_quant_attrs(r, n);
+    if (st) return st;
   }
   return KN_OK;
 }

@@ -166,9 +166,8 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   out->tactic = kn_tactic_name(n->tactic);
   out->precision = n->precision;
   if (n->precision == KN_PRECISION_INT8) {
-    const kn_attr *as = kn_node_attr(n, "kiln.a_scale"), *az = kn_node_attr(n, "kiln.a_zero");
-    out->input_scale = as ? as->f : 0.0f;
-    out->input_zero = az ? (int32_t)az->i : 0;
+    out->input_scale = n->quant.has_input ? n->quant.input_scale : 0.0f;
+    out->input_zero = n->quant.has_input ? n->quant.input_zero : 0;
   }
   for (int32_t o = 0; o < n->n_outputs && out->n_outputs < 4; o++) {
     if (n->outputs[o] < 0) continue;

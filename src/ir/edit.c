@@ -1,6 +1,8 @@
 /* In-place graph editing for the optimization passes. */
 #include "ir.h"
 
+#include <math.h>
+
 static bool name_taken(const kn_graph *g, const char *name) {
   for (const kn_graph *s = g; s; s = s->parent)
     if (kn_graph_find(s, name) >= 0) return true;
@@ -144,6 +146,52 @@ bool kn_node_set_floats(kn_node *n, const char *name, const float *v, int32_t co
   return true;
 }
 
+bool kn_node_set_input_quant(kn_node *n, float scale, int32_t zero) {
+  if (!(scale > 0.0f) || !isfinite(scale) || zero < 0 || zero > 255) return false;
+  n->quant.has_input = true;
+  n->quant.input_scale = scale;
+  n->quant.input_zero = zero;
+  return true;
+}
+
+bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero) {
+  if (!n->quant.has_input) return false;
+  *scale = n->quant.input_scale;
+  *zero = n->quant.input_zero;
+  return true;
+}
+
+bool kn_node_set_weight_scales(kn_node *n, const float *scales, int32_t count) {
+  float *c = kn_malloc((size_t)count * sizeof *c + 1);
+  if (!c) return false;
+  if (count) memcpy(c, scales, (size_t)count * sizeof *c);
+  free(n->quant.weight_scales);
+  n->quant.weight_scales = c;
+  n->quant.n_weight_scales = count;
+  return true;
+}
+
+const float *kn_node_weight_scales(const kn_node *n, int64_t channels) {
+  return n->quant.weight_scales && n->quant.n_weight_scales == channels ? n->quant.weight_scales
+                                                                         : NULL;
+}
+
+void kn_node_quant_clear(kn_node *n) {
+  free(n->quant.weight_scales);
+  memset(&n->quant, 0, sizeof n->quant);
+}
+
+bool kn_node_copy_quant(kn_node *dst, const kn_node *src) {
+  if (dst == src) return true;
+  kn_node_quant q = src->quant;
+  q.weight_scales = NULL;
+  q.n_weight_scales = 0;
+  kn_node_quant_clear(dst);
+  dst->quant = q;
+  return !src->quant.weight_scales ||
+         kn_node_set_weight_scales(dst, src->quant.weight_scales, src->quant.n_weight_scales);
+}
+
 bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) {
   for (int32_t i = 0; i < src->n_attrs; i++) {
     const kn_attr *a = &src->attrs[i];
@@ -164,7 +212,7 @@ bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) {
     }
     if (!ok) return false;
   }
-  return true;
+  return kn_node_copy_quant(dst, src);
 }
 
 static void replace_in_subgraphs(kn_node *n, int32_t from, int32_t to) {
@@ -234,6 +282,7 @@ static void drop_dead(kn_graph *g) {
       free(n->inputs);
       free(n->outputs);
       for (int32_t a = 0; a < n->n_attrs; a++) kn_attr_clear(&n->attrs[a]);
+      kn_node_quant_clear(n);
       free(n->attrs);
       continue;
     }

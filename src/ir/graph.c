@@ -54,6 +54,7 @@ void kn_graph_free(kn_graph *g) {
     free(n->outputs);
     for (int32_t a = 0; a < n->n_attrs; a++) kn_attr_clear(&n->attrs[a]);
     free(n->attrs);
+    free(n->quant.weight_scales);
   }
   free(g->values);
   free(g->nodes);

@@ -67,6 +67,20 @@ typedef struct kn_value {
   bool is_output;
 } kn_value;
 
+/* The int8 quantization a pass or the builder gives a step: typed fields,
+ * read and set through the accessors below (edit.c).  Engine files store
+ * them as the node attributes kiln.a_scale, kiln.a_zero, kiln.w_scale and
+ * kiln.qdq (src/engine/format.c converts both ways). */
+typedef struct kn_node_quant {
+  bool from_qdq;        /* the qdq pass took it from the model's Q/DQ pair:
+                           the builder keeps that quantization */
+  bool has_input;       /* input_scale / input_zero are set */
+  float input_scale;    /* u8 quantization of input 0: x = (q - zero) * scale */
+  int32_t input_zero;   /* 0..255 */
+  int32_t n_weight_scales; /* per-output-channel weight scales (0: none) */
+  float *weight_scales;    /* owned */
+} kn_node_quant;
+
 typedef struct kn_node {
   char *name;    /* never NULL: import names unnamed nodes "<op>_<index>" */
   char *op_type;
@@ -82,8 +96,9 @@ typedef struct kn_node {
                                  replace, comma-separated; NULL: just `name` */
   int32_t tactic;             /* kernel implementation (src/ops/tactics.inc) */
   int32_t precision;          /* kn_precision (kiln.h) the step runs in; int8
-                                 steps carry their input's quantization as
-                                 attributes kiln.a_scale and kiln.a_zero */
+                                 steps carry their input's quantization in
+                                 `quant` */
+  kn_node_quant quant;
 } kn_node;
 
 struct kn_graph {
@@ -178,8 +193,24 @@ bool kn_node_set_floats(kn_node *n, const char *name, const float *v,
 /* Record that node `dst` now also computes what `src` did (for fused
  * steps: inspect lists the ONNX nodes each step covers). */
 bool kn_node_add_covers(kn_node *dst, const kn_node *src) KN_WUR;
-/* Copy every attribute of src onto dst (deep copy, subgraphs excluded). */
+/* Copy every attribute of src onto dst (deep copy, subgraphs excluded),
+ * and its quantization (kn_node_copy_quant). */
 bool kn_node_copy_attrs(kn_node *dst, const kn_node *src) KN_WUR;
+
+/* The int8 quantization of a step (kn_node_quant). */
+/* Sets input 0's u8 quantization; false (n unchanged) unless scale is
+ * positive and finite and zero in 0..255. */
+bool kn_node_set_input_quant(kn_node *n, float scale, int32_t zero) KN_WUR;
+/* input 0's u8 quantization; false when n has none. */
+bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero);
+/* Sets per-output-channel weight scales (copied); false when out of memory. */
+bool kn_node_set_weight_scales(kn_node *n, const float *scales, int32_t count) KN_WUR;
+/* The weight scales when n has exactly `channels` of them, else NULL. */
+const float *kn_node_weight_scales(const kn_node *n, int64_t channels);
+/* Copies src's quantization onto dst (replacing dst's); false on OOM. */
+bool kn_node_copy_quant(kn_node *dst, const kn_node *src) KN_WUR;
+/* Frees what n's quantization owns and clears it. */
+void kn_node_quant_clear(kn_node *n);
 
 /* Make every reader of value `from` (node inputs, subgraph outer refs)
  * read `to` instead.  When `from` is a graph output, `to` takes its place

@@ -150,17 +150,3 @@ void kn_quantize_weights_s8(const float *b, int64_t rows, int64_t cols, bool per
   }
 }
 
-bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero) {
-  const kn_attr *as = kn_node_attr(n, "kiln.a_scale"), *az = kn_node_attr(n, "kiln.a_zero");
-  if (!as || !az || as->type != KN_ATTR_FLOAT || az->type != KN_ATTR_INT || !(as->f > 0.0f) ||
-      !isfinite(as->f) || az->i < 0 || az->i > 255)
-    return false;
-  *scale = as->f;
-  *zero = (int32_t)az->i;
-  return true;
-}
-
-const float *kn_node_weight_scales(const kn_node *n, int64_t channels) {
-  const kn_attr *a = kn_node_attr(n, "kiln.w_scale");
-  return a && a->type == KN_ATTR_FLOATS && a->n == channels ? a->floats : NULL;
-}

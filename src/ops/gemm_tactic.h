@@ -83,11 +83,5 @@ void kn_gemm_run(kn_op_ctx *ctx, const kn_sgemm_args *g, void *scratch);
  * given): reduced precisions for a 2-D fp32 constant B without transA. */
 uint32_t kn_gemm_precisions(const kn_graph *g, const kn_node *n, bool trans_b);
 
-/* The u8 quantization of node n's input 0 (attributes kiln.a_scale,
- * kiln.a_zero, set by the builder for int8 steps); false when n has none. */
-bool kn_node_input_quant(const kn_node *n, float *scale, int32_t *zero);
-/* The per-channel weight scales a Q/DQ import recorded (attribute
- * kiln.w_scale, `channels` floats), or NULL. */
-const float *kn_node_weight_scales(const kn_node *n, int64_t channels);
 
 #endif

@@ -467,15 +467,7 @@ static kn_status rewrite(kn_pass_ctx *ctx, kn_graph *g, chain *c) {
   h = &g->nodes[c->head];
   /* a MatMul has no attributes of Gemm's meaning; only kiln's own
    * annotations (the qdq pass's int8 quantization) carry over */
-  bool ok = true;
-  for (int32_t a = 0; ok && is_op(h, "MatMul") && a < h->n_attrs; a++) {
-    const kn_attr *at = &h->attrs[a];
-    if (strncmp(at->name, "kiln.", 5)) continue;
-    if (at->type == KN_ATTR_FLOAT) ok = kn_node_set_float(nn, at->name, at->f);
-    else if (at->type == KN_ATTR_INT) ok = kn_node_set_int(nn, at->name, at->i);
-    else if (at->type == KN_ATTR_FLOATS) ok = kn_node_set_floats(nn, at->name, at->floats, at->n);
-  }
-  ok = ok && (is_op(h, "MatMul") || kn_node_copy_attrs(nn, h));
+  bool ok = is_op(h, "MatMul") ? kn_node_copy_quant(nn, h) : kn_node_copy_attrs(nn, h);
   if (ok && h->covers) ok = (nn->covers = kn_strdup(h->covers)) != NULL;
   if (ok && c->beta_one && !c->conv) ok = kn_node_set_float(nn, "beta", 1.0f);
   if (ok && c->act && !c->act_from_head) {

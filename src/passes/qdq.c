@@ -138,7 +138,7 @@ static bool take_weight(kn_graph *g, int32_t i, bool *oom) {
   int32_t v = name ? kn_graph_add_constant(g, name, &w) : -1;
   free(name);
   n = &g->nodes[i];
-  bool ok = v >= 0 && kn_node_set_floats(n, "kiln.w_scale", per, (int32_t)ch);
+  bool ok = v >= 0 && kn_node_set_weight_scales(n, per, (int32_t)ch);
   free(per);
   if (!ok) {
     kn_tensor_release(&w);
@@ -154,7 +154,7 @@ kn_status kn_pass_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     kn_node *n = &g->nodes[i];
     if (n->dead || n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) continue;
     if (!kn_pat_is(n, "Conv") && !kn_pat_is(n, "Gemm") && !kn_pat_is(n, "MatMul")) continue;
-    if (kn_node_attr(n, "kiln.qdq")) continue;
+    if (n->quant.from_qdq) continue;
     int32_t dqi = kn_pat_producer(g, n->inputs[0], "DequantizeLinear");
     if (dqi < 0) continue;
     const kn_node *dq = &g->nodes[dqi];
@@ -178,9 +178,11 @@ kn_status kn_pass_qdq(kn_pass_ctx *ctx, kn_graph *g, bool *changed) {
     if (oom) return kn_fail(ctx->err, KN_ERR_OOM, "out of memory");
     n = &g->nodes[i];
     q = &g->nodes[qi];
-    if (!kn_node_set_float(n, "kiln.a_scale", s1) || !kn_node_set_int(n, "kiln.a_zero", z1) ||
-        !kn_node_set_int(n, "kiln.qdq", 1))
-      return kn_fail(ctx->err, KN_ERR_OOM, "out of memory");
+    /* a scale that is not positive and finite leaves the step without an
+     * input quantization: the builder then calibrates it (or its run uses
+     * scale 1, zero 0) */
+    n->quant.from_qdq = true;
+    if (!kn_node_set_input_quant(n, s1, (int32_t)z1)) n->quant.has_input = false;
     n->inputs[0] = g->nodes[qi].inputs[0];
     *changed = true;
     if (ctx->decisions) {

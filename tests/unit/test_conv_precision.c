@@ -118,8 +118,7 @@ static kn_ir_model *make(const ccase *c, const qparams *q, bool ref) {
   if (!ref) {
     n->precision = q->prec;
     if (q->prec == KN_PRECISION_INT8) {
-      assert_true(kn_node_set_float(n, "kiln.a_scale", q->a_scale));
-      assert_true(kn_node_set_int(n, "kiln.a_zero", q->a_zero));
+      assert_true(kn_node_set_input_quant(n, q->a_scale, (int32_t)q->a_zero));
     }
   }
   tk_output(g, y);

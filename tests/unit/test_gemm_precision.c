@@ -120,8 +120,7 @@ static kn_ir_model *make(const pcase *c, bool ref) {
     kn_node *n = tk_last(g);
     n->precision = c->prec;
     if (c->prec == KN_PRECISION_INT8) {
-      assert_true(kn_node_set_float(n, "kiln.a_scale", c->a_scale));
-      assert_true(kn_node_set_int(n, "kiln.a_zero", c->a_zero));
+      assert_true(kn_node_set_input_quant(n, c->a_scale, (int32_t)c->a_zero));
     }
   }
   tk_prepare(m);
