@@ -372,7 +372,7 @@ kn_status kn_model_step_info(const kn_model *model, int32_t index, kn_step_info 
 kn_status kn_model_set_report_shapes(kn_model *model, int32_t n, const kn_value_info *shapes,
                                      kn_error *err) __attribute__((warn_unused_result));
 
-/* The IO model's view of a step (DESIGN.md "The IO model"): the bytes its
+/* The IO model's view of a step (docs/ARCHITECTURE.md, "The IO model"): the bytes its
  * loop nest moves across each boundary of the memory hierarchy with the
  * tiles that fit each level, and the time that predicts on the machine
  * the model was built for (its description; for a model not built, this

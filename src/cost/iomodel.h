@@ -1,5 +1,5 @@
 /*
- * The IO model (DESIGN.md, "The IO model"): a step's cost as data moved
+ * The IO model (docs/ARCHITECTURE.md, "The IO model"): a step's cost as data moved
  * across the memory hierarchy, in the manner of Abbott and Zardini,
  * "FlashAttention on a Napkin" (2024).
  *

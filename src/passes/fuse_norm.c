@@ -7,7 +7,7 @@
  * back for a second step.  This is the transformer's "x = LayerNorm(x +
  * Linear(h))" (the residual Add is the GEMM's already, by fuse_act).
  *
- * The IO model decides (DESIGN.md "The IO model"): the fusion is taken
+ * The IO model decides (docs/ARCHITECTURE.md, "The IO model"): the fusion is taken
  * when the fused step's predicted time is below the two steps' apart and
  * its live tiles still fit: the fused loop nest keeps the rows whole from
  * the L2 out, so a block of whole rows, with the GEMM's panels, must fit

@@ -102,8 +102,9 @@ static int32_t find_name(const recording *r, const char *name) {
 }
 
 /* The reference tensor for the optimized value `name`: the same name, or,
- * for a channels-last copy ("<name>_nhwc", as the channels_last pass names
- * it: DESIGN.md), the NCHW reference transposed to NHWC into *scratch, so
+ * for a channels-last copy ("<name>_nhwc", as the channels_last pass,
+ * src/passes/channels_last.c, names it), the NCHW reference transposed to
+ * NHWC into *scratch, so
  * that fused convolutions, which leave only channels-last values, are
  * compared too.  NULL when the reference has no such tensor; *oom when the
  * transpose could not be allocated. */
