@@ -150,6 +150,10 @@ static kn_status trials_open(trials *t, const char *model, const kn_build_option
   t->threads = o->threads;
   t->r = r;
   r->reference_top1 = -1;
+  if (o->budget.has_max_accuracy_drop && !(s && s->n_labels > 0))
+    return kn_fail(err, KN_ERR_MISSING,
+                   "%s: the max-accuracy-drop bound needs labelled samples: one label per "
+                   "prediction (row of output 0)", t->label);
   kn_model *m = NULL;
   kn_status st = kn_model_load(model, &m, err);
   if (st) return st;
@@ -177,12 +181,6 @@ static kn_status trials_open(trials *t, const char *model, const kn_build_option
     goto done;
   }
   if ((st = run_all(t, m, t->ref, "reference path", err))) goto done;
-  if (o->budget.has_max_accuracy_drop && !(s && s->n_labels > 0)) {
-    st = kn_fail(err, KN_ERR_MISSING,
-                 "%s: the max-accuracy-drop bound needs labelled samples: one label per "
-                 "prediction (row of output 0)", t->label);
-    goto done;
-  }
   if (s && s->n_labels > 0) {
     const char *lname = s->labels_name ? s->labels_name : "labels";
     t->labels = s->labels;
