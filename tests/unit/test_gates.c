@@ -372,6 +372,8 @@ static void test_budget_search(void **state) {
     if (r.trials[k].phase == KN_TRIAL_SENSITIVITY) assert_int_equal(r.trials[k].n_fp32, n - 1);
   }
   assert_int_equal(sens, n);
+  assert_true(bis >= 1); /* n >= 2: lo 0, hi n */
+  assert_int_equal(r.n_trials, 2 + n + bis);
   assert_int_equal(r.builds, r.n_trials);
   assert_non_null(r.order);
   assert_true(r.n_fp32 >= 1 && r.n_fp32 <= n);
