@@ -903,8 +903,9 @@ typedef struct kn_budget_report {
  * is filled in either case with what was measured: release it with
  * kn_budget_report_release. */
 kn_status kn_model_build_budgeted(const char *model_path, const kn_build_options *build,
-                                  const kn_samples *samples, const kn_budget_search_options *options,
-                                  kn_model **out, kn_budget_report *report, kn_error *err)
+                                  const kn_samples *samples,
+                                  const kn_budget_search_options *options, kn_model **out,
+                                  kn_budget_report *report, kn_error *err)
     __attribute__((warn_unused_result));
 void kn_budget_report_release(kn_budget_report *r);
 

@@ -989,7 +989,8 @@ static int kp_data_read(const kp_engine *e, PyObject *data, PyObject *labels, ui
   d->s.seed = seed;
   d->nin = e->nin;
   if (labels && labels != Py_None) {
-    d->labels = PyArray_FROMANY(labels, NPY_INT64, 1, 1, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
+    d->labels =
+        PyArray_FROMANY(labels, NPY_INT64, 1, 1, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
     if (!d->labels) return -1;
     d->s.labels = PyArray_DATA((PyArrayObject *)d->labels);
     d->s.n_labels = (int64_t)PyArray_SIZE((PyArrayObject *)d->labels);

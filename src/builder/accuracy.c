@@ -36,8 +36,9 @@ kn_status kn_random_input(const kn_value_info *vi, const char *const *shapes, in
   case KN_DTYPE_U8:
   case KN_DTYPE_I8: break;
   default:
-    return kn_fail(err, KN_ERR_UNSUPPORTED, "input '%s' has dtype %s: give it with --input NAME=FILE",
-                   vi->name, kn_dtype_name(dt) ? kn_dtype_name(dt) : "unknown");
+    return kn_fail(err, KN_ERR_UNSUPPORTED,
+                   "input '%s' has dtype %s: give it with --input NAME=FILE", vi->name,
+                   kn_dtype_name(dt) ? kn_dtype_name(dt) : "unknown");
   }
   kn_status st = kn_tensor_alloc(t, dt, rank, dims, err);
   if (st) return st;

@@ -140,8 +140,8 @@ static kn_status read_samples(trials *t, const kn_model *m, const kn_samples *s,
 }
 
 static kn_status trials_open(trials *t, const char *model, const kn_build_options *bo,
-                             const kn_samples *s, const kn_budget_search_options *o, kn_budget_report *r,
-                             kn_error *err) {
+                             const kn_samples *s, const kn_budget_search_options *o,
+                             kn_budget_report *r, kn_error *err) {
   memset(t, 0, sizeof *t);
   t->model = model;
   t->label = o->label ? o->label : "kn_model_build_budgeted";
@@ -233,7 +233,8 @@ static kn_status record_steps(trials *t, const kn_model *m, kn_error *err) {
   r->steps = kn_calloc((size_t)n + 1, sizeof *r->steps);
   r->patterns = kn_calloc((size_t)n + 1, sizeof *r->patterns);
   r->precisions = kn_calloc((size_t)n + 1, sizeof *r->precisions);
-  const char **ov = kn_realloc(t->ov, ((size_t)t->bo.n_layer_precisions + (size_t)n + 1) * sizeof *ov);
+  size_t n_ov = (size_t)t->bo.n_layer_precisions + (size_t)n + 1;
+  const char **ov = kn_realloc(t->ov, n_ov * sizeof *ov);
   if (ov) t->ov = ov;
   if (!r->steps || !r->patterns || !r->precisions || !ov)
     return kn_fail(err, KN_ERR_OOM, "out of memory");
@@ -329,7 +330,8 @@ static kn_status trial(trials *t, int32_t phase, int32_t step, const bool *fp32,
         int32_t want = fp32[i] ? KN_PRECISION_FP32 : r->precisions[i];
         if (strcmp(si.name, r->steps[i]) || si.precision == want) continue;
         if (want == KN_PRECISION_FP32 &&
-            (si.precision == KN_PRECISION_FP16_WEIGHTS || si.precision == KN_PRECISION_INT8_WEIGHTS))
+            (si.precision == KN_PRECISION_FP16_WEIGHTS ||
+             si.precision == KN_PRECISION_INT8_WEIGHTS))
           continue; /* --weights applies to the steps left in fp32 */
         st = kn_fail(err, KN_ERR_INTERNAL,
                      "%s: step '%s' runs in %s, not the %s asked for (kiln's step names "
@@ -680,8 +682,9 @@ static kn_status check_budget(const kn_budget_search_options *o, kn_error *err) 
 }
 
 kn_status kn_model_build_budgeted(const char *model_path, const kn_build_options *build,
-                                  const kn_samples *samples, const kn_budget_search_options *options,
-                                  kn_model **out, kn_budget_report *report, kn_error *err) {
+                                  const kn_samples *samples,
+                                  const kn_budget_search_options *options, kn_model **out,
+                                  kn_budget_report *report, kn_error *err) {
   kn_budget_report local;
   kn_budget_report *r = report ? report : &local;
   memset(r, 0, sizeof *r);

@@ -3,7 +3,6 @@ on tinycnn: limits that pass and limits that fail, samples from memory against t
 --data, labels, the budgeted search's steps kept in fp32 (checked by validating the Engine
 it returns, and against `kiln build`'s choice), and the errors."""
 import json
-import os
 import pathlib
 import re
 import subprocess
