@@ -680,12 +680,13 @@ typedef kn_status (*kn_sample_read_fn)(void *arg, int32_t index, kn_tensor *inpu
 
 /* The inputs the measurements run on.  count 0: one sample generated from
  * `seed` as `kiln compare` generates inputs: floats uniform in [-1, 1),
- * integers and bools 0 or 1 (other dtypes are refused), dynamic dims from
- * the shapes of the call (NAME=DIMS), else the smallest of a --profile
- * range, else 1.  count > 0: `tensors` in memory, sample k's input i at
- * tensors[k * n_inputs + i] (borrowed for the call), or `read` (tensors
- * NULL).  n_inputs must be the model's input count (both are checked, as
- * kn_context_set_input checks each tensor). */
+ * integers and bools 0 or 1 (other dtypes are refused), a dynamic dim from
+ * the call's shapes (NAME=DIMS: kn_validate_options.shapes,
+ * kn_build_options.shapes), else (kn_validate) the smallest of the
+ * engine's --profile range, else 1.  count > 0: `tensors` in memory,
+ * sample k's input i at tensors[k * n_inputs + i] (borrowed for the call;
+ * n_inputs must be the model's input count), or `read` (tensors NULL).
+ * Each tensor is checked as kn_context_set_input checks it. */
 typedef struct kn_samples {
   int32_t count;
   int32_t n_inputs;
@@ -698,8 +699,9 @@ typedef struct kn_samples {
   const char *source;
   uint64_t seed;
   /* Class labels for the top-1 accuracy: one per prediction (row of
-   * output 0), in sample order; borrowed.  labels_name names them in
-   * messages (their file); NULL: "labels". */
+   * output 0), in sample order; borrowed.  When given, top-1 is measured
+   * (and their count must be the predictions') whether or not a bound uses
+   * it.  labels_name names them in messages (their file); NULL: "labels". */
   const int64_t *labels;
   int64_t n_labels;
   const char *labels_name;
@@ -895,7 +897,8 @@ typedef struct kn_budget_report {
  * labels for max_accuracy_drop, one per prediction of all samples).  On
  * success *out (may be NULL: not kept) is the built model whose reduced
  * steps keep the budget: the requested build itself when it does, else the
- * one with the fewest candidates in fp32 that the search found.  When no
+ * build with the candidates the search found in fp32 (report->fp32; the
+ * smallest such set that search tries, not a global minimum).  When no
  * build can keep it (no candidate and the requested build breaks it, or
  * every candidate in fp32 breaks it too): KN_ERR_LIMIT, report->pass 0.
  * Other failures (the model, a sample, labels that do not match the
