@@ -653,6 +653,265 @@ kn_status kn_quantize_onnx_file(const char *model_path, const kn_calibration *ca
                                 kn_quantize_report *report, kn_error *err)
     __attribute__((warn_unused_result));
 
+/* ---- accuracy: validation gates and budgets (docs/CLI.md, docs/PRECISION.md)
+ * What `kiln validate`, `kiln build`'s limits and accuracy budgets and
+ * `kiln debug precision` measure, for any caller.  Accuracy is measured
+ * against the reference path of the ONNX model: the graph as imported,
+ * unoptimized (kn_model_build with no_optimize and the given shapes, as
+ * `kiln compare` runs it), on the same inputs.  Per output and sample: the
+ * largest |result - reference| of any element (infinite where one side is
+ * NaN), the largest relative error |a - b| / max(|b|, 1e-4), and the
+ * cosine similarity of the flattened outputs (1 when both are all zeros;
+ * NaN when one side has a NaN, which fails any limit); the limits check
+ * the worst over outputs and samples.  The top-1 accuracy is that of
+ * output 0 (the argmax over its last axis, one prediction per row; batch-1
+ * samples make one each) against labels, in percent.  Messages name the
+ * CLI's options (--data, --against, ...) where a CLI user would fix the
+ * problem with one, as kn_model_build's do. */
+
+/* Reads sample `index`'s inputs into inputs[0 .. n_inputs) (zeroed
+ * tensors), in graph input order; kiln releases them (kn_tensor_release)
+ * when done.  May be called more than once for a sample (kn_validate reads
+ * each sample once for the engine and once for the reference, so that only
+ * one sample's inputs are in memory at a time).  A failure stops the caller
+ * with err. */
+typedef kn_status (*kn_sample_read_fn)(void *arg, int32_t index, kn_tensor *inputs,
+                                       int32_t n_inputs, kn_error *err);
+
+/* The inputs the measurements run on.  count 0: one sample generated from
+ * `seed` as `kiln compare` generates inputs: floats uniform in [-1, 1),
+ * integers and bools 0 or 1 (other dtypes are refused), a dynamic dim from
+ * the call's shapes (NAME=DIMS: kn_validate_options.shapes,
+ * kn_build_options.shapes), else (kn_validate) the smallest of the
+ * engine's --profile range, else 1.  count > 0: `tensors` in memory,
+ * sample k's input i at tensors[k * n_inputs + i] (borrowed for the call;
+ * n_inputs must be the model's input count), or `read` (tensors NULL).
+ * Each tensor is checked as kn_context_set_input checks it. */
+typedef struct kn_samples {
+  int32_t count;
+  int32_t n_inputs;
+  const kn_tensor *tensors;
+  kn_sample_read_fn read;
+  void *read_arg;
+  /* count names (folders, files) naming a sample in messages and reports;
+   * NULL: none.  source: where they come from ("DIR"), NULL: none. */
+  const char *const *names;
+  const char *source;
+  uint64_t seed;
+  /* Class labels for the top-1 accuracy: one per prediction (row of
+   * output 0), in sample order; borrowed.  When given, top-1 is measured
+   * (and their count must be the predictions') whether or not a bound uses
+   * it.  labels_name names them in messages (their file); NULL: "labels". */
+  const int64_t *labels;
+  int64_t n_labels;
+  const char *labels_name;
+} kn_samples;
+/* One generated sample, seed 1 (zeroes the rest). */
+void kn_samples_init(kn_samples *s);
+
+/* An accuracy budget against the reference path; each bound applies only
+ * when its has_ flag is non-zero. */
+typedef struct kn_accuracy_budget {
+  int32_t has_min_cosine, has_max_abs_error, has_max_accuracy_drop;
+  double min_cosine;        /* -1 .. 1: the worst output's cosine at least this */
+  double max_abs_error;     /* >= 0: no output element off by more */
+  double max_accuracy_drop; /* percentage points, 0 .. 100: top-1 at most this far below
+                               the reference path's; needs labels */
+} kn_accuracy_budget;
+
+/* ---- validation gates (`kiln validate`, `kiln build`'s limits) ---------- */
+
+/* kn_validate_report.gates, in this order */
+enum {
+  KN_GATE_MAX_P99_MS = 0, KN_GATE_MAX_RSS, KN_GATE_MAX_ABS_ERROR, KN_GATE_MIN_COSINE,
+  KN_GATE_MAX_ACCURACY_DROP, KN_GATE_COUNT
+};
+
+typedef struct kn_validate_options {
+  const char *label;          /* the engine's name in messages; NULL: "engine" */
+  /* NAME=DIMS of dynamic inputs: the reference build's shapes and the
+   * generated sample's dims */
+  const char *const *shapes;
+  int32_t n_shapes;
+  int64_t runs;               /* timed runs on the first sample (>= 1; init: 20) */
+  int64_t warmup;             /* untimed runs before them (init: 3) */
+  int32_t threads;            /* of both runs; 0: kn_context's default */
+  const kn_machine *machine;  /* of the reference build; NULL: kn_machine_default */
+  /* the limits, each checked when its has_ flag is non-zero */
+  int32_t has_max_p99_ms, has_max_rss;
+  double max_p99_ms;          /* p99 latency of the timed runs, ms */
+  uint64_t max_rss;           /* peak RSS, bytes (see kn_validate) */
+  kn_accuracy_budget accuracy;
+} kn_validate_options;
+void kn_validate_options_init(kn_validate_options *o);
+
+/* One limit, measured. */
+typedef struct kn_gate {
+  const char *name;     /* "max-p99-ms", "max-rss", "max-abs-error", "min-cosine",
+                           "max-accuracy-drop" (static) */
+  int32_t given;        /* the limit was set; the others are measured only */
+  int32_t pass;         /* measured within the limit (a NaN fails) */
+  int32_t upper;        /* 1: a maximum; 0: a minimum (min-cosine) */
+  double measured, limit;
+  double margin;        /* room left: limit - measured for a maximum, measured - limit
+                           for a minimum; negative when it fails */
+  int32_t output, sample; /* accuracy: the output and sample of the worst (-1: none) */
+} kn_gate;
+
+/* One output's accuracy, the worst over the samples. */
+typedef struct kn_output_accuracy {
+  char *name;           /* owned by the report */
+  int32_t compared;     /* 0: not a numeric tensor (the rest is unset) */
+  kn_dtype dtype;
+  int32_t rank;
+  int64_t dims[KN_MAX_RANK]; /* the reference's, as first compared */
+  double max_abs_error, max_rel_error, cosine;
+  int32_t worst_abs_sample, worst_cosine_sample;
+} kn_output_accuracy;
+
+typedef struct kn_validate_report {
+  int32_t pass;          /* every limit given passes */
+  int32_t samples;       /* samples run */
+  int32_t threads;       /* threads of the runs */
+  int64_t runs, warmup;
+  char inputs[512];      /* the first sample's dims: "input=1x3x32x32", "no inputs" */
+  int32_t n_outputs;
+  kn_output_accuracy *outputs;
+  double max_abs_error, min_cosine; /* the worst over outputs and samples */
+  double *latency_ms;    /* the runs' times, sorted ascending (runs of them) */
+  double latency_min_ms, latency_mean_ms, latency_p50_ms, latency_p90_ms, latency_p99_ms,
+      latency_max_ms;    /* percentiles interpolate between order statistics */
+  uint64_t peak_rss;     /* bytes */
+  int64_t top1_rows;     /* predictions scored against labels (0: no labels) */
+  double top1, reference_top1; /* percent; -1 without labels */
+  kn_gate gates[KN_GATE_COUNT];
+} kn_validate_report;
+
+/* Measures `engine` (a built model: an engine file loaded, or an ONNX model
+ * after kn_model_build; borrowed, not modified) against the reference path
+ * of the ONNX model at model_path (the one it was built from), as `kiln
+ * validate` does, and checks every limit given:
+ *  1. the engine runs every sample (samples NULL: one generated, seed 1),
+ *     keeping the outputs; on the first, after `warmup` untimed runs,
+ *     `runs` timed ones; then the peak RSS is read: getrusage's high-water
+ *     mark of the whole process (what it held before the call included),
+ *     with the engine loaded and run, before the reference is loaded;
+ *  2. the ONNX model is loaded, built as its reference path with
+ *     options->shapes, checked to take the engine's inputs (names, dtypes,
+ *     fixed dims) and give its outputs (names), run on the same samples,
+ *     and freed.
+ * KN_OK when everything was measured, whether or not the limits pass
+ * (report->pass; each gate says); a failure to measure (a file, a sample,
+ * a run, a mismatch between engine and model) returns its status with one
+ * line in err.  report is filled (zeroed first, even on failure): release
+ * it with kn_validate_report_release.  The engine and its samples are used
+ * by one thread: not safe to call with a model another thread is building. */
+kn_status kn_validate(const kn_model *engine, const char *model_path, const kn_samples *samples,
+                      const kn_validate_options *options, kn_validate_report *report,
+                      kn_error *err) __attribute__((warn_unused_result));
+/* Frees what a report owns and zeroes it. */
+void kn_validate_report_release(kn_validate_report *r);
+
+/* ---- accuracy-budget builds (`kiln build --min-cosine ...`, `kiln debug
+ * precision`) ----------------------------------------------------------------
+ * A build in reduced precision (kn_build_options.precision, or
+ * layer_precisions) that must keep an accuracy budget: the requested
+ * build is measured against the fp32 reference path on the samples; when
+ * it breaks the budget, some of its reduced-precision steps (the
+ * candidates: the steps it runs in bf16, fp16 or int8, in step order) are
+ * kept in fp32, each trial a fresh load and build of the model in this
+ * process (the overrides appended to layer_precisions name each step
+ * exactly), run on every sample and measured.  Two searches:
+ *  - KN_SEARCH_SENSITIVITY (`kiln build`): every candidate's sensitivity,
+ *    the error with only it reduced and every other candidate in fp32
+ *    (errors this small add nearly linearly: a step's error alone ranks it
+ *    by what it contributes); then the smallest k for which the k most
+ *    sensitive in fp32 keep the budget, by bisection: 2 + N + log2(N)
+ *    builds;
+ *  - KN_SEARCH_BISECT (`kiln debug precision`, polygraphy's): the smallest
+ *    k for which the first k candidates in step order (reverse: the last
+ *    k) in fp32 keep it, by bisection, then each of those k reduced again
+ *    in turn, staying so when the budget still holds: 2 + log2(N) + k.
+ * Both first try every candidate in fp32: when that breaks the budget
+ * too, no choice of steps can keep it. */
+enum { KN_SEARCH_SENSITIVITY = 0, KN_SEARCH_BISECT = 1 };
+
+typedef struct kn_budget_search_options {
+  kn_accuracy_budget budget;   /* at least one bound */
+  int32_t search;              /* KN_SEARCH_* (init: sensitivity) */
+  int32_t reverse;             /* KN_SEARCH_BISECT: from the last candidate */
+  int32_t threads;             /* of the trial runs; 0: kn_context's default */
+  /* KN_SEARCH_SENSITIVITY: the median latency of time_runs runs (after
+   * time_warmup) on the first sample at 1 thread of the requested build,
+   * the one returned and all-fp32, when a step was kept in fp32; 0: none */
+  int64_t time_runs, time_warmup;
+  const char *label;           /* who asks, in messages ("kiln build"); NULL:
+                                  "kn_model_build_budgeted" */
+} kn_budget_search_options;
+void kn_budget_search_options_init(kn_budget_search_options *o);
+
+/* kn_budget_trial.phase */
+enum {
+  KN_TRIAL_REQUESTED = 0, /* the build as requested */
+  KN_TRIAL_ALL_FP32,      /* every candidate in fp32 */
+  KN_TRIAL_SENSITIVITY,   /* only `step` reduced */
+  KN_TRIAL_BISECT,        /* a bisection's set in fp32 */
+  KN_TRIAL_REFINE         /* KN_SEARCH_BISECT's refinement */
+};
+
+/* One trial build, measured against the reference path. */
+typedef struct kn_budget_trial {
+  int32_t phase;
+  int32_t step;           /* KN_TRIAL_SENSITIVITY: the candidate reduced; else -1 */
+  int32_t n_fp32;         /* candidates kept in fp32 */
+  uint8_t *fp32;          /* n_steps flags, 1: kept in fp32 (owned by the report) */
+  double cosine, max_abs_error; /* the worst over outputs and samples */
+  double top1, top1_drop; /* percent and points below the reference; -1 and 0
+                             without labels */
+  double used;            /* the largest fraction of a bound used (> 1: broken) */
+  int32_t pass;           /* every bound holds */
+} kn_budget_trial;
+
+typedef struct kn_budget_report {
+  int32_t n_steps;        /* candidates */
+  char **steps;           /* their step names, in step order */
+  char **patterns;        /* each name as a layer_precisions PATTERN only it matches
+                             (fnmatch's * ? [ ] \ escaped) */
+  int32_t *precisions;    /* each one's reduced kn_precision */
+  double reference_top1;  /* percent; -1 without labels */
+  int32_t n_trials;
+  kn_budget_trial *trials; /* in the order built */
+  int32_t *order;         /* KN_SEARCH_SENSITIVITY: candidates, most sensitive first
+                             (NULL until every one is ranked) */
+  int32_t pass;           /* the build returned keeps the budget */
+  int32_t n_fp32;         /* the candidates it keeps in fp32 ... */
+  uint8_t *fp32;          /* ... n_steps flags (NULL until found) */
+  double ms_requested, ms_found, ms_fp32; /* time_runs' medians; -1: not timed */
+  int32_t builds;         /* trial builds */
+  double seconds;         /* the whole search */
+} kn_budget_report;
+
+/* Loads the ONNX model at model_path and builds it with `build` (copied;
+ * its strings and calibration borrowed for the call) under the budget, as
+ * above.  samples: those of the measurements (NULL: one generated, seed 1;
+ * labels for max_accuracy_drop, one per prediction of all samples).  On
+ * success *out (may be NULL: not kept) is the built model whose reduced
+ * steps keep the budget: the requested build itself when it does, else the
+ * build with the candidates the search found in fp32 (report->fp32; the
+ * smallest such set that search tries, not a global minimum).  When no
+ * build can keep it (no candidate and the requested build breaks it, or
+ * every candidate in fp32 breaks it too): KN_ERR_LIMIT, report->pass 0.
+ * Other failures (the model, a sample, labels that do not match the
+ * predictions, a build or run) return their status.  report (may be NULL)
+ * is filled in either case with what was measured: release it with
+ * kn_budget_report_release. */
+kn_status kn_model_build_budgeted(const char *model_path, const kn_build_options *build,
+                                  const kn_samples *samples,
+                                  const kn_budget_search_options *options, kn_model **out,
+                                  kn_budget_report *report, kn_error *err)
+    __attribute__((warn_unused_result));
+void kn_budget_report_release(kn_budget_report *r);
+
 #ifdef __cplusplus
 }
 #endif

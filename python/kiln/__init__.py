@@ -28,7 +28,8 @@ from ._kiln import (CancelledError, DtypeError, Error, FileError, InternalError,
 __version__ = _kiln.__version__
 
 __all__ = [
-    "build", "load", "read_tensor", "Engine", "TensorInfo", "Error", "InvalidArgumentError", "FileError",
+    "build", "load", "read_tensor", "validate", "Engine", "TensorInfo", "ValidationResult",
+    "Gate", "BudgetReport", "Error", "InvalidArgumentError", "FileError",
     "ParseError", "UnsupportedError", "ShapeError", "DtypeError", "MissingError", "LimitError",
     "OutOfMemoryError", "InternalError", "CancelledError", "InferenceSession", "SessionOptions",
     "RunOptions", "NodeArg", "GraphOptimizationLevel", "ExecutionMode",
@@ -102,6 +103,13 @@ class Engine(_kiln.Engine):
     ``threads`` sets the threads of each run (None: KILN_NUM_THREADS, else every CPU)."""
 
     __slots__ = ()
+
+    @property
+    def budget(self) -> Optional["BudgetReport"]:
+        """The accuracy-budget search that built this Engine (kiln.build with min_cosine,
+        max_abs_error or max_accuracy_drop), else None."""
+        b = self._budget
+        return BudgetReport(b) if b is not None else None
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -291,7 +299,7 @@ def _profile_specs(profiles: Union[None, Mapping[str, Any], Iterable[str]]) -> O
 _SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def _bytes(v: Union[None, int, str]) -> int:
+def _bytes(v: Union[None, int, str], what: str = "workspace") -> int:
     if v is None:
         return 0
     if isinstance(v, str):
@@ -300,10 +308,13 @@ def _bytes(v: Union[None, int, str]) -> int:
         try:
             return int(float(s[:-1] if mul > 1 else s) * mul)
         except ValueError:
-            raise InvalidArgumentError("kiln: workspace: expected bytes such as 512M, got %r" % v)
+            raise InvalidArgumentError("kiln: %s: expected bytes such as 512M, got %r" % (what, v))
     if v < 0:
-        raise InvalidArgumentError("kiln: workspace must not be negative, got %d" % v)
+        raise InvalidArgumentError("kiln: %s must not be negative, got %d" % (what, v))
     return int(v)
+
+
+Samples = Union[None, Mapping[str, np.ndarray], Sequence[Mapping[str, np.ndarray]]]
 
 
 def build(model_path: PathLike, shapes: Union[None, Mapping[str, Dims], Iterable[str]] = None,
@@ -311,7 +322,12 @@ def build(model_path: PathLike, shapes: Union[None, Mapping[str, Dims], Iterable
           precision: Optional[str] = None, workspace: Union[None, int, str] = None,
           disable_passes: Optional[Iterable[str]] = None, *, optimize: bool = True,
           reference_kernels: bool = False, tactics: Optional[str] = None,
-          threads: Optional[int] = None, timing_cache: Optional[PathLike] = None) -> Engine:
+          threads: Optional[int] = None, timing_cache: Optional[PathLike] = None,
+          layer_precisions: Optional[Iterable[str]] = None,
+          calibration: Optional[PathLike] = None, min_cosine: Optional[float] = None,
+          max_abs_error: Optional[float] = None, max_accuracy_drop: Optional[float] = None,
+          data: Samples = None, labels: Optional[Sequence[int]] = None, seed: int = 1,
+          search: str = "sensitivity", reverse: bool = False) -> Engine:
     """Builds an ONNX model into an Engine, as `kiln build` does (without writing it:
     Engine.save does).
 
@@ -319,14 +335,32 @@ def build(model_path: PathLike, shapes: Union[None, Mapping[str, Dims], Iterable
       ["input=1x3x224x224"].
     profiles: dynamic ranges, {"input_ids": ((1, 8), (1, 128), (4, 512))} or
       ["input_ids=1x8:1x128:4x512"]; memory is planned for the largest.
-    precision: "fp32" (default), "bf16", "fp16" or "best" (int8 needs a calibration:
-      use `kiln calibrate` and `kiln build` for now).
+    precision: "fp32" (default), "bf16", "fp16", "int8" (needs calibration) or "best".
+    layer_precisions: per-step overrides, ["PATTERN=PRECISION", ...] (kiln build
+      --layer-precision).  calibration: int8 ranges, a file made by `kiln calibrate`.
     workspace: cap on the activation arena, bytes or "512M".
     disable_passes: optimization passes not to run (`kiln build --help` lists them).
     optimize=False skips every pass; reference_kernels=True runs the reference kernels;
-    tactics "timed" or "heuristic"; threads: threads timing the tactics;
-    timing_cache: a file of tactic timings to reuse and extend.
+    tactics "timed" or "heuristic"; threads: threads timing the tactics (and running the
+    trials of an accuracy budget); timing_cache: a file of tactic timings to reuse and
+    extend.
+
+    An accuracy budget (docs/PRECISION.md): min_cosine, max_abs_error and
+    max_accuracy_drop (top-1 points, needs labels) bound the reduced-precision build
+    against the fp32 reference path on data (a list of {input name: ndarray}, one dict per
+    sample; None: one sample generated from seed) and labels (one class per prediction of
+    output 0, in sample order).  When the requested build breaks the budget, steps go back
+    to fp32 until it holds: search "sensitivity" (kiln build's: the most sensitive first)
+    or "bisect" (kiln debug precision's: in step order, reverse=True from the end).  The
+    Engine's .budget says what was tried and which steps stayed in fp32; a budget that no
+    choice of steps keeps raises LimitError (its .report holds the search).
     The GIL is released while building."""
+    budget = min_cosine is not None or max_abs_error is not None or max_accuracy_drop is not None
+    if not budget and (data is not None or labels is not None or seed != 1
+                       or search != "sensitivity" or reverse):
+        raise InvalidArgumentError("kiln: build: data, labels, seed, search and reverse are for "
+                                   "an accuracy budget: give min_cosine, max_abs_error or "
+                                   "max_accuracy_drop")
     return _kiln._load(
         os.fspath(model_path), build=True, shapes=_shape_specs(shapes),
         profiles=_profile_specs(profiles), precision=precision, workspace=_bytes(workspace),
@@ -334,7 +368,204 @@ def build(model_path: PathLike, shapes: Union[None, Mapping[str, Dims], Iterable
         optimize=optimize, reference_kernels=reference_kernels, tactics=tactics,
         threads=threads or 0,
         timing_cache=os.fspath(timing_cache) if timing_cache is not None else None,
-        cls=Engine)
+        cls=Engine,
+        layer_precisions=list(layer_precisions) if layer_precisions is not None else None,
+        calibration=os.fspath(calibration) if calibration is not None else None,
+        min_cosine=min_cosine, max_abs_error=max_abs_error,
+        max_accuracy_drop=max_accuracy_drop, data=data, labels=labels, seed=seed,
+        search=search, reverse=reverse)
+
+
+class BudgetReport:
+    """What an accuracy-budget build (kiln.build with min_cosine, max_abs_error or
+    max_accuracy_drop) measured, as `kiln build` prints it:
+
+    steps: the candidates, the steps the requested build runs in reduced precision, in
+      step order, each {"name", "precision", "pattern"} (pattern: the name as a
+      layer_precisions PATTERN only it matches);
+    trials: every trial build in order, each {"phase" ("requested", "all_fp32",
+      "sensitivity", "bisect", "refine"), "step" (sensitivity: the one reduced), "fp32" (the
+      step names kept in fp32), "cosine", "max_abs_error", "top1", "top1_drop", "used" (the
+      largest fraction of a bound used), "pass"};
+    order: the candidates by sensitivity, most sensitive first (search "sensitivity");
+    kept_fp32: the step names the Engine keeps in fp32 (empty: the requested build keeps
+      the budget); passed; reference_top1 (None without labels); builds; seconds."""
+
+    __slots__ = ("steps", "trials", "order", "kept_fp32", "passed", "reference_top1", "builds",
+                 "seconds")
+
+    def __init__(self, d: Mapping[str, Any]):
+        self.steps = list(d["steps"])
+        self.trials = list(d["trials"])
+        self.order = list(d["order"])
+        self.kept_fp32 = list(d["kept_fp32"])
+        self.passed = bool(d["pass"])
+        self.reference_top1 = d["reference_top1"] if d["reference_top1"] >= 0 else None
+        self.builds = d["builds"]
+        self.seconds = d["seconds"]
+
+    @property
+    def layer_precisions(self) -> List[str]:
+        """kept_fp32 as kiln.build(layer_precisions=...) / --layer-precision specs."""
+        pat = {s["name"]: s["pattern"] for s in self.steps}
+        return ["%s=fp32" % pat[n] for n in self.kept_fp32]
+
+    def __repr__(self) -> str:
+        return "BudgetReport(passed=%r, kept_fp32=%r, %d of %d steps, %d builds)" % (
+            self.passed, self.kept_fp32, len(self.kept_fp32), len(self.steps), self.builds)
+
+
+_GATE_KEYS = ("max_p99_ms", "max_rss", "max_abs_error", "min_cosine", "max_accuracy_drop")
+
+
+class Gate:
+    """One limit of kiln.validate: name (the keyword: "max_abs_error"...), cli_name
+    ("max-abs-error"), limit, measured, margin (room left: limit - measured for a maximum,
+    measured - limit for min_cosine; negative when it fails), passed, and for accuracy the
+    output name and sample index where the worst was measured (else None)."""
+
+    __slots__ = ("name", "cli_name", "limit", "measured", "margin", "passed", "output",
+                 "sample")
+
+    def __init__(self, name: str, g: Mapping[str, Any], outputs: Sequence[Mapping[str, Any]]):
+        self.name = name
+        self.cli_name = g["name"]
+        self.limit = g["limit"]
+        self.measured = g["measured"]
+        self.margin = g["margin"]
+        self.passed = bool(g["pass"])
+        self.output = outputs[g["output"]]["name"] if g["output"] >= 0 else None
+        self.sample = g["sample"] if g["sample"] >= 0 else None
+
+    def __repr__(self) -> str:
+        return "Gate(%s: %s, measured %r, limit %r, margin %r)" % (
+            self.name, "PASS" if self.passed else "FAIL", self.measured, self.limit,
+            self.margin)
+
+
+class ValidationResult:
+    """What kiln.validate measured (kn_validate; `kiln validate --json`'s numbers).
+
+    passed: every limit given passes.  gates: {keyword: Gate} for the limits given, in
+    the CLI's order; failed: the Gates that failed.  outputs: per output {"name",
+    "compared", "dtype", "shape", "max_abs_error", "max_rel_error", "cosine",
+    "worst_abs_sample", "worst_cosine_sample"}; max_abs_error and min_cosine: the worst
+    over outputs and samples; latency_ms: {"min", "mean", "p50", "p90", "p99", "max"} of
+    the timed runs, latency_runs_ms their times sorted; peak_rss_bytes; top1 and
+    reference_top1 (percent, None without labels); samples, threads, runs, warmup, inputs
+    (the first sample's dims), engine, model.  as_dict() is the `kiln validate --json`
+    object."""
+
+    __slots__ = ("passed", "gates", "outputs", "max_abs_error", "min_cosine", "latency_ms",
+                 "latency_runs_ms", "peak_rss_bytes", "top1", "reference_top1", "samples",
+                 "threads", "runs", "warmup", "inputs", "engine", "model", "data", "seed",
+                 "_gates")
+
+    def __init__(self, d: Mapping[str, Any], engine: str, model: str, data: Optional[str],
+                 seed: int):
+        self.passed = bool(d["pass"])
+        self.outputs = list(d["outputs"])
+        self._gates = list(d["gates"])
+        self.gates = {k: Gate(k, g, self.outputs) for k, g in zip(_GATE_KEYS, self._gates)
+                      if g["given"]}
+        self.max_abs_error = d["max_abs_error"]
+        self.min_cosine = d["min_cosine"]
+        self.latency_ms = dict(d["latency_ms"])
+        self.latency_runs_ms = d["latency_runs_ms"]
+        self.peak_rss_bytes = d["peak_rss_bytes"]
+        self.top1 = d["top1"] if d["top1_rows"] else None
+        self.reference_top1 = d["reference_top1"] if d["top1_rows"] else None
+        self.samples = d["samples"]
+        self.threads = d["threads"]
+        self.runs = d["runs"]
+        self.warmup = d["warmup"]
+        self.inputs = d["inputs"]
+        self.engine = engine
+        self.model = model
+        self.data = data
+        self.seed = seed
+
+    @property
+    def failed(self) -> List[Gate]:
+        return [g for g in self.gates.values() if not g.passed]
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The object `kiln validate --json` prints (format "kiln-validate", version 1;
+        docs/CLI.md); data is "memory" for samples given as arrays."""
+        limits = []
+        for g in self.gates.values():
+            x = {"name": g.cli_name, "measured": g.measured, "limit": g.limit,
+                 "margin": g.margin, "pass": g.passed}
+            if g.output is not None:
+                x["output"] = g.output
+                x["sample"] = g.sample
+            limits.append(x)
+        acc: Dict[str, Any] = {"max_abs_error": self.max_abs_error,
+                               "min_cosine": self.min_cosine}
+        if self.top1 is not None:
+            acc["top1"] = self.top1
+            acc["reference_top1"] = self.reference_top1
+        outs = []
+        for o in self.outputs:
+            x = {"name": o["name"], "compared": o["compared"]}
+            if o["compared"]:
+                x.update({"dtype": o["dtype"], "shape": list(o["shape"]),
+                          "max_abs_error": o["max_abs_error"],
+                          "max_rel_error": o["max_rel_error"], "cosine": o["cosine"],
+                          "worst_abs_sample": o["worst_abs_sample"],
+                          "worst_cosine_sample": o["worst_cosine_sample"]})
+            outs.append(x)
+        acc["outputs"] = outs
+        return {"format": "kiln-validate", "version": 1, "engine": self.engine,
+                "model": self.model, "pass": self.passed, "samples": self.samples,
+                "data": self.data, "seed": self.seed, "inputs": self.inputs,
+                "threads": self.threads, "runs": self.runs, "warmup": self.warmup,
+                "limits": limits, "accuracy": acc, "latency_ms": dict(self.latency_ms),
+                "peak_rss_bytes": self.peak_rss_bytes}
+
+    def __repr__(self) -> str:
+        return "ValidationResult(passed=%r, gates=%r)" % (self.passed,
+                                                          list(self.gates.values()))
+
+
+def validate(engine: Union["Engine", PathLike], against: PathLike, *,
+             max_abs_error: Optional[float] = None, min_cosine: Optional[float] = None,
+             max_p99_ms: Optional[float] = None, max_rss: Union[None, int, str] = None,
+             max_accuracy_drop: Optional[float] = None, data: Samples = None,
+             labels: Optional[Sequence[int]] = None, seed: int = 1,
+             shapes: Union[None, Mapping[str, Dims], Iterable[str]] = None, runs: int = 20,
+             warmup: int = 3, threads: Optional[int] = None) -> ValidationResult:
+    """The gates of `kiln validate` (kn_validate): runs engine (an Engine, e.g. from
+    kiln.build, or the path of an engine file) and the reference path of the ONNX model
+    `against` (the graph as imported, unoptimized) on the same inputs, and checks each
+    limit given against what it measures:
+
+    max_abs_error: the largest |engine - reference| of any output element; min_cosine:
+      the smallest cosine similarity of an output (both the worst over outputs and
+      samples; a NaN on one side fails them);
+    max_p99_ms: the p99 latency of `runs` timed runs on the first sample after `warmup`;
+    max_rss: the process's peak RSS (bytes or "512M"; getrusage's high-water mark, which
+      counts everything this Python process held before);
+    max_accuracy_drop: top-1 of output 0 at most this many points below the reference's,
+      on labels (one class per prediction, in sample order).
+    data: the samples, a list of {input name: ndarray} (one dict per sample); None: one
+    sample generated from seed (floats uniform in [-1, 1), integers and bools 0 or 1,
+    dynamic dims from shapes, else 1).  shapes also fixes the reference build's dynamic
+    inputs.  threads: of both runs (None: the Engine's, else the default).
+
+    Returns a ValidationResult (.passed, .gates); a limit that fails is not an exception.
+    Failures to measure (a file, a mismatch between engine and model) raise kiln.Error.
+    The GIL is released while it runs."""
+    e = engine if isinstance(engine, _kiln.Engine) else load(engine)
+    if max_rss is not None:
+        max_rss = _bytes(max_rss, "max_rss")
+    d = _kiln._validate(e, os.fspath(against), data=data, labels=labels, seed=seed,
+                        shapes=_shape_specs(shapes), runs=runs, warmup=warmup,
+                        threads=threads or 0, max_p99_ms=max_p99_ms, max_rss=max_rss,
+                        max_abs_error=max_abs_error, min_cosine=min_cosine,
+                        max_accuracy_drop=max_accuracy_drop)
+    return ValidationResult(d, e.path, os.fspath(against),
+                            None if data is None else "memory", seed)
 
 
 def read_tensor(path: PathLike) -> np.ndarray:

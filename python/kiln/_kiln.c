@@ -25,6 +25,7 @@
 
 #include <kiln.h>
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -161,6 +162,7 @@ typedef struct kp_engine {
   kn_context *pool[KP_POOL_MAX];
   int32_t n_pool;
   PyObject *weakrefs;
+  PyObject *budget;  /* dict: the accuracy-budget search that built it, or NULL */
 } kp_engine;
 
 static PyTypeObject kp_engine_type;
@@ -186,6 +188,7 @@ static void kp_engine_dealloc(kp_engine *self) {
   PyMem_Free(self->out);
   kn_model_free(self->model);
   Py_XDECREF(self->path);
+  Py_XDECREF(self->budget);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -239,6 +242,7 @@ static PyObject *kp_engine_new(PyTypeObject *type, kn_model *m, PyObject *path, 
   e->build_ms = build_ms;
   e->n_pool = 0;
   e->weakrefs = NULL;
+  e->budget = NULL;
   if (kp_fill_io(e) < 0) {
     Py_DECREF(e);
     return NULL;
@@ -349,6 +353,26 @@ static PyObject *kp_input_array(const kp_engine *e, const kp_io *io, PyObject *o
   return PyArray_FromAny(obj, nd, 0, 0, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
 }
 
+/* t borrows the data of arr (from kp_input_array for input i).  -1 with an
+ * exception set. */
+static int kp_array_tensor(const kp_engine *e, int32_t i, PyObject *arr, kn_tensor *t) {
+  PyArrayObject *a = (PyArrayObject *)arr;
+  int rank = PyArray_NDIM(a);
+  if (rank > KN_MAX_RANK) {
+    kp_raisef(KN_ERR_LIMIT, "%s: input '%s': %d dims, more than kiln's %d", kp_label(e),
+              e->in[i].cname, rank, KN_MAX_RANK);
+    return -1;
+  }
+  t->dtype = kp_kn_dtype(PyArray_DESCR(a));
+  t->rank = rank;
+  const npy_intp *dims = PyArray_DIMS(a);
+  for (int d = 0; d < rank; d++) t->dims[d] = (int64_t)dims[d];
+  t->data = PyArray_DATA(a);
+  t->nbytes = (size_t)PyArray_NBYTES(a);
+  t->owned = 0;
+  return 0;
+}
+
 /* Reads `feed` ({name: array}) into f and binds it to c.  -1 with an
  * exception set. */
 static int kp_bind(kp_engine *e, PyObject *feed, kn_context *c, kp_feed *f) {
@@ -384,21 +408,8 @@ static int kp_bind(kp_engine *e, PyObject *feed, kn_context *c, kp_feed *f) {
     PyObject *arr = kp_input_array(e, &e->in[i], obj);
     if (!arr) return -1;
     f->held[f->n++] = arr;
-    PyArrayObject *a = (PyArrayObject *)arr;
     kn_tensor *t = &f->t[i];
-    int rank = PyArray_NDIM(a);
-    if (rank > KN_MAX_RANK) {
-      kp_raisef(KN_ERR_LIMIT, "%s: input '%s': %d dims, more than kiln's %d", kp_label(e),
-                e->in[i].cname, rank, KN_MAX_RANK);
-      return -1;
-    }
-    t->dtype = kp_kn_dtype(PyArray_DESCR(a));
-    t->rank = rank;
-    const npy_intp *dims = PyArray_DIMS(a);
-    for (int d = 0; d < rank; d++) t->dims[d] = (int64_t)dims[d];
-    t->data = PyArray_DATA(a);
-    t->nbytes = (size_t)PyArray_NBYTES(a);
-    t->owned = 0;
+    if (kp_array_tensor(e, i, arr, t) < 0) return -1;
     kn_error err = {0};
     if (kn_context_set_input(c, i, t, &err)) {
       kp_raise_err(&err);
@@ -839,6 +850,12 @@ static PyObject *kp_engine_get_times(kp_engine *self, void *Py_UNUSED(closure)) 
   return Py_BuildValue("{s:d,s:d}", "load_ms", self->load_ms, "build_ms", self->build_ms);
 }
 
+static PyObject *kp_engine_get_budget(kp_engine *self, void *Py_UNUSED(closure)) {
+  if (!self->budget) Py_RETURN_NONE;
+  Py_INCREF(self->budget);
+  return self->budget;
+}
+
 static PyObject *kp_engine_get_steps(kp_engine *self, void *Py_UNUSED(closure)) {
   return PyLong_FromLong(kn_model_step_count(self->model));
 }
@@ -881,6 +898,8 @@ static PyGetSetDef kp_engine_getset[] = {
      "True when loaded from a kiln engine file, False for an ONNX model built in memory.", NULL},
     {"_times", (getter)kp_engine_get_times, NULL, "load_ms and build_ms", NULL},
     {"step_count", (getter)kp_engine_get_steps, NULL, "Steps of the built model.", NULL},
+    {"_budget", (getter)kp_engine_get_budget, NULL,
+     "The accuracy-budget search that built it (a dict), or None", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject kp_engine_type = {
@@ -939,21 +958,272 @@ static int kp_strings(PyObject *seq, const char *what, PyObject **keep, const ch
   return 0;
 }
 
+/* ---- accuracy: samples, reports ---------------------------------------------
+ * kiln.validate and kiln.build's accuracy budgets (kn_validate,
+ * kn_model_build_budgeted): the samples given as a sequence of
+ * {input name: array} (converted as run() converts its inputs), labels as a
+ * sequence of ints, and the reports as dicts that kiln/__init__.py wraps. */
+
+typedef struct kp_data {
+  int32_t count, nin;
+  kn_tensor *t;     /* count * nin, borrowing the arrays in held */
+  PyObject **held;
+  PyObject *labels; /* int64 array, or NULL */
+  kn_samples s;
+} kp_data;
+
+static void kp_data_release(kp_data *d) {
+  for (int64_t k = 0; d->held && k < (int64_t)d->count * d->nin; k++) Py_XDECREF(d->held[k]);
+  PyMem_Free(d->held);
+  PyMem_Free(d->t);
+  Py_XDECREF(d->labels);
+  memset(d, 0, sizeof *d);
+}
+
+/* data (None, a dict for one sample, or a sequence of dicts) and labels for
+ * the inputs of e; d->s ready for the library.  -1 with an exception set. */
+static int kp_data_read(const kp_engine *e, PyObject *data, PyObject *labels, uint64_t seed,
+                        kp_data *d) {
+  memset(d, 0, sizeof *d);
+  kn_samples_init(&d->s);
+  d->s.seed = seed;
+  d->nin = e->nin;
+  if (labels && labels != Py_None) {
+    d->labels =
+        PyArray_FROMANY(labels, NPY_INT64, 1, 1, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
+    if (!d->labels) return -1;
+    d->s.labels = PyArray_DATA((PyArrayObject *)d->labels);
+    d->s.n_labels = (int64_t)PyArray_SIZE((PyArrayObject *)d->labels);
+    if (d->s.n_labels == 0) {
+      kp_raisef(KN_ERR_INVALID_ARG, "kiln: labels is empty");
+      return -1;
+    }
+  }
+  if (!data || data == Py_None) return 0;
+  PyObject *seq = PyDict_Check(data) ? PyTuple_Pack(1, data)
+                                     : PySequence_Fast(data, "kiln: data must be a list of "
+                                                             "{input name: numpy.ndarray}");
+  if (!seq) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  int rc = -1;
+  if (n == 0 || n > INT32_MAX) {
+    kp_raisef(KN_ERR_INVALID_ARG, "kiln: data holds %zd samples: give at least one (or None "
+                                  "for a generated sample)", n);
+    goto done;
+  }
+  d->count = (int32_t)n;
+  d->t = PyMem_Calloc((size_t)n * (size_t)e->nin + 1, sizeof *d->t);
+  d->held = PyMem_Calloc((size_t)n * (size_t)e->nin + 1, sizeof *d->held);
+  if (!d->t || !d->held) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t k = 0; k < n; k++) {
+    PyObject *feed = PySequence_Fast_GET_ITEM(seq, k);
+    if (!PyDict_Check(feed)) {
+      kp_raisef(KN_ERR_INVALID_ARG, "kiln: data[%zd]: expected a dict {input name: "
+                                    "numpy.ndarray}, got %s", k, Py_TYPE(feed)->tp_name);
+      goto done;
+    }
+    Py_ssize_t found = 0;
+    for (int32_t i = 0; i < e->nin; i++) {
+      PyObject *obj = PyDict_GetItemWithError(feed, e->in[i].name);
+      if (!obj) {
+        if (!PyErr_Occurred())
+          kp_raisef(KN_ERR_MISSING, "%s: data[%zd]: input '%s' (%d) was not given", kp_label(e),
+                    k, e->in[i].cname, i);
+        goto done;
+      }
+      found++;
+      PyObject *arr = kp_input_array(e, &e->in[i], obj);
+      if (!arr) goto done;
+      d->held[k * e->nin + i] = arr;
+      if (kp_array_tensor(e, i, arr, &d->t[k * e->nin + i]) < 0) goto done;
+    }
+    if (PyDict_Size(feed) != found) {
+      kp_raisef(KN_ERR_INVALID_ARG, "%s: data[%zd] names an input the model does not have "
+                                    "(its inputs: %d)", kp_label(e), k, (int)e->nin);
+      goto done;
+    }
+  }
+  d->s.count = d->count;
+  d->s.n_inputs = e->nin;
+  d->s.tensors = d->t;
+  rc = 0;
+done:
+  Py_DECREF(seq);
+  return rc;
+}
+
+/* A float option: None leaves *has 0; else *has 1 and *v its value. */
+static int kp_opt_double(PyObject *o, const char *what, int32_t *has, double *v) {
+  *has = 0;
+  if (!o || o == Py_None) return 0;
+  double x = PyFloat_AsDouble(o);
+  if (x == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    kp_raisef(KN_ERR_INVALID_ARG, "kiln: %s must be a number or None, got %s", what,
+              Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  *has = 1;
+  *v = x;
+  return 0;
+}
+
+/* None for a value that is not finite (JSON's null). */
+static PyObject *kp_num(double v) {
+  if (isfinite(v)) return PyFloat_FromDouble(v);
+  if (isnan(v)) Py_RETURN_NONE;
+  return PyFloat_FromDouble(v);
+}
+
+static PyObject *kp_validate_dict(const kn_validate_report *r) {
+  PyObject *outs = PyList_New(r->n_outputs), *gates = PyList_New(KN_GATE_COUNT), *lat = NULL;
+  if (!outs || !gates) goto fail;
+  for (int32_t o = 0; o < r->n_outputs; o++) {
+    const kn_output_accuracy *a = &r->outputs[o];
+    PyObject *shape = PyTuple_New(a->compared && a->rank > 0 ? a->rank : 0);
+    if (!shape) goto fail;
+    for (int32_t d = 0; a->compared && d < a->rank; d++)
+      PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(a->dims[d]));
+    const char *dn = a->compared ? kn_dtype_name(a->dtype) : NULL;
+    PyObject *x = Py_BuildValue("{s:s,s:O,s:z,s:N,s:N,s:N,s:N,s:i,s:i}", "name", a->name,
+                                "compared", a->compared ? Py_True : Py_False, "dtype", dn,
+                                "shape", shape, "max_abs_error", kp_num(a->max_abs_error),
+                                "max_rel_error", kp_num(a->max_rel_error), "cosine",
+                                kp_num(a->cosine), "worst_abs_sample", a->worst_abs_sample,
+                                "worst_cosine_sample", a->worst_cosine_sample);
+    if (!x) goto fail;
+    PyList_SET_ITEM(outs, o, x);
+  }
+  for (int i = 0; i < KN_GATE_COUNT; i++) {
+    const kn_gate *g = &r->gates[i];
+    PyObject *x = Py_BuildValue("{s:s,s:O,s:O,s:O,s:N,s:N,s:N,s:i,s:i}", "name", g->name,
+                                "given", g->given ? Py_True : Py_False, "pass",
+                                g->pass ? Py_True : Py_False, "upper",
+                                g->upper ? Py_True : Py_False, "measured", kp_num(g->measured),
+                                "limit", kp_num(g->limit), "margin", kp_num(g->margin),
+                                "output", g->output, "sample", g->sample);
+    if (!x) goto fail;
+    PyList_SET_ITEM(gates, i, x);
+  }
+  npy_intp n = (npy_intp)r->runs;
+  lat = PyArray_SimpleNew(1, &n, NPY_FLOAT64);
+  if (!lat) goto fail;
+  if (n) memcpy(PyArray_DATA((PyArrayObject *)lat), r->latency_ms, (size_t)n * sizeof(double));
+  return Py_BuildValue(
+      "{s:O,s:i,s:i,s:L,s:L,s:s,s:N,s:N,s:N,s:N,s:N,s:{s:d,s:d,s:d,s:d,s:d,s:d},s:K,s:L,s:d,"
+      "s:d}",
+      "pass", r->pass ? Py_True : Py_False, "samples", r->samples, "threads", r->threads,
+      "runs", (long long)r->runs, "warmup", (long long)r->warmup, "inputs", r->inputs,
+      "outputs", outs, "gates", gates, "max_abs_error", kp_num(r->max_abs_error), "min_cosine",
+      kp_num(r->min_cosine), "latency_runs_ms", lat, "latency_ms", "min", r->latency_min_ms,
+      "mean", r->latency_mean_ms, "p50", r->latency_p50_ms, "p90", r->latency_p90_ms, "p99",
+      r->latency_p99_ms, "max", r->latency_max_ms, "peak_rss_bytes",
+      (unsigned long long)r->peak_rss, "top1_rows", (long long)r->top1_rows, "top1", r->top1,
+      "reference_top1", r->reference_top1);
+fail:
+  Py_XDECREF(outs);
+  Py_XDECREF(gates);
+  Py_XDECREF(lat);
+  return NULL;
+}
+
+static const char *const kp_trial_phases[] = {"requested", "all_fp32", "sensitivity", "bisect",
+                                              "refine"};
+
+/* The steps flagged in fp32 (n_steps flags) as a list of names. */
+static PyObject *kp_step_list(const kn_budget_report *r, const uint8_t *fp32) {
+  PyObject *l = PyList_New(0);
+  for (int32_t i = 0; l && fp32 && i < r->n_steps; i++) {
+    if (!fp32[i]) continue;
+    PyObject *x = PyUnicode_FromString(r->steps[i]);
+    if (!x || PyList_Append(l, x) < 0) {
+      Py_XDECREF(x);
+      Py_CLEAR(l);
+      break;
+    }
+    Py_DECREF(x);
+  }
+  return l;
+}
+
+static PyObject *kp_budget_dict(const kn_budget_report *r) {
+  PyObject *steps = PyList_New(r->n_steps), *trials = PyList_New(r->n_trials), *order = NULL;
+  if (!steps || !trials) goto fail;
+  for (int32_t i = 0; i < r->n_steps; i++) {
+    const char *pn = kn_precision_name(r->precisions[i]);
+    PyObject *x = Py_BuildValue("{s:s,s:s,s:s}", "name", r->steps[i], "precision",
+                                pn ? pn : "?", "pattern", r->patterns[i]);
+    if (!x) goto fail;
+    PyList_SET_ITEM(steps, i, x);
+  }
+  for (int32_t k = 0; k < r->n_trials; k++) {
+    const kn_budget_trial *t = &r->trials[k];
+    PyObject *fp32 = kp_step_list(r, t->fp32);
+    if (!fp32) goto fail;
+    const char *step = t->step >= 0 && t->step < r->n_steps ? r->steps[t->step] : NULL;
+    PyObject *x = Py_BuildValue(
+        "{s:s,s:z,s:N,s:N,s:N,s:N,s:d,s:N,s:O}", "phase",
+        t->phase >= 0 && t->phase <= KN_TRIAL_REFINE ? kp_trial_phases[t->phase] : "?", "step",
+        step, "fp32", fp32, "cosine", kp_num(t->cosine), "max_abs_error",
+        kp_num(t->max_abs_error), "top1", t->top1 >= 0 ? PyFloat_FromDouble(t->top1)
+                                                     : (Py_INCREF(Py_None), Py_None),
+        "top1_drop", t->top1_drop, "used", kp_num(t->used), "pass",
+        t->pass ? Py_True : Py_False);
+    if (!x) goto fail;
+    PyList_SET_ITEM(trials, k, x);
+  }
+  order = PyList_New(0);
+  for (int32_t i = 0; order && r->order && i < r->n_steps; i++) {
+    PyObject *x = PyUnicode_FromString(r->steps[r->order[i]]);
+    if (!x || PyList_Append(order, x) < 0) {
+      Py_XDECREF(x);
+      goto fail;
+    }
+    Py_DECREF(x);
+  }
+  if (!order) goto fail;
+  PyObject *kept = kp_step_list(r, r->fp32);
+  if (!kept) goto fail;
+  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:O,s:d,s:d,s:d,s:d,s:i,s:d}", "steps", steps,
+                       "trials", trials, "order", order, "kept_fp32", kept, "pass",
+                       r->pass ? Py_True : Py_False, "reference_top1", r->reference_top1,
+                       "ms_requested", r->ms_requested, "ms_found", r->ms_found, "ms_fp32",
+                       r->ms_fp32, "builds", r->builds, "seconds", r->seconds);
+fail:
+  Py_XDECREF(steps);
+  Py_XDECREF(trials);
+  Py_XDECREF(order);
+  return NULL;
+}
+
 /* _load(path, build, shapes, profiles, precision, workspace, disabled,
- *       optimize, reference_kernels, tactics, threads, timing_cache) */
+ *       optimize, reference_kernels, tactics, threads, timing_cache, cls,
+ *       layer_precisions, calibration, min_cosine, max_abs_error,
+ *       max_accuracy_drop, data, labels, seed, search, reverse): with a bound
+ * of an accuracy budget, kn_model_build_budgeted (the search's report in
+ * the Engine's _budget). */
 static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"path", "build", "shapes", "profiles", "precision", "workspace",
                            "disable_passes", "optimize", "reference_kernels", "tactics",
-                           "threads", "timing_cache", "cls", NULL};
-  PyObject *path_obj, *shapes = NULL, *profiles = NULL, *disabled = NULL;
-  int build = 1, optimize = 1, reference = 0, threads = 0;
-  const char *precision = NULL, *tactics = NULL, *timing_cache = NULL;
-  unsigned long long workspace = 0;
+                           "threads", "timing_cache", "cls", "layer_precisions", "calibration",
+                           "min_cosine", "max_abs_error", "max_accuracy_drop", "data", "labels",
+                           "seed", "search", "reverse", NULL};
+  PyObject *path_obj, *shapes = NULL, *profiles = NULL, *disabled = NULL, *layer_prec = NULL;
+  PyObject *min_cos = NULL, *max_abs = NULL, *max_drop = NULL, *data = NULL, *labels = NULL;
+  int build = 1, optimize = 1, reference = 0, threads = 0, reverse = 0;
+  const char *precision = NULL, *tactics = NULL, *timing_cache = NULL, *calib_path = NULL;
+  const char *search = NULL;
+  unsigned long long workspace = 0, seed = 1;
   PyTypeObject *cls = &kp_engine_type;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pOOzKOppzizO!", kwlist, &path_obj, &build,
-                                   &shapes, &profiles, &precision, &workspace, &disabled,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pOOzKOppzizO!OzOOOOOKzp", kwlist, &path_obj,
+                                   &build, &shapes, &profiles, &precision, &workspace, &disabled,
                                    &optimize, &reference, &tactics, &threads, &timing_cache,
-                                   &PyType_Type, &cls))
+                                   &PyType_Type, &cls, &layer_prec, &calib_path, &min_cos,
+                                   &max_abs, &max_drop, &data, &labels, &seed, &search,
+                                   &reverse))
     return NULL;
   if (!PyType_IsSubtype(cls, &kp_engine_type)) {
     PyErr_SetString(PyExc_TypeError, "cls must be a subclass of kiln._kiln.Engine");
@@ -962,13 +1232,23 @@ static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
   PyObject *path_b = NULL, *path_s = NULL;
   if (!PyUnicode_FSConverter(path_obj, &path_b)) return NULL;
   path_s = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path_b));
-  PyObject *keep_s = NULL, *keep_p = NULL, *keep_d = NULL, *res = NULL;
-  const char **s = NULL, **p = NULL, **d = NULL;
-  int32_t ns = 0, np = 0, nd = 0;
+  PyObject *keep_s = NULL, *keep_p = NULL, *keep_d = NULL, *keep_l = NULL, *res = NULL;
+  const char **s = NULL, **p = NULL, **d = NULL, **l = NULL;
+  int32_t ns = 0, np = 0, nd = 0, nl = 0;
+  kn_calibration *cal = NULL;
+  kn_budget_search_options so;
+  kn_budget_search_options_init(&so);
+  kn_accuracy_budget *b = &so.budget;
   if (!path_s || kp_strings(shapes, "shapes", &keep_s, &s, &ns) < 0 ||
       kp_strings(profiles, "profiles", &keep_p, &p, &np) < 0 ||
-      kp_strings(disabled, "disable_passes", &keep_d, &d, &nd) < 0)
+      kp_strings(disabled, "disable_passes", &keep_d, &d, &nd) < 0 ||
+      kp_strings(layer_prec, "layer_precisions", &keep_l, &l, &nl) < 0 ||
+      kp_opt_double(min_cos, "min_cosine", &b->has_min_cosine, &b->min_cosine) < 0 ||
+      kp_opt_double(max_abs, "max_abs_error", &b->has_max_abs_error, &b->max_abs_error) < 0 ||
+      kp_opt_double(max_drop, "max_accuracy_drop", &b->has_max_accuracy_drop,
+                    &b->max_accuracy_drop) < 0)
     goto done;
+  bool budget = b->has_min_cosine || b->has_max_abs_error || b->has_max_accuracy_drop;
   kn_build_options bo;
   kn_build_options_init(&bo);
   bo.shapes = s;
@@ -977,6 +1257,8 @@ static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
   bo.n_profiles = np;
   bo.disabled_passes = d;
   bo.n_disabled_passes = nd;
+  bo.layer_precisions = l;
+  bo.n_layer_precisions = nl;
   bo.workspace = workspace;
   bo.no_optimize = !optimize;
   bo.reference_kernels = reference;
@@ -984,12 +1266,14 @@ static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
   bo.timing_cache = timing_cache;
   if (precision) {
     int32_t pr = kn_precision_from_name(precision);
-    if (pr < 0 || pr == KN_PRECISION_INT8 || pr == KN_PRECISION_FP16_WEIGHTS ||
-        pr == KN_PRECISION_INT8_WEIGHTS) {
-      kp_raisef(pr == KN_PRECISION_INT8 ? KN_ERR_UNSUPPORTED : KN_ERR_INVALID_ARG,
-                "kiln: precision '%s'%s: expected fp32, bf16, fp16 or best", precision,
-                pr == KN_PRECISION_INT8 ? " needs a calibration, not available from Python yet"
-                                        : "");
+    if (pr < 0 || pr == KN_PRECISION_FP16_WEIGHTS || pr == KN_PRECISION_INT8_WEIGHTS) {
+      kp_raisef(KN_ERR_INVALID_ARG,
+                "kiln: precision '%s': expected fp32, bf16, fp16, int8 or best", precision);
+      goto done;
+    }
+    if (pr == KN_PRECISION_INT8 && !calib_path) {
+      kp_raisef(KN_ERR_MISSING, "kiln: precision 'int8' needs a calibration: pass "
+                                "calibration=FILE (made by `kiln calibrate`)");
       goto done;
     }
     bo.precision = pr;
@@ -1002,8 +1286,89 @@ static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
       goto done;
     }
   }
+  if (search) {
+    if (!strcmp(search, "sensitivity")) so.search = KN_SEARCH_SENSITIVITY;
+    else if (!strcmp(search, "bisect")) so.search = KN_SEARCH_BISECT;
+    else {
+      kp_raisef(KN_ERR_INVALID_ARG, "kiln: search is 'sensitivity' or 'bisect', got '%s'",
+                search);
+      goto done;
+    }
+  }
+  so.reverse = reverse;
+  so.threads = threads;
+  so.label = "kiln.build";
   {
-    const char *path = PyBytes_AS_STRING(path_b);
+    kn_error err = {0};
+    kn_status st = KN_OK;
+    if (calib_path) {
+      Py_BEGIN_ALLOW_THREADS
+      st = kn_calibration_load(calib_path, &cal, &err);
+      Py_END_ALLOW_THREADS
+      if (st) {
+        kp_raise_err(&err);
+        goto done;
+      }
+      bo.calibration = cal;
+    }
+  }
+  const char *path = PyBytes_AS_STRING(path_b);
+  if (budget) {
+    /* the model's inputs, to read data as run() reads its inputs */
+    kn_model *probe = NULL;
+    kn_error err = {0};
+    kn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = kn_model_load(path, &probe, &err);
+    Py_END_ALLOW_THREADS
+    if (st) {
+      kp_raise_err(&err);
+      goto done;
+    }
+    PyObject *io = kp_engine_new(&kp_engine_type, probe, path_s, 0, 0);
+    if (!io) goto done;
+    kp_data dat;
+    if (kp_data_read((kp_engine *)io, data, labels, seed, &dat) < 0) {
+      Py_DECREF(io);
+      kp_data_release(&dat);
+      goto done;
+    }
+    kn_budget_report rep;
+    kn_model *m = NULL;
+    double t0 = 0, t1 = 0;
+    Py_BEGIN_ALLOW_THREADS
+    t0 = kp_now_s();
+    st = kn_model_build_budgeted(path, &bo, &dat.s, &so, &m, &rep, &err);
+    t1 = kp_now_s();
+    Py_END_ALLOW_THREADS
+    kp_data_release(&dat);
+    Py_DECREF(io);
+    PyObject *report = kp_budget_dict(&rep);
+    kn_budget_report_release(&rep);
+    if (st) {
+      kn_model_free(m);
+      kp_raise_err(&err);
+      if (report) {
+        /* the exception carries what the search measured */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        if (ev) PyObject_SetAttrString(ev, "report", report);
+        PyErr_Restore(et, ev, tb);
+        Py_DECREF(report);
+      }
+      goto done;
+    }
+    if (!report) {
+      kn_model_free(m);
+      goto done;
+    }
+    res = kp_engine_new(cls, m, path_s, 0, (t1 - t0) * 1e3);
+    if (res) ((kp_engine *)res)->budget = report;
+    else Py_DECREF(report);
+    goto done;
+  }
+  {
     kn_model *m = NULL;
     kn_error err = {0};
     kn_status st;
@@ -1024,7 +1389,8 @@ static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
       kp_raise_err(&err);
       goto done;
     }
-    if (is_engine && (ns || np || nd || precision || workspace || !optimize || reference)) {
+    if (is_engine && (ns || np || nd || nl || precision || workspace || !optimize || reference ||
+                      calib_path)) {
       kn_model_free(m);
       kp_raisef(KN_ERR_INVALID_ARG,
                 "%s: an engine file is built already; build options apply to ONNX models",
@@ -1034,14 +1400,85 @@ static PyObject *kp_load(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
     res = kp_engine_new(cls, m, path_s, (t1 - t0) * 1e3, (t2 - t1) * 1e3);
   }
 done:
+  kn_calibration_free(cal);
   Py_XDECREF(path_b);
   Py_XDECREF(path_s);
   Py_XDECREF(keep_s);
   Py_XDECREF(keep_p);
   Py_XDECREF(keep_d);
+  Py_XDECREF(keep_l);
   PyMem_Free(s);
   PyMem_Free(p);
   PyMem_Free(d);
+  PyMem_Free(l);
+  return res;
+}
+
+/* _validate(engine, model, data=None, labels=None, seed=1, shapes=None,
+ *           runs=20, warmup=3, threads=0, max_p99_ms=None, max_rss=None,
+ *           max_abs_error=None, min_cosine=None, max_accuracy_drop=None)
+ * -> dict of kn_validate_report */
+static PyObject *kp_validate(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"engine", "model", "data", "labels", "seed", "shapes", "runs",
+                           "warmup", "threads", "max_p99_ms", "max_rss", "max_abs_error",
+                           "min_cosine", "max_accuracy_drop", NULL};
+  PyObject *engine, *model_obj, *data = NULL, *labels = NULL, *shapes = NULL;
+  PyObject *p99 = NULL, *rss = NULL, *max_abs = NULL, *min_cos = NULL, *max_drop = NULL;
+  unsigned long long seed = 1;
+  long long runs = 20, warmup = 3;
+  int threads = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|OOKOLLiOOOOO", kwlist, &kp_engine_type,
+                                   &engine, &model_obj, &data, &labels, &seed, &shapes, &runs,
+                                   &warmup, &threads, &p99, &rss, &max_abs, &min_cos, &max_drop))
+    return NULL;
+  kp_engine *e = (kp_engine *)engine;
+  PyObject *model_b = NULL, *keep_s = NULL, *res = NULL;
+  const char **s = NULL;
+  int32_t ns = 0;
+  kp_data dat;
+  memset(&dat, 0, sizeof dat);
+  kn_validate_options o;
+  kn_validate_options_init(&o);
+  kn_accuracy_budget *b = &o.accuracy;
+  double rss_v = 0;
+  if (!PyUnicode_FSConverter(model_obj, &model_b) ||
+      kp_strings(shapes, "shapes", &keep_s, &s, &ns) < 0 ||
+      kp_opt_double(p99, "max_p99_ms", &o.has_max_p99_ms, &o.max_p99_ms) < 0 ||
+      kp_opt_double(rss, "max_rss", &o.has_max_rss, &rss_v) < 0 ||
+      kp_opt_double(max_abs, "max_abs_error", &b->has_max_abs_error, &b->max_abs_error) < 0 ||
+      kp_opt_double(min_cos, "min_cosine", &b->has_min_cosine, &b->min_cosine) < 0 ||
+      kp_opt_double(max_drop, "max_accuracy_drop", &b->has_max_accuracy_drop,
+                    &b->max_accuracy_drop) < 0)
+    goto done;
+  if (o.has_max_rss && !(rss_v >= 0 && rss_v < 1.8e19)) {
+    kp_raisef(KN_ERR_INVALID_ARG, "kiln: max_rss must be a byte count >= 0, got %g", rss_v);
+    goto done;
+  }
+  o.max_rss = (uint64_t)rss_v;
+  o.label = kp_label(e);
+  o.shapes = s;
+  o.n_shapes = ns;
+  o.runs = runs;
+  o.warmup = warmup;
+  o.threads = threads ? threads : e->threads;
+  if (kp_data_read(e, data, labels, seed, &dat) < 0) goto done;
+  {
+    kn_validate_report r;
+    kn_error err = {0};
+    kn_status st;
+    const char *model = PyBytes_AS_STRING(model_b);
+    Py_BEGIN_ALLOW_THREADS
+    st = kn_validate(e->model, model, &dat.s, &o, &r, &err);
+    Py_END_ALLOW_THREADS
+    if (st) kp_raise_err(&err);
+    else res = kp_validate_dict(&r);
+    kn_validate_report_release(&r);
+  }
+done:
+  kp_data_release(&dat);
+  Py_XDECREF(model_b);
+  Py_XDECREF(keep_s);
+  PyMem_Free(s);
   return res;
 }
 
@@ -1103,7 +1540,13 @@ static PyMethodDef kp_methods[] = {
     {"_load", (PyCFunction)(void (*)(void))kp_load, METH_VARARGS | METH_KEYWORDS,
      "_load(path, build=True, shapes=None, profiles=None, precision=None, workspace=0,\n"
      "      disable_passes=None, optimize=True, reference_kernels=False, tactics=None,\n"
-     "      threads=0, timing_cache=None) -> Engine"},
+     "      threads=0, timing_cache=None, cls=Engine, layer_precisions=None,\n"
+     "      calibration=None, min_cosine=None, max_abs_error=None, max_accuracy_drop=None,\n"
+     "      data=None, labels=None, seed=1, search=None, reverse=False) -> Engine"},
+    {"_validate", (PyCFunction)(void (*)(void))kp_validate, METH_VARARGS | METH_KEYWORDS,
+     "_validate(engine, model, data=None, labels=None, seed=1, shapes=None, runs=20,\n"
+     "          warmup=3, threads=0, max_p99_ms=None, max_rss=None, max_abs_error=None,\n"
+     "          min_cosine=None, max_accuracy_drop=None) -> dict (kn_validate)"},
     {"_read_tensor", kp_read_tensor, METH_O,
      "_read_tensor(path) -> (numpy.ndarray, name or None): an ONNX TensorProto (.pb) or .npy"},
     {"_peak_rss", kp_peak_rss, METH_NOARGS, "this process's peak RSS in bytes"},

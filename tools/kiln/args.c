@@ -183,7 +183,7 @@ kn_status kn_cli_set_threads(kn_context *ctx, int64_t threads, kn_error *err) {
 }
 
 void kn_cli_note_probe(const kn_model *m, const kn_build_options *bo) {
-  if (kn_model_format_version(m) != 0 || bo->machine || bo->reference_kernels) return;
+  if ((m && kn_model_format_version(m) != 0) || bo->machine || bo->reference_kernels) return;
   const char *env = getenv("KILN_MACHINE"), *probe = getenv("KILN_PROBE");
   if ((env && *env) || (probe && !strcmp(probe, "0"))) return;
   char path[4096];

@@ -2,7 +2,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -135,164 +134,144 @@ static int build_engine(const char *model_path, const char *save_path, const cha
 }
 
 /* ---- reduced precision under an accuracy budget ------------------------------
- * Sensitivity: for each step the requested build runs in reduced precision,
- * the error with only that step reduced and every other in fp32.  Errors
- * this small add up nearly linearly (first order), so a step's error alone
- * ranks it by what it contributes, measured against a clean background;
- * the alternative, all reduced but that step, measures a difference of two
- * nearly equal errors and is lost in the other steps' noise.  Then the
- * smallest k for which the k most sensitive steps in fp32 keep the budget,
- * by bisection over k (all reduced fails, all fp32 must pass): 1 + N + 1 +
- * log2(N) builds in all, each a fresh load and build in this process. */
-
-typedef struct ranked {
-  int32_t step;
-  kn_cli_trial r;
-} ranked;
-
-static int by_sensitivity(const void *pa, const void *pb) {
-  const ranked *a = pa, *b = pb;
-  double ua = isnan(a->r.used) ? INFINITY : a->r.used, ub = isnan(b->r.used) ? INFINITY : b->r.used;
-  if (ua != ub) return ua > ub ? -1 : 1;
-  double ca = isnan(a->r.cosine) ? -2 : a->r.cosine, cb = isnan(b->r.cosine) ? -2 : b->r.cosine;
-  if (ca != cb) return ca < cb ? -1 : 1;
-  if (a->r.max_abs != b->r.max_abs) return a->r.max_abs > b->r.max_abs ? -1 : 1;
-  return a->step - b->step;
-}
+ * kn_model_build_budgeted's sensitivity search (docs/PRECISION.md): each
+ * reduced step's error alone, then the fewest of the most sensitive kept
+ * in fp32, by bisection; here its report as text. */
 
 static const char *precision_text(const kn_build_options *bo) {
   return bo->precision == KN_PRECISION_FP32 ? "fp32 with --layer-precision"
                                             : kn_precision_name(bo->precision);
 }
 
-/* The fallback search in this (child) process; saves the engine that keeps
- * the budget to save_path, or fails naming the budget. */
+/* "542 samples from DIR", "1 generated sample (seed 1)" */
+static void data_text(const kn_samples *s, char *buf, size_t n) {
+  if (s->count)
+    snprintf(buf, n, "%d sample%s from %s", s->count, s->count == 1 ? "" : "s", s->source);
+  else snprintf(buf, n, "1 generated sample (seed %llu)", (unsigned long long)s->seed);
+}
+
+/* The model (an ONNX model, not an engine) and the samples and labels of
+ * the budget options, for kn_model_build_budgeted; `who` names the command. */
+int kn_cli_budget_data(const char *model_path, const char *who, const kn_cli_gates *g,
+                       kn_cli_data *d) {
+  kn_error err = {0};
+  kn_model *m = NULL;
+  memset(d, 0, sizeof *d);
+  if (kn_model_load(model_path, &m, &err)) return kn_cli_error(&err);
+  int rc;
+  if (kn_model_format_version(m) != 0)
+    rc = kn_cli_fail("%s is an engine: %s takes the ONNX model (the fp32 reference and the "
+                     "trial builds come from it)", model_path, who);
+  else rc = kn_cli_data_open(d, m, model_path, g->data, g->labels, g->has_drop, g->seed, who);
+  kn_model_free(m);
+  return rc;
+}
+
+/* The search in this (child) process; saves the engine that keeps the
+ * budget to save_path, or fails naming the budget. */
 static int build_mixed(const char *model_path, const char *save_path, const char *label,
                        const kn_build_options *bo, const kn_cli_gates *g) {
-  kn_cli_budget b = {g->has_cos, g->has_abs, g->has_drop, g->min_cosine, g->max_abs_error,
-                     g->max_drop};
-  char btext[256], rt[256];
-  kn_cli_budget_text(&b, btext, sizeof btext);
-  kn_cli_trials t;
-  kn_model *req = NULL, *all32 = NULL, *fin = NULL, *m = NULL;
-  bool *mask = NULL;
-  ranked *rk = NULL;
+  kn_budget_search_options so;
+  kn_budget_search_options_init(&so);
+  so.budget = (kn_accuracy_budget){g->has_cos, g->has_abs, g->has_drop, g->min_cosine,
+                                   g->max_abs_error, g->max_drop};
+  so.search = KN_SEARCH_SENSITIVITY;
+  so.threads = (int32_t)g->threads;
+  so.time_runs = g->runs;
+  so.time_warmup = g->warmup;
+  so.label = "kiln build";
+  char btext[256], rt[256], dt[4200];
+  kn_cli_budget_text(&so.budget, btext, sizeof btext);
+  kn_budget_report r;
+  memset(&r, 0, sizeof r);
+  kn_cli_data d;
+  kn_model *fin = NULL;
   kn_error err = {0};
   double t0 = now_ms();
-  int rc = kn_cli_trials_open(&t, model_path, "kiln build", bo, g->data, g->labels, g->shapes,
-                              g->n_shapes, g->seed, g->threads, &b);
+  int rc = kn_cli_budget_data(model_path, "kiln build", g, &d);
   if (rc) goto done;
-  kn_cli_trial r;
-  if ((rc = kn_cli_trials_run(&t, NULL, &r, &req))) goto done;
-  kn_cli_trial_text(&t, &r, rt, sizeof rt);
-  printf("precision %s: %d step%s in reduced precision; on %s: %s: %s (%s)\n",
-         precision_text(bo), t.n_steps, t.n_steps == 1 ? "" : "s", t.data_text, rt,
-         r.pass ? "PASS" : "FAIL", btext);
-  if (r.pass) {
-    fin = req;
-    req = NULL;
-    printf("the budget holds: no step kept in fp32\n");
-    goto save;
+  data_text(&d.s, dt, sizeof dt);
+  kn_status st = kn_model_build_budgeted(model_path, bo, &d.s, &so, &fin, &r, &err);
+  bool labels = d.s.n_labels > 0;
+  int32_t n = r.n_steps;
+  const kn_budget_trial *req = r.n_trials ? &r.trials[0] : NULL;
+  if (req) {
+    kn_cli_trial_text(req, labels, rt, sizeof rt);
+    printf("precision %s: %d step%s in reduced precision; on %s: %s: %s (%s)\n",
+           precision_text(bo), n, n == 1 ? "" : "s", dt, rt, req->pass ? "PASS" : "FAIL", btext);
+    if (req->pass) printf("the budget holds: no step kept in fp32\n");
   }
-  int32_t n = t.n_steps;
-  if (n == 0) {
-    rc = kn_cli_fail("%s not written: no step runs in reduced precision, and the fp32 build "
-                     "breaks %s (%s): the budget is tighter than fusion's rounding", label,
-                     btext, rt);
-    goto done;
-  }
-  mask = calloc((size_t)n, sizeof *mask);
-  rk = calloc((size_t)n, sizeof *rk);
-  if (!mask || !rk) {
-    rc = kn_cli_fail("out of memory");
-    goto done;
-  }
-  /* every step in fp32 first: when that fails, no fallback can help */
-  for (int32_t i = 0; i < n; i++) mask[i] = true;
-  kn_cli_trial r32;
-  if ((rc = kn_cli_trials_run(&t, mask, &r32, &all32))) goto done;
-  kn_cli_trial_text(&t, &r32, rt, sizeof rt);
-  if (!r32.pass) {
-    rc = kn_cli_fail("%s not written: %s breaks even with every step in fp32 (%s): the budget "
-                     "is tighter than fp32's rounding differences with the reference path",
-                     label, btext, rt);
-    goto done;
-  }
-  for (int32_t i = 0; i < n; i++) rk[i].step = i;
-  if (n > 1) {
-    printf("sensitivity (each step alone in reduced precision, the others in fp32):\n");
-    for (int32_t i = 0; i < n; i++) {
-      for (int32_t j = 0; j < n; j++) mask[j] = j != i;
-      if ((rc = kn_cli_trials_run(&t, mask, &rk[i].r, NULL))) goto done;
-    }
-    qsort(rk, (size_t)n, sizeof *rk, by_sensitivity);
-    for (int32_t i = 0; i < n; i++) {
-      kn_cli_trial_text(&t, &rk[i].r, rt, sizeof rt);
-      printf("  %-32s %-5s %s (%.0f%% of the budget)\n", t.steps[rk[i].step],
-             kn_precision_name(t.precision[rk[i].step]), rt, 100 * rk[i].r.used);
-    }
-  }
-  /* the smallest k: lo fails, hi passes */
-  int32_t lo = 0, hi = n;
-  fin = all32;
-  while (hi - lo > 1) {
-    int32_t mid = lo + (hi - lo) / 2;
-    for (int32_t j = 0; j < n; j++) mask[j] = false;
-    for (int32_t j = 0; j < mid; j++) mask[rk[j].step] = true;
-    if ((rc = kn_cli_trials_run(&t, mask, &r, &m))) goto done;
-    kn_cli_trial_text(&t, &r, rt, sizeof rt);
-    printf("  %d most sensitive in fp32: %s: %s\n", mid, rt, r.pass ? "PASS" : "FAIL");
-    if (r.pass) {
-      hi = mid;
-      if (fin != all32) kn_model_free(fin);
-      fin = m;
-    } else {
-      lo = mid;
-      kn_model_free(m);
-    }
-    m = NULL;
-  }
-  if (fin == all32) all32 = NULL;
-  printf("kept in fp32 (%d of %d steps): ", hi, n);
-  for (int32_t j = 0; j < hi; j++) printf("%s'%s'", j ? ", " : "", t.steps[rk[j].step]);
-  printf("\nas flags:");
-  for (int32_t j = 0; j < hi; j++) {
-    char spec[1200], q[2600];
-    snprintf(spec, sizeof spec, "%sfp32", t.patterns[rk[j].step]);
-    kn_cli_shell_quote(spec, q, sizeof q);
-    printf(" --layer-precision %s", q);
-  }
-  printf("\n");
-  {
-    int64_t runs = g->runs, warmup = g->warmup;
-    double a = kn_cli_trials_time(&t, req, runs, warmup);
-    double f = a < 0 ? -1 : kn_cli_trials_time(&t, fin, runs, warmup);
-    double z = f < 0 || !all32 ? f : kn_cli_trials_time(&t, all32, runs, warmup);
-    if (a < 0 || f < 0 || z < 0) {
-      rc = KN_EXIT_ERROR;
+  const kn_budget_trial *last = r.n_trials ? &r.trials[r.n_trials - 1] : NULL;
+  if (st == KN_ERR_LIMIT && last && !last->pass) {
+    kn_cli_trial_text(last, labels, rt, sizeof rt);
+    if (last->phase == KN_TRIAL_REQUESTED && n == 0) {
+      rc = kn_cli_fail("%s not written: no step runs in reduced precision, and the fp32 build "
+                       "breaks %s (%s): the budget is tighter than fusion's rounding", label,
+                       btext, rt);
       goto done;
     }
-    printf("speed at 1 thread (median of %lld runs on the first sample): %s %.4f ms; with %d "
-           "step%s in fp32 %.4f ms (%+.1f%%); all fp32 %.4f ms\n",
-           (long long)runs, precision_text(bo), a, hi, hi == 1 ? "" : "s", f,
-           100 * (f / a - 1), z);
+    if (last->phase == KN_TRIAL_ALL_FP32) {
+      rc = kn_cli_fail("%s not written: %s breaks even with every step in fp32 (%s): the "
+                       "budget is tighter than fp32's rounding differences with the reference "
+                       "path", label, btext, rt);
+      goto done;
+    }
   }
-save:
-  printf("search: %d trial build%s in %.1f s\n", t.builds, t.builds == 1 ? "" : "s",
-         (now_ms() - t0) / 1e3);
+  bool fp32_passed = false;
+  for (int32_t i = 0; i < r.n_trials; i++)
+    fp32_passed |= r.trials[i].phase == KN_TRIAL_ALL_FP32 && r.trials[i].pass;
+  if (n > 1 && fp32_passed)
+    printf("sensitivity (each step alone in reduced precision, the others in fp32):\n");
+  for (int32_t i = 0; n > 1 && r.order && i < n; i++) {
+    const kn_budget_trial *x = NULL;
+    for (int32_t k = 0; k < r.n_trials && !x; k++)
+      if (r.trials[k].phase == KN_TRIAL_SENSITIVITY && r.trials[k].step == r.order[i])
+        x = &r.trials[k];
+    if (!x) continue;
+    kn_cli_trial_text(x, labels, rt, sizeof rt);
+    printf("  %-32s %-5s %s (%.0f%% of the budget)\n", r.steps[r.order[i]],
+           kn_precision_name(r.precisions[r.order[i]]), rt, 100 * x->used);
+  }
+  for (int32_t k = 0; k < r.n_trials; k++) {
+    const kn_budget_trial *x = &r.trials[k];
+    if (x->phase != KN_TRIAL_BISECT) continue;
+    kn_cli_trial_text(x, labels, rt, sizeof rt);
+    printf("  %d most sensitive in fp32: %s: %s\n", x->n_fp32, rt, x->pass ? "PASS" : "FAIL");
+  }
+  if (r.fp32 && req && !req->pass && r.order) {
+    printf("kept in fp32 (%d of %d steps): ", r.n_fp32, n);
+    for (int32_t j = 0, k = 0; j < n; j++)
+      if (r.fp32[r.order[j]]) printf("%s'%s'", k++ ? ", " : "", r.steps[r.order[j]]);
+    printf("\nas flags:");
+    for (int32_t j = 0; j < n; j++) {
+      if (!r.fp32[r.order[j]]) continue;
+      char spec[1200], q[2600];
+      snprintf(spec, sizeof spec, "%s=fp32", r.patterns[r.order[j]]);
+      kn_cli_shell_quote(spec, q, sizeof q);
+      printf(" --layer-precision %s", q);
+    }
+    printf("\n");
+    if (!st)
+      printf("speed at 1 thread (median of %lld runs on the first sample): %s %.4f ms; with %d "
+             "step%s in fp32 %.4f ms (%+.1f%%); all fp32 %.4f ms\n",
+             (long long)g->runs, precision_text(bo), r.ms_requested, r.n_fp32,
+             r.n_fp32 == 1 ? "" : "s", r.ms_found, 100 * (r.ms_found / r.ms_requested - 1),
+             r.ms_fp32);
+  }
+  if (st) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  printf("search: %d trial build%s in %.1f s\n", r.builds, r.builds == 1 ? "" : "s", r.seconds);
   if (kn_model_save(fin, save_path, &err)) {
     rc = kn_cli_error(&err);
     goto done;
   }
   rc = print_summary(fin, model_path, label, 0, now_ms() - t0);
 done:
-  if (fin != all32) kn_model_free(fin);
-  kn_model_free(all32);
-  kn_model_free(req);
-  kn_model_free(m);
-  free(mask);
-  free(rk);
-  kn_cli_trials_close(&t);
+  kn_model_free(fin);
+  kn_budget_report_release(&r);
+  kn_cli_data_close(&d);
   return rc;
 }
 

@@ -97,7 +97,8 @@ int kn_cmd_probe(int argc, char **argv);
 void kn_cmd_probe_usage(FILE *f);
 /* Before a build of an ONNX model that will probe this machine (no
  * --machine, no $KILN_MACHINE, no cached probe): one line on stderr
- * saying so, since it takes a few seconds. */
+ * saying so, since it takes a few seconds.  m NULL: a model not loaded
+ * yet (kn_validate's reference). */
 void kn_cli_note_probe(const kn_model *m, const kn_build_options *bo);
 
 /* ---- measured step times (steptimes.c) ----------------------------------
@@ -315,6 +316,28 @@ int kn_cli_samples_find(const char *dir, int32_t nin, kn_cli_samples *s);
 void kn_cli_samples_free(kn_cli_samples *s);
 int kn_cli_sample_read(const char *dir, const char *label, const char *const *names,
                        int32_t nin, kn_tensor *ins);
+/* The same, filling err (the line kn_cli_sample_read prints) instead. */
+kn_status kn_cli_sample_load(const char *dir, const char *label, const char *const *names,
+                             int32_t nin, kn_tensor *ins, kn_error *err)
+    __attribute__((warn_unused_result));
+/* The library's samples (kn_samples, for kn_validate and
+ * kn_model_build_budgeted) of --data DIR: the sample folders of m's inputs,
+ * read on demand (messages name `label`); without DIR, one generated from
+ * seed.  With need_labels, the labels of --labels FILE, else DIR/labels.txt
+ * (no DIR: a usage line naming `who`).  KN_EXIT_OK, or KN_EXIT_ERROR after
+ * one line; close it either way.  d->s points into d: do not move d. */
+typedef struct kn_cli_data {
+  kn_samples s;
+  kn_cli_samples dirs;
+  char **names; /* m's input names */
+  int32_t nin;
+  const char *label;
+  int64_t *labels;
+  char labels_path[4096];
+} kn_cli_data;
+int kn_cli_data_open(kn_cli_data *d, const kn_model *m, const char *label, const char *data,
+                     const char *labels, bool need_labels, uint64_t seed, const char *who);
+void kn_cli_data_close(kn_cli_data *d);
 
 /* ---- labels (accuracy.c) ------------------------------------------------
  * A labels file: one integer class per line (blank lines and '#' comments
@@ -327,66 +350,22 @@ int kn_cli_labels_read(const char *path, int64_t **labels, int64_t *n);
  * pred (rows entries).  Returns rows (0 for a non-numeric or empty one). */
 int64_t kn_cli_argmax_rows(const kn_tensor *t, int64_t *pred, int64_t cap);
 
-/* ---- precision trials (accuracy.c): kiln build's fallback to fp32 under
- * an accuracy budget and kiln debug precision ----------------------------
- * One set of samples (--data DIR, else one generated as validate makes
- * it), the fp32 reference path's outputs on them, and the labels; then any
- * number of trial builds of MODEL in this process, each the requested
- * build with some of its reduced-precision steps kept at fp32 (by
- * --layer-precision overrides naming each step exactly), run on every
- * sample and measured against the reference.  The metrics are those of
- * validate: the worst cosine and max |error| over outputs and samples, and
- * the top-1 accuracy of output 0 against the labels. */
-typedef struct kn_cli_budget {
-  bool has_cos, has_abs, has_drop;
-  double min_cosine, max_abs_error, max_drop; /* max_drop in points */
-} kn_cli_budget;
-typedef struct kn_cli_trial {
-  double cosine, max_abs;
-  double accuracy, drop; /* percent and points; -1 / 0 without labels */
-  bool pass;             /* every budget given holds */
-  double used;           /* the largest fraction of a budget used (> 1: broken) */
-} kn_cli_trial;
-typedef struct kn_cli_trials {
-  const char *model, *label; /* MODEL, and the command's name for messages */
-  kn_build_options bo;       /* the requested build; overrides copied into ov */
-  const char **ov;           /* the user's overrides, then one per step */
-  kn_cli_budget budget;
-  int64_t threads;           /* of the trial runs; 0: the default */
-  int32_t nin, nout, n_samples;
-  kn_tensor *inputs, *ref;   /* [sample * nin + i], [sample * nout + o] */
-  int64_t *labels, n_labels;
-  double ref_accuracy;       /* percent; -1 without labels */
-  /* the steps the requested build runs in bf16, fp16 or int8, step order */
-  int32_t n_steps;
-  char **steps, **patterns;  /* names, and the names as exact patterns */
-  int32_t *precision;
-  int32_t builds;            /* trial builds so far */
-  char data_text[256];       /* "542 samples from DIR" */
-} kn_cli_trials;
-/* KN_EXIT_OK, or KN_EXIT_ERROR after one line (bad data, labels that do
- * not match the samples, a reference run that fails); close it either way.
- * bo is copied (its strings borrowed); labels NULL: DATA/labels.txt. */
-int kn_cli_trials_open(kn_cli_trials *t, const char *model, const char *label,
-                       const kn_build_options *bo, const char *data, const char *labels,
-                       const char *const *shapes, int n_shapes, uint64_t seed,
-                       int64_t threads, const kn_cli_budget *budget);
-/* One trial: fp32 NULL is the requested build as given (and the first
- * call records its reduced steps); else step i is kept at fp32 where
- * fp32[i], the other steps run in their requested precision.  *keep (when
- * not NULL) receives the built model (the caller frees it). */
-int kn_cli_trials_run(kn_cli_trials *t, const bool *fp32, kn_cli_trial *r, kn_model **keep);
-void kn_cli_trials_close(kn_cli_trials *t);
-/* "cosine 0.999953210 max_abs 0.0121 top-1 97.23% (-0.37)" */
-void kn_cli_trial_text(const kn_cli_trials *t, const kn_cli_trial *r, char *buf, size_t n);
-/* The budget as given: "--min-cosine 0.9999 --max-accuracy-drop 1" */
-void kn_cli_budget_text(const kn_cli_budget *b, char *buf, size_t n);
-/* Median latency in ms of `runs` runs (after `warmup`) of m on the first
- * sample at 1 thread; < 0 after a one-line message. */
-double kn_cli_trials_time(const kn_cli_trials *t, const kn_model *m, int64_t runs,
-                          int64_t warmup);
+/* ---- accuracy budgets (accuracy.c): kiln build's fallback to fp32 and
+ * kiln debug precision, which kn_model_build_budgeted runs ----------------
+ * kn_cli_budget_text: the budget as given ("--min-cosine 0.9999
+ * --max-accuracy-drop 1"); kn_cli_trial_text: a trial's measurement
+ * ("cosine 0.999953210 max_abs 0.0121 top-1 97.23% (-0.37)", the top-1
+ * part with labels). */
+void kn_cli_budget_text(const kn_accuracy_budget *b, char *buf, size_t n);
+void kn_cli_trial_text(const kn_budget_trial *r, bool labels, char *buf, size_t n);
 /* A step name as a shell word: '...' with ' written '\'' */
 void kn_cli_shell_quote(const char *s, char *buf, size_t n);
+/* build.c: the samples and labels of g's --data, --labels and --seed for a
+ * budgeted build of MODEL (loaded to check that it is an ONNX model, not an
+ * engine, and to name its inputs); `who` names the command in messages.
+ * KN_EXIT_OK, or KN_EXIT_ERROR after one line; close d either way. */
+int kn_cli_budget_data(const char *model_path, const char *who, const kn_cli_gates *g,
+                       kn_cli_data *d);
 
 int kn_cmd_debug(int argc, char **argv); /* debug.c: kiln debug precision */
 void kn_cmd_debug_usage(FILE *f);

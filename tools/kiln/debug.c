@@ -1,8 +1,9 @@
 /* kiln debug precision MODEL: which steps must stay in fp32 for a reduced
  * precision to keep an accuracy budget, found by bisection over the step
  * order and then refined, as polygraphy's `debug precision` does for
- * TensorRT.  The trials (build, run every sample, measure against the fp32
- * reference path) are accuracy.c's, as kiln build's fallback uses them. */
+ * TensorRT.  The search is the library's (kn_model_build_budgeted with
+ * KN_SEARCH_BISECT, src/builder/search.c), as kiln build's fallback uses
+ * its sensitivity search; here the options and its report as text. */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -42,8 +43,8 @@ void kn_cmd_debug_usage(FILE *f) {
 
 /* "3 in fp32 (A, B, C)"; past six names, the complement ("all but D") or
  * the candidates' numbers in order ("#1-6, #9"). */
-static void print_set(const kn_cli_trials *t, const bool *fp32) {
-  int32_t k = 0, n = t->n_steps;
+static void print_set(const kn_budget_report *r, const uint8_t *fp32) {
+  int32_t k = 0, n = r->n_steps;
   for (int32_t i = 0; i < n; i++) k += fp32[i];
   printf("%d in fp32", k);
   if (k == n && k > 1) {
@@ -55,7 +56,7 @@ static void print_set(const kn_cli_trials *t, const bool *fp32) {
   printf(" (%s", but ? "all but " : "");
   for (int32_t i = 0, j = 0; i < n; i++) {
     if (names || but) {
-      if (fp32[i] != but) printf("%s%s", j++ ? ", " : "", t->steps[i]);
+      if ((bool)fp32[i] != but) printf("%s%s", j++ ? ", " : "", r->steps[i]);
     } else if (fp32[i] && (i == 0 || !fp32[i - 1])) {
       int32_t e = i;
       while (e + 1 < n && fp32[e + 1]) e++;
@@ -64,20 +65,6 @@ static void print_set(const kn_cli_trials *t, const bool *fp32) {
     }
   }
   printf(")");
-}
-
-static int iteration(kn_cli_trials *t, const char *phase, int *it, const bool *fp32, bool *pass) {
-  kn_cli_trial r;
-  int rc = kn_cli_trials_run(t, fp32, &r, NULL);
-  if (rc) return rc;
-  char rt[256];
-  kn_cli_trial_text(t, &r, rt, sizeof rt);
-  printf("%s %d: ", phase, ++*it);
-  print_set(t, fp32);
-  printf(": %s: %s\n", rt, r.pass ? "PASS" : "FAIL");
-  fflush(stdout);
-  *pass = r.pass;
-  return KN_EXIT_OK;
 }
 
 static int debug_precision(int argc, char **argv) {
@@ -163,83 +150,78 @@ static int debug_precision(int argc, char **argv) {
     if (kn_calibration_load(calib_path, &cal, &err)) return kn_cli_error(&err);
     bo.calibration = cal;
   }
-  kn_cli_budget b = {g.has_cos, g.has_abs, g.has_drop, g.min_cosine, g.max_abs_error,
-                     g.max_drop};
-  char btext[256], rt[256];
-  kn_cli_budget_text(&b, btext, sizeof btext);
-  kn_cli_trials t;
-  bool *fp32 = NULL;
-  int it = 0;
-  int rc = kn_cli_trials_open(&t, model, "kiln debug precision", &bo, g.data, g.labels, shapes,
-                              n_shapes, g.seed, g.threads, &b);
+  kn_budget_search_options so;
+  kn_budget_search_options_init(&so);
+  so.budget = (kn_accuracy_budget){g.has_cos, g.has_abs, g.has_drop, g.min_cosine,
+                                   g.max_abs_error, g.max_drop};
+  so.search = KN_SEARCH_BISECT;
+  so.reverse = reverse;
+  so.threads = (int32_t)g.threads;
+  so.label = "kiln debug precision";
+  char btext[256], rt[256], dt[4200];
+  kn_cli_budget_text(&so.budget, btext, sizeof btext);
+  kn_budget_report r;
+  memset(&r, 0, sizeof r);
+  kn_cli_data d;
+  int rc = kn_cli_budget_data(model, "kiln debug precision", &g, &d);
   if (rc) goto done;
-  kn_cli_trial r;
-  if ((rc = kn_cli_trials_run(&t, NULL, &r, NULL))) goto done;
-  int32_t n = t.n_steps;
-  kn_cli_trial_text(&t, &r, rt, sizeof rt);
-  printf("%s, precision %s: %d step%s in reduced precision; on %s; budget %s\n", model,
-         bo.precision == KN_PRECISION_FP32 ? "fp32 with --layer-precision"
-                                           : kn_precision_name(bo.precision),
-         n, n == 1 ? "" : "s", t.data_text, btext);
-  printf("candidates, in step order (#1-%d):", n);
-  for (int32_t i = 0; i < n; i++) printf(" %s", t.steps[i]);
-  printf("\nrequested: 0 in fp32: %s: %s\n", rt, r.pass ? "PASS" : "FAIL");
-  if (r.pass) {
-    printf("the requested precision keeps the budget: no step needs fp32\n");
-    goto done;
-  }
-  if (n == 0) {
-    rc = kn_cli_fail("%s: no step runs in reduced precision, and the build breaks %s (%s)",
-                     model, btext, rt);
-    goto done;
-  }
-  fp32 = calloc((size_t)n, sizeof *fp32);
-  if (!fp32) {
-    rc = kn_cli_fail("out of memory");
-    goto done;
-  }
-  bool pass;
-  for (int32_t i = 0; i < n; i++) fp32[i] = true;
-  if ((rc = iteration(&t, "bisect", &it, fp32, &pass))) goto done;
-  if (!pass) {
-    rc = kn_cli_fail("%s: %s breaks even with every step in fp32: the budget is tighter than "
-                     "fp32's rounding differences with the reference path", model, btext);
-    goto done;
-  }
-  /* 1. the smallest k whose first (last) k steps in fp32 pass: lo fails, hi passes */
-  int32_t lo = 0, hi = n;
-  while (hi - lo > 1) {
-    int32_t mid = lo + (hi - lo) / 2;
-    for (int32_t i = 0; i < n; i++) fp32[i] = reverse ? i >= n - mid : i < mid;
-    if ((rc = iteration(&t, "bisect", &it, fp32, &pass))) goto done;
-    if (pass) hi = mid;
-    else lo = mid;
-  }
-  for (int32_t i = 0; i < n; i++) fp32[i] = reverse ? i >= n - hi : i < hi;
-  /* 2. refinement: a step of the range that the budget does not need goes back */
-  it = 0;
-  if (hi > 1)
-    for (int32_t k = 0; k < hi; k++) {
-      int32_t i = reverse ? n - 1 - k : k;
-      fp32[i] = false;
-      if ((rc = iteration(&t, "refine", &it, fp32, &pass))) goto done;
-      if (!pass) fp32[i] = true;
+  if (d.s.count)
+    snprintf(dt, sizeof dt, "%d sample%s from %s", d.s.count, d.s.count == 1 ? "" : "s", g.data);
+  else snprintf(dt, sizeof dt, "1 generated sample (seed %llu)", (unsigned long long)g.seed);
+  kn_status st = kn_model_build_budgeted(model, &bo, &d.s, &so, NULL, &r, &err);
+  bool labels = d.s.n_labels > 0;
+  int32_t n = r.n_steps;
+  if (r.n_trials) {
+    const kn_budget_trial *req = &r.trials[0];
+    kn_cli_trial_text(req, labels, rt, sizeof rt);
+    printf("%s, precision %s: %d step%s in reduced precision; on %s; budget %s\n", model,
+           bo.precision == KN_PRECISION_FP32 ? "fp32 with --layer-precision"
+                                             : kn_precision_name(bo.precision),
+           n, n == 1 ? "" : "s", dt, btext);
+    printf("candidates, in step order (#1-%d):", n);
+    for (int32_t i = 0; i < n; i++) printf(" %s", r.steps[i]);
+    printf("\nrequested: 0 in fp32: %s: %s\n", rt, req->pass ? "PASS" : "FAIL");
+    if (req->pass) {
+      printf("the requested precision keeps the budget: no step needs fp32\n");
+      goto done;
     }
-  int32_t kept = 0;
-  for (int32_t i = 0; i < n; i++) kept += fp32[i];
-  printf("found: %d of %d step%s must stay in fp32 (%d trial builds):\n", kept, n,
-         n == 1 ? "" : "s", t.builds);
+    if (n == 0 && st == KN_ERR_LIMIT) {
+      rc = kn_cli_fail("%s: no step runs in reduced precision, and the build breaks %s (%s)",
+                       model, btext, rt);
+      goto done;
+    }
+  }
+  for (int32_t k = 1, it = 0; k < r.n_trials; k++) {
+    const kn_budget_trial *x = &r.trials[k];
+    if (x->phase == KN_TRIAL_REFINE && r.trials[k - 1].phase != KN_TRIAL_REFINE) it = 0;
+    kn_cli_trial_text(x, labels, rt, sizeof rt);
+    printf("%s %d: ", x->phase == KN_TRIAL_REFINE ? "refine" : "bisect", ++it);
+    print_set(&r, x->fp32);
+    printf(": %s: %s\n", rt, x->pass ? "PASS" : "FAIL");
+    if (x->phase == KN_TRIAL_ALL_FP32 && !x->pass && st == KN_ERR_LIMIT) {
+      rc = kn_cli_fail("%s: %s breaks even with every step in fp32: the budget is tighter than "
+                       "fp32's rounding differences with the reference path", model, btext);
+      goto done;
+    }
+  }
+  fflush(stdout);
+  if (st) {
+    rc = kn_cli_error(&err);
+    goto done;
+  }
+  printf("found: %d of %d step%s must stay in fp32 (%d trial builds):\n", r.n_fp32, n,
+         n == 1 ? "" : "s", r.builds);
   for (int32_t i = 0; i < n; i++)
-    if (fp32[i]) {
+    if (r.fp32[i]) {
       char spec[1200], q[2600];
-      snprintf(spec, sizeof spec, "%sfp32", t.patterns[i]);
+      snprintf(spec, sizeof spec, "%s=fp32", r.patterns[i]);
       kn_cli_shell_quote(spec, q, sizeof q);
       printf(" --layer-precision %s", q);
     }
   printf("\n");
 done:
-  free(fp32);
-  kn_cli_trials_close(&t);
+  kn_budget_report_release(&r);
+  kn_cli_data_close(&d);
   kn_calibration_free(cal);
   return rc;
 }

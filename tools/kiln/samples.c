@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -104,22 +105,98 @@ int kn_cli_samples_find(const char *dir, int32_t nin, kn_cli_samples *s) {
   return KN_EXIT_OK;
 }
 
-int kn_cli_sample_read(const char *dir, const char *label, const char *const *names,
-                       int32_t nin, kn_tensor *ins) {
+/* err filled as kn_cli_fail would print it */
+__attribute__((format(printf, 3, 4))) static kn_status fail_into(kn_error *err, kn_status st,
+                                                                const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->status = st;
+  }
+  return st;
+}
+
+kn_status kn_cli_sample_load(const char *dir, const char *label, const char *const *names,
+                             int32_t nin, kn_tensor *ins, kn_error *err) {
   char path[4096];
-  kn_error err = {0};
   for (int32_t i = 0; i < nin; i++) {
     snprintf(path, sizeof path, "%s/input_%d.pb", dir, i);
     if (!is_file(path)) snprintf(path, sizeof path, "%s/input_%d.npy", dir, i);
     if (!is_file(path))
-      return kn_cli_fail("%s: no input_%d.pb or input_%d.npy for input %d '%s' of %s", dir, i, i,
-                         i, names[i], label);
-    if (kn_tensor_read_file(path, &ins[i], NULL, &err)) return kn_cli_error(&err);
+      return fail_into(err, KN_ERR_MISSING,
+                       "%s: no input_%d.pb or input_%d.npy for input %d '%s' of %s", dir, i, i,
+                       i, names[i], label);
+    kn_status st = kn_tensor_read_file(path, &ins[i], NULL, err);
+    if (st) return st;
   }
   snprintf(path, sizeof path, "%s/input_%d.pb", dir, nin);
   if (!is_file(path)) snprintf(path, sizeof path, "%s/input_%d.npy", dir, nin);
   if (is_file(path))
-    return kn_cli_fail("%s: one input file more than %s takes: it has %d input%s", path, label,
-                       nin, nin == 1 ? "" : "s");
+    return fail_into(err, KN_ERR_INVALID_ARG, "%s: one input file more than %s takes: it has %d "
+                     "input%s", path, label, nin, nin == 1 ? "" : "s");
+  return KN_OK;
+}
+
+int kn_cli_sample_read(const char *dir, const char *label, const char *const *names,
+                       int32_t nin, kn_tensor *ins) {
+  kn_error err = {0};
+  if (kn_cli_sample_load(dir, label, names, nin, ins, &err)) return kn_cli_error(&err);
+  return KN_EXIT_OK;
+}
+
+/* ---- the library's samples ------------------------------------------------- */
+
+static kn_status read_sample(void *arg, int32_t index, kn_tensor *inputs, int32_t n_inputs,
+                             kn_error *err) {
+  const kn_cli_data *d = arg;
+  return kn_cli_sample_load(d->dirs.dirs[index], d->label, (const char *const *)d->names,
+                            n_inputs, inputs, err);
+}
+
+void kn_cli_data_close(kn_cli_data *d) {
+  kn_cli_samples_free(&d->dirs);
+  for (int32_t i = 0; d->names && i < d->nin; i++) free(d->names[i]);
+  free(d->names);
+  free(d->labels);
+  memset(d, 0, sizeof *d);
+}
+
+int kn_cli_data_open(kn_cli_data *d, const kn_model *m, const char *label, const char *data,
+                     const char *labels, bool need_labels, uint64_t seed, const char *who) {
+  memset(d, 0, sizeof *d);
+  kn_samples_init(&d->s);
+  d->s.seed = seed;
+  d->label = label;
+  if (data) {
+    int rc;
+    d->nin = kn_model_input_count(m);
+    d->names = calloc((size_t)d->nin + 1, sizeof *d->names);
+    if (!d->names) return kn_cli_fail("out of memory");
+    for (int32_t i = 0; i < d->nin; i++) {
+      kn_value_info vi;
+      if (kn_model_input_info(m, i, &vi) || !(d->names[i] = strdup(vi.name)))
+        return kn_cli_fail("%s: cannot read input %d", label, i);
+    }
+    if ((rc = kn_cli_samples_find(data, d->nin, &d->dirs))) return rc;
+    d->s.count = d->dirs.n;
+    d->s.n_inputs = d->nin;
+    d->s.read = read_sample;
+    d->s.read_arg = d;
+    d->s.names = (const char *const *)d->dirs.dirs;
+    d->s.source = data;
+  }
+  if (need_labels) {
+    if (labels) snprintf(d->labels_path, sizeof d->labels_path, "%s", labels);
+    else if (data) snprintf(d->labels_path, sizeof d->labels_path, "%s/labels.txt", data);
+    else
+      return kn_cli_fail("%s: --max-accuracy-drop needs labelled samples: give --data DIR "
+                         "(with DIR/labels.txt, or --labels FILE)", who);
+    int rc = kn_cli_labels_read(d->labels_path, &d->labels, &d->s.n_labels);
+    if (rc) return rc;
+    d->s.labels = d->labels;
+    d->s.labels_name = d->labels_path;
+  }
   return KN_EXIT_OK;
 }
