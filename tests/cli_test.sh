@@ -113,53 +113,6 @@ expect version 0 "" --version
 expect ops 0 "" ops
 if grep -q '^Relu ' "$OUT"; then pass ops_lists_relu; else fail ops_lists_relu "no Relu line"; fi
 
-# ---------------------------------------------------------------- optional components
-# kiln serve (libmicrohttpd) and kiln loadgen (libcurl) are left out of a
-# build without their library (README.md, "Optional components"): the
-# command is still listed, --help still shows its usage with a note, and
-# running it exits 1 with one line naming the package to install.  Which
-# kind of build this is, the binary says (`kiln CMD` with no arguments); the
-# ctest passes KILN_HAVE_SERVE / KILN_HAVE_LOADGEN (ON or OFF) from the
-# configuration, and the answer must agree.
-kiln --help
-for c in "serve:libmicrohttpd:libmicrohttpd-dev:--repository DIR is required:KILN_HAVE_SERVE" \
-         "loadgen:libcurl:libcurl4-openssl-dev:URL is required:KILN_HAVE_LOADGEN"; do
-  IFS=: read -r cmd lib pkg req var <<<"$c"
-  if grep -qE "^  $cmd +[a-z]" "$OUT"; then pass "help_lists_$cmd"
-  else fail "help_lists_$cmd" "kiln --help does not list $cmd"; fi
-done
-for c in "serve:libmicrohttpd:libmicrohttpd-dev:--repository DIR is required:KILN_HAVE_SERVE" \
-         "loadgen:libcurl:libcurl4-openssl-dev:URL is required:KILN_HAVE_LOADGEN"; do
-  IFS=: read -r cmd lib pkg req var <<<"$c"
-  want=${!var:-}
-  kiln "$cmd"
-  if [ "$rc" -eq 1 ] && grep -qF "built without $lib" "$ERR"; then
-    echo "note: this kiln was built without $lib: kiln $cmd is checked as left out"
-    if [ "$want" = ON ]; then
-      fail "${cmd}_built" "configured with $lib ($var=ON), but kiln $cmd says it was built without"
-    fi
-    expect "${cmd}_not_built" 1 "install $pkg" "$cmd" --port 1
-    if grep -qF "kiln: kiln $cmd is not available: this kiln was built without $lib" "$ERR"; then
-      pass "${cmd}_not_built_message"
-    else fail "${cmd}_not_built_message" "got: $(head -c 300 "$ERR")"; fi
-    expect "${cmd}_not_built_help" 0 "" "$cmd" --help
-    if grep -q "^usage: kiln $cmd " "$OUT" && grep -qF "built without $lib" "$OUT"; then
-      pass "${cmd}_not_built_help_note"
-    else fail "${cmd}_not_built_help_note" "no usage with a note: $(head -c 300 "$OUT")"; fi
-  else
-    if [ "$want" = OFF ]; then
-      fail "${cmd}_not_built" "configured without $lib ($var=OFF), but kiln $cmd runs"
-    fi
-    expect "usage_${cmd}_no_args" 2 "" "$cmd"
-    if grep -qF -- "$req" "$ERR"; then pass "usage_${cmd}_names_what_is_missing"
-    else fail "usage_${cmd}_names_what_is_missing" "expected '$req', got: $(head -c 300 "$ERR")"; fi
-    expect "help_$cmd" 0 "" "$cmd" --help
-    if grep -q "^usage: kiln $cmd " "$OUT" && ! grep -qF "built without" "$OUT"; then
-      pass "help_${cmd}_usage"
-    else fail "help_${cmd}_usage" "stdout: $(head -c 300 "$OUT")"; fi
-  fi
-done
-
 # ---------------------------------------------------------------- good models
 G=$B/good_data
 expect run_good 0 "" run "$B/good.onnx" --input-dir "$G" --output-dir "$TMP/o_pb"
