@@ -18,6 +18,11 @@ typedef struct kn_cli_cmd {
   void (*usage)(FILE *f);
 } kn_cli_cmd;
 
+/* ---- shared helpers (cli_util.c) ----------------------------------------
+ * main.c hands its command table over before it runs a command; the
+ * commands find their own entry (name, usage) with kn_cli_find. */
+void kn_cli_set_commands(const kn_cli_cmd *cmds, size_t n);
+const kn_cli_cmd *kn_cli_find(const char *name);
 int kn_cli_error(const kn_error *err);         /* prints "kiln: msg", returns 1 */
 int kn_cli_fail(const char *fmt, ...)          /* same from a format */
     __attribute__((format(printf, 1, 2)));
@@ -25,7 +30,17 @@ int kn_cli_fail(const char *fmt, ...)          /* same from a format */
  * one line, or the whole usage text when fmt is NULL; returns 2. */
 int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-const kn_cli_cmd *kn_cli_find(const char *name);
+/* s with control characters written as \xNN: a name from a model or file
+ * keeps a message on one line and cannot drive the terminal. */
+void kn_cli_put_sanitized(const char *s, FILE *f);
+/* A subcommand of a component this kiln was built without (kiln serve
+ * without libmicrohttpd, kiln loadgen without libcurl): one line naming the
+ * library and the package to install ("kiln: kiln serve is not available:
+ * this kiln was built without libmicrohttpd (install libmicrohttpd-dev,
+ * then configure and build kiln again)"); returns 1.  The _note form ends
+ * the command's usage text with the same news. */
+int kn_cli_not_built(const char *cmd, const char *library, const char *package);
+void kn_cli_not_built_note(FILE *f, const char *cmd, const char *library, const char *package);
 
 /* ---- option parsing (args.c), shared by every command ------------------
  * Accepts what getopt_long users expect: "--name value" and "--name=value"
@@ -369,7 +384,9 @@ int kn_cli_budget_data(const char *model_path, const char *who, const kn_cli_gat
 
 int kn_cmd_debug(int argc, char **argv); /* debug.c: kiln debug precision */
 void kn_cmd_debug_usage(FILE *f);
-/* loadgen.c: load for a KServe v2 server (libcurl) */
+/* kiln loadgen, load for a KServe v2 server: the usage text is loadgen.c,
+ * the command tools/loadgen/loadgen.c (libcurl; KN_HAVE_LOADGEN), or
+ * loadgen.c's one line saying it is not built. */
 int kn_cmd_loadgen(int argc, char **argv);
 void kn_cmd_loadgen_usage(FILE *f);
 
@@ -377,7 +394,9 @@ int kn_cmd_calibrate(int argc, char **argv);
 void kn_cmd_calibrate_usage(FILE *f);
 int kn_cmd_quantize(int argc, char **argv); /* quantize.c: a Q/DQ ONNX model */
 void kn_cmd_quantize_usage(FILE *f);
-int kn_cmd_serve(int argc, char **argv); /* serve.c: the inference server */
+/* serve.c: the inference server, the kiln_serve library of serve/
+ * (libmicrohttpd; KN_HAVE_SERVE) */
+int kn_cmd_serve(int argc, char **argv);
 void kn_cmd_serve_usage(FILE *f);
 
 #endif

@@ -1,8 +1,7 @@
-/* kiln: the command-line tool.  Subcommands are listed once, here. */
+/* kiln: the command-line tool.  Subcommands are listed once, here; what
+ * they share is cli_util.c. */
 #include "cli.h"
-#include "passes/pass.h"
 
-#include <stdarg.h>
 #include <string.h>
 
 static const kn_cli_cmd commands[] = {
@@ -34,61 +33,6 @@ static const kn_cli_cmd commands[] = {
      kn_cmd_loadgen, kn_cmd_loadgen_usage},
 };
 
-const kn_cli_cmd *kn_cli_find(const char *name) {
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(commands[i].name, name) == 0) return &commands[i];
-  return NULL;
-}
-
-/* Names inside a model or file may hold any bytes: control characters are
- * written as \xNN so that an error stays one line and cannot drive the
- * terminal. */
-static void put_sanitized(const char *s, FILE *f) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
-    else fputc(*p, f);
-  }
-}
-
-void kn_cli_print_passes(FILE *f) {
-  for (int32_t i = 0; i < kn_n_passes; i++)
-    fprintf(f, "  %-14s %s\n", kn_passes[i].name, kn_passes[i].summary);
-}
-
-int kn_cli_error(const kn_error *err) {
-  fputs("kiln: ", stderr);
-  put_sanitized(err->msg[0] ? err->msg : "unknown error", stderr);
-  fputc('\n', stderr);
-  return KN_EXIT_ERROR;
-}
-
-int kn_cli_fail(const char *fmt, ...) {
-  kn_error err = {.status = KN_ERR_INVALID_ARG};
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err.msg, sizeof err.msg, fmt, ap);
-  va_end(ap);
-  return kn_cli_error(&err);
-}
-
-/* One line, so that a script's log shows what was wrong; the usage text
- * is one --help away. */
-int kn_cli_usage(const kn_cli_cmd *cmd, const char *fmt, ...) {
-  if (!fmt) {
-    cmd->usage(stderr);
-    return KN_EXIT_USAGE;
-  }
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "kiln %s: ", cmd->name);
-  put_sanitized(msg, stderr);
-  fprintf(stderr, " (see 'kiln %s --help')\n", cmd->name);
-  return KN_EXIT_USAGE;
-}
-
 static void usage(FILE *f) {
   fprintf(f, "kiln %s: ONNX models in, fast inference out\n\n"
              "usage: kiln <command> [options]\n\ncommands:\n", KN_VERSION_STRING);
@@ -99,6 +43,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  kn_cli_set_commands(commands, sizeof commands / sizeof commands[0]);
   if (argc < 2) {
     usage(stderr);
     return KN_EXIT_USAGE;
@@ -114,7 +59,7 @@ int main(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find(argv[1]);
   if (!cmd) {
     fputs("kiln: unknown command '", stderr);
-    put_sanitized(argv[1], stderr);
+    kn_cli_put_sanitized(argv[1], stderr);
     fputs("'\n", stderr);
     usage(stderr);
     return KN_EXIT_USAGE;

@@ -1,12 +1,17 @@
 /* kiln serve --repository DIR: an inference server speaking the Open
  * Inference Protocol v2 (KServe v2) over HTTP, with dynamic batching,
  * model versions with validated hot reload, and Prometheus metrics.  The
- * server itself is tools/kiln/serve/ (docs/SERVE.md). */
+ * server itself is the kiln_serve library of serve/ (docs/SERVE.md), built
+ * when libmicrohttpd is found (KN_HAVE_SERVE); without it the command
+ * says so in one line and exits 1. */
 #include "cli.h"
-#include "serve/serve.h"
+
+#ifdef KN_HAVE_SERVE
+#include "serve.h"
 
 #include <signal.h>
 #include <string.h>
+#endif
 
 void kn_cmd_serve_usage(FILE *f) {
   fprintf(f,
@@ -34,8 +39,16 @@ void kn_cmd_serve_usage(FILE *f) {
           "  --log FILE|-          JSON-lines event log (requests, loads) to FILE or stderr\n\n"
           "Prints 'kiln serve: listening on http://HOST:PORT' once ready; SIGINT or\n"
           "SIGTERM stops it after answering what is queued.\n");
+#ifndef KN_HAVE_SERVE
+  kn_cli_not_built_note(f, "serve", "libmicrohttpd", "libmicrohttpd-dev");
+#endif
 }
 
+#ifndef KN_HAVE_SERVE
+int kn_cmd_serve(int argc, char **argv) {
+  return kn_cli_not_built("serve", "libmicrohttpd", "libmicrohttpd-dev");
+}
+#else
 int kn_cmd_serve(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("serve");
   enum { O_REPO = 1, O_HOST, O_PORT, O_THREADS, O_HTTP, O_MODE, O_POLL, O_MAXREQ, O_LOG };
@@ -116,3 +129,4 @@ int kn_cmd_serve(int argc, char **argv) {
   sv_server_stop(&s);
   return KN_EXIT_OK;
 }
+#endif

@@ -1,4 +1,4 @@
-/* kiln serve's v2 codec (tools/kiln/serve/v2.c) field by field against the
+/* kiln serve's v2 codec (serve/v2.c) field by field against the
  * Open Inference Protocol's REST spec and Triton's binary-data extension:
  * requests parsed and validated against model metadata (every 400 names
  * what was wrong), responses emitted as JSON tensors or JSON header plus

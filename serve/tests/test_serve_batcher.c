@@ -1,9 +1,9 @@
-/* kiln serve's dynamic batcher (tools/kiln/serve/batcher.c) without HTTP:
+/* kiln serve's dynamic batcher (serve/batcher.c) without HTTP:
  * batch formation up to max_batch_size with each request given back its
  * own rows, priorities, the queue limit, queue timeouts (REJECT and DELAY),
  * a run cancelled at its deadline (an endless Loop) with the instance
  * serving on, and SLO mode's choice at its extremes.  affine.onnx is
- * y = 2 x + 1 on x [batch, 4] (tests/data/serve/make_affine.py). */
+ * y = 2 x + 1 on x [batch, 4] (serve/tests/data/make_affine.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,7 +78,7 @@ static fixture *setup(const sv_config *cfg, const char *model) {
   pthread_mutex_init(&f->rc.mu, NULL);
   pthread_cond_init(&f->rc.cv, NULL);
   char path[1024], err[1024];
-  snprintf(path, sizeof path, "%s/tests/data/%s", KILN_SOURCE_DIR, model);
+  snprintf(path, sizeof path, "%s/%s", KILN_SOURCE_DIR, model);
   f->v = sv_version_open(&f->s, &f->md, 1, path, cfg, err, sizeof err);
   if (!f->v) fail_msg("%s", err);
   if (!sv_batcher_start(f->v, 1, err, sizeof err)) fail_msg("%s", err);
@@ -158,7 +158,7 @@ static sv_config batching(int32_t max_batch, int64_t delay_us) {
 static void test_batch_formation(void **state) {
   (void)state;
   sv_config c = batching(4, 5000000);
-  fixture *f = setup(&c, "serve/affine.onnx");
+  fixture *f = setup(&c, "serve/tests/data/affine.onnx");
   int64_t t0 = sv_now_ns();
   for (int i = 0; i < 4; i++) submit(f, i, 1, 0, -1);
   wait_done(f, 4);
@@ -185,7 +185,7 @@ static void test_no_dynamic_batching(void **state) {
   sv_config c;
   sv_config_defaults(&c);
   c.max_batch_size = 4;
-  fixture *f = setup(&c, "serve/affine.onnx");
+  fixture *f = setup(&c, "serve/tests/data/affine.onnx");
   for (int i = 0; i < 3; i++) submit(f, i, 1 + i % 2, 0, -1);
   wait_done(f, 3);
   for (int i = 0; i < 3; i++) {
@@ -203,7 +203,7 @@ static void test_priorities(void **state) {
   sv_config c = batching(8, 400000);
   c.priority_levels = 2;
   c.default_priority_level = 2;
-  fixture *f = setup(&c, "serve/affine.onnx");
+  fixture *f = setup(&c, "serve/tests/data/affine.onnx");
   submit(f, 0, 3, 2, -1);
   submit(f, 1, 3, 0, -1); /* 0: the default, 2 */
   submit(f, 2, 3, 1, -1);
@@ -220,7 +220,7 @@ static void test_queue_limit(void **state) {
   (void)state;
   sv_config c = batching(8, 300000);
   c.max_queue_size = 2;
-  fixture *f = setup(&c, "serve/affine.onnx");
+  fixture *f = setup(&c, "serve/tests/data/affine.onnx");
   for (int i = 0; i < 3; i++) submit(f, i, 1, 0, -1);
   /* the third is refused at once */
   pthread_mutex_lock(&f->rc.mu);
@@ -241,7 +241,7 @@ static void test_queue_timeouts(void **state) {
    * the 2 s delay; a request's own timeout overrides it */
   sv_config c = batching(8, 2000000);
   c.default_timeout_us = 50000;
-  fixture *f = setup(&c, "serve/affine.onnx");
+  fixture *f = setup(&c, "serve/tests/data/affine.onnx");
   int64_t t0 = sv_now_ns();
   submit(f, 0, 1, 0, -1);
   submit(f, 1, 1, 0, 20000);
@@ -257,7 +257,7 @@ static void test_queue_timeouts(void **state) {
   c = batching(8, 200000);
   c.default_timeout_us = 20000;
   c.timeout_action = SV_TIMEOUT_DELAY;
-  f = setup(&c, "serve/affine.onnx");
+  f = setup(&c, "serve/tests/data/affine.onnx");
   submit(f, 0, 1, 0, -1);
   wait_done(f, 1);
   check_rows(f, 0, 1);
@@ -272,7 +272,7 @@ static void test_deadline_cancels_run(void **state) {
   sv_config c;
   sv_config_defaults(&c);
   c.default_timeout_us = 100000;
-  fixture *f = setup(&c, "control/loop_endless.onnx");
+  fixture *f = setup(&c, "tests/data/control/loop_endless.onnx");
   assert_false(f->v->batching);
   int64_t t0 = sv_now_ns();
   submit(f, 0, 1, 0, -1);
@@ -293,7 +293,7 @@ static void test_slo_extremes(void **state) {
   (void)state;
   sv_config c = batching(8, 1000);
   c.slo_p99_ms = 0.001;
-  fixture *f = setup(&c, "serve/affine.onnx");
+  fixture *f = setup(&c, "serve/tests/data/affine.onnx");
   int32_t b;
   int64_t d;
   sv_batcher_slo_state(f->v, &b, &d);
@@ -304,7 +304,7 @@ static void test_slo_extremes(void **state) {
   check_rows(f, 0, 1);
   teardown(f);
   c.slo_p99_ms = 100000;
-  f = setup(&c, "serve/affine.onnx");
+  f = setup(&c, "serve/tests/data/affine.onnx");
   sv_batcher_slo_state(f->v, &b, &d);
   /* the prior is linear with a fixed part: 8 is within 2% of 7's rate */
   assert_true(b >= 7 && b <= 8);

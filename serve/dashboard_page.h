@@ -1,8 +1,8 @@
 /* kiln serve's live dashboard page (GET /dashboard): one self-contained
  * HTML page (style and script inline, nothing fetched but GET /metrics,
  * which it polls every second), made at build time from
- * tools/kiln/serve/dashboard.{html,css,js} by
- * cmake/embed_serve_dashboard.cmake into the kiln_serve_dashboard library. */
+ * serve/dashboard.{html,css,js} by serve/embed_dashboard.cmake into the
+ * kiln_serve_dashboard library. */
 #ifndef KILN_SERVE_DASHBOARD_PAGE_H
 #define KILN_SERVE_DASHBOARD_PAGE_H
 

@@ -1,4 +1,4 @@
-// The dashboard's pure functions under node (run by tests/serve_dashboard.sh
+// The dashboard's pure functions under node (run by serve/tests/serve_dashboard.sh
 // when node is installed): the Prometheus text parser and histogram_quantile
 // against values worked out by hand from Prometheus' definition.
 "use strict";

@@ -1,4 +1,4 @@
-/* kiln serve's config.json (tools/kiln/serve/config.c): Triton's model
+/* kiln serve's config.json (serve/config.c): Triton's model
  * config names parsed into sv_config, defaults, and one-line errors naming
  * the file, the field and what was expected. */
 #include <setjmp.h>

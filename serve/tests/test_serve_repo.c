@@ -1,4 +1,4 @@
-/* kiln serve's repository (tools/kiln/serve/repo.c) without HTTP: loading
+/* kiln serve's repository (serve/repo.c) without HTTP: loading
  * at start, a bad model and a bad config reported not ready while the rest
  * serve, a new version that fails validation never served, a good one
  * switched in, references keeping a replaced version alive, unload, and
@@ -45,7 +45,7 @@ static void add_version(const char *repo, const char *model, int v, const char *
   snprintf(p, sizeof p, "%s/%s/%d/model.onnx", repo, model, v);
   if (src) {
     char from[1024];
-    snprintf(from, sizeof from, "%s/tests/data/%s", KILN_SOURCE_DIR, src);
+    snprintf(from, sizeof from, "%s/%s", KILN_SOURCE_DIR, src);
     copy_file(from, p);
   } else write_file(p, "not onnx", 8);
 }
@@ -78,10 +78,10 @@ static void test_repository(void **state) {
   assert_non_null(mkdtemp(repo));
   static const char *cfg = "{\"max_batch_size\":4,\"dynamic_batching\":{},"
                            "\"validation\":{\"min_cosine\":0.999,\"timeout_ms\":300}}";
-  add_version(repo, "m", 1, "serve/affine.onnx");
+  add_version(repo, "m", 1, "serve/tests/data/affine.onnx");
   set_config(repo, "m", cfg);
   add_version(repo, "bad", 1, NULL);
-  add_version(repo, "cfgerr", 1, "serve/affine.onnx");
+  add_version(repo, "cfgerr", 1, "serve/tests/data/affine.onnx");
   set_config(repo, "cfgerr", "{\"max_batch_size\":4,\"dynamic_batching\":{\"delay\":1}}");
 
   sv_options o;
@@ -112,14 +112,14 @@ static void test_repository(void **state) {
 
   /* version 2 computes other values (cosine < 0.999): rejected, 1 serves
    * on; version 4 has a fixed batch dim: fails to load */
-  add_version(repo, "m", 2, "serve/affine_neg.onnx");
+  add_version(repo, "m", 2, "serve/tests/data/affine_neg.onnx");
   assert_false(sv_repo_sync(s, "m", err, sizeof err));
   if (!strstr(err, "validation: output 'y' cosine")) fail_msg("%s", err);
   assert_int_equal(serving(s, "m", -1, &code, err), 1);
   assert_int_equal(serving(s, "m", 2, &code, err), -1);
   assert_int_equal(code, 503);
   assert_non_null(strstr(err, "FAILED: validation"));
-  add_version(repo, "m", 4, "control/loop_endless.onnx");
+  add_version(repo, "m", 4, "tests/data/control/loop_endless.onnx");
   assert_false(sv_repo_sync(s, "m", err, sizeof err));
   if (!strstr(err, "needs input 'x' to have a dynamic batch dim 0")) fail_msg("%s", err);
   assert_int_equal(serving(s, "m", -1, &code, err), 1);
@@ -130,7 +130,7 @@ static void test_repository(void **state) {
   /* version 3: switched in; a reference held on 1 keeps it usable */
   sv_version *old = sv_repo_acquire(s, "m", 1, &code, err, sizeof err);
   assert_non_null(old);
-  add_version(repo, "m", 3, "serve/affine.onnx");
+  add_version(repo, "m", 3, "serve/tests/data/affine.onnx");
   assert_true(sv_repo_sync(s, "m", err, sizeof err));
   assert_int_equal(serving(s, "m", -1, &code, err), 3);
   assert_int_equal(serving(s, "m", 1, &code, err), -1);
