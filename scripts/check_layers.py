@@ -134,19 +134,21 @@ def objects(build, root):
 
 def symbol_edges(build, root):
     objs = objects(build, root)
+    src_of = {o: src for src, o in objs}
     defs = {}
     uses = defaultdict(set)
-    for src, o in objs:
-        r = subprocess.run(["nm", "-P", o], capture_output=True, text=True)
-        for line in r.stdout.splitlines():
-            parts = line.split()
-            if len(parts) < 2:
-                continue
-            sym, kind = parts[0], parts[1]
-            if kind == "U":
-                uses[src].add(sym)
-            elif kind in "TDRBCGSV" or kind in "tdrb" and False:
-                defs.setdefault(sym, src)
+    # one nm for every object file (-A: each line starts with "FILE: ")
+    r = subprocess.run(["nm", "-P", "-A"] + [o for _, o in objs], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        obj, _, rest = line.partition(": ")
+        parts = rest.split()
+        if len(parts) < 2 or obj not in src_of:
+            continue
+        src, sym, kind = src_of[obj], parts[0], parts[1]
+        if kind == "U":
+            uses[src].add(sym)
+        elif kind in "TDRBCGSV":
+            defs.setdefault(sym, src)
     edges = defaultdict(set)
     for src, syms in uses.items():
         for s in syms:

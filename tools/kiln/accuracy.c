@@ -1,7 +1,7 @@
 /* What kiln compare, validate, build and debug share: the seeded inputs
  * they generate and the comparison of an output with its reference (the
  * library's definitions, src/builder/builder.h, so that the CLI and
- * kn_validate measure alike), labels, and the text of accuracy budgets
+ * kn_validate measure alike), and the text of accuracy budgets
  * (cli.h). */
 #include "cli.h"
 #include "builder/builder.h"
@@ -26,53 +26,6 @@ bool kn_cli_diff_tensors(const kn_tensor *ref, const kn_tensor *opt, double atol
   *out = (kn_cli_diff){.n = d.n, .bad = d.bad, .worst = d.worst, .max_abs = d.max_abs,
                        .max_rel = d.max_rel, .cosine = d.cosine};
   return ok;
-}
-
-/* ---- labels ----------------------------------------------------------------- */
-
-int kn_cli_labels_read(const char *path, int64_t **labels, int64_t *n) {
-  *labels = NULL;
-  *n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) return kn_cli_fail("--labels %s: %s", path, strerror(errno));
-  int64_t cap = 0, line_no = 0;
-  char line[256];
-  int rc = KN_EXIT_OK;
-  while (fgets(line, sizeof line, f)) {
-    line_no++;
-    char *p = line;
-    while (isspace((unsigned char)*p)) p++;
-    if (!*p || *p == '#') continue;
-    char *end;
-    errno = 0;
-    long long v = strtoll(p, &end, 10);
-    while (isspace((unsigned char)*end)) end++;
-    if (end == p || *end || errno || v < 0) {
-      p[strcspn(p, "\r\n")] = 0;
-      rc = kn_cli_fail("%s:%lld: '%.40s' is not a class label; expected one integer >= 0 "
-                       "per line", path, (long long)line_no, p);
-      break;
-    }
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 256;
-      int64_t *nl = realloc(*labels, (size_t)cap * sizeof *nl);
-      if (!nl) {
-        rc = kn_cli_fail("out of memory reading %s", path);
-        break;
-      }
-      *labels = nl;
-    }
-    (*labels)[(*n)++] = v;
-  }
-  if (!rc && ferror(f)) rc = kn_cli_fail("--labels %s: read error", path);
-  if (!rc && *n == 0) rc = kn_cli_fail("--labels %s: no labels in it", path);
-  fclose(f);
-  if (rc) {
-    free(*labels);
-    *labels = NULL;
-    *n = 0;
-  }
-  return rc;
 }
 
 int64_t kn_cli_argmax_rows(const kn_tensor *t, int64_t *pred, int64_t cap) {

@@ -200,3 +200,50 @@ int kn_cli_data_open(kn_cli_data *d, const kn_model *m, const char *label, const
   }
   return KN_EXIT_OK;
 }
+
+/* ---- labels ----------------------------------------------------------------- */
+
+int kn_cli_labels_read(const char *path, int64_t **labels, int64_t *n) {
+  *labels = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return kn_cli_fail("--labels %s: %s", path, strerror(errno));
+  int64_t cap = 0, line_no = 0;
+  char line[256];
+  int rc = KN_EXIT_OK;
+  while (fgets(line, sizeof line, f)) {
+    line_no++;
+    char *p = line;
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p || *p == '#') continue;
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == p || *end || errno || v < 0) {
+      p[strcspn(p, "\r\n")] = 0;
+      rc = kn_cli_fail("%s:%lld: '%.40s' is not a class label; expected one integer >= 0 "
+                       "per line", path, (long long)line_no, p);
+      break;
+    }
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 256;
+      int64_t *nl = realloc(*labels, (size_t)cap * sizeof *nl);
+      if (!nl) {
+        rc = kn_cli_fail("out of memory reading %s", path);
+        break;
+      }
+      *labels = nl;
+    }
+    (*labels)[(*n)++] = v;
+  }
+  if (!rc && ferror(f)) rc = kn_cli_fail("--labels %s: read error", path);
+  if (!rc && *n == 0) rc = kn_cli_fail("--labels %s: no labels in it", path);
+  fclose(f);
+  if (rc) {
+    free(*labels);
+    *labels = NULL;
+    *n = 0;
+  }
+  return rc;
+}
