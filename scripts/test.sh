@@ -23,22 +23,34 @@ scripts/install_deps.sh
 jobs=$(nproc)
 # configure's output, less all but its lines about components left out
 left_out() { grep -E '^-- kiln: .* not built' || true; }
+# each stage's wall time, printed as it ends and all together at the end
+times=()
+stage_start=$SECONDS
+stage() {
+  [ -n "${stage_name:-}" ] && times+=("$(printf '%5d s  %s' $((SECONDS - stage_start)) "$stage_name")")
+  stage_name=$1
+  stage_start=$SECONDS
+  [ -n "$1" ] && echo "== $1"
+  return 0
+}
 
-echo "== gcc build"
+stage "gcc build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON | left_out
 cmake --build build -j"$jobs" >/dev/null
+stage "gcc tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
-echo "== Python binding and CMake package, from an installed prefix"
+stage "Python binding and CMake package, from an installed prefix"
 tests/python/run.sh build
 
-echo "== clang build with ASan + UBSan, and fuzzers"
+stage "clang build with ASan + UBSan, and fuzzers"
 CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
   -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_BENCH=OFF -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-10}" | left_out
 cmake --build build-asan -j"$jobs" >/dev/null
+stage "ASan + UBSan tests and fuzzers"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
-echo "== clang build with ThreadSanitizer: kiln serve, kiln loadgen and their tests"
+stage "clang build with ThreadSanitizer: kiln serve, kiln loadgen and their tests"
 CC=clang cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
   -DKILN_TSAN=ON -DKILN_BENCH=OFF | left_out
 if grep -q '^KILN_HAVE_SERVE:INTERNAL=ON$' build-tsan/CMakeCache.txt; then
@@ -50,4 +62,6 @@ if grep -q '^KILN_HAVE_SERVE:INTERNAL=ON$' build-tsan/CMakeCache.txt; then
 else
   echo "kiln serve is not built (no libmicrohttpd): nothing for ThreadSanitizer to run"
 fi
-echo "== all tests passed"
+stage ""
+echo "== all tests passed in $SECONDS s"
+printf '%s\n' "${times[@]}"
