@@ -19,10 +19,31 @@
  *            must then set complete shapes for tensor outputs whenever they
  *            can be computed from the inputs; the executor allocates those.
  *         Errors name what is wrong and what was expected (kn_op_fail).
- *  run    computes the outputs.  Tensor outputs whose shape infer fully
- *         set are already allocated (zeroed); any other output (data-
- *         dependent shapes such as If/Loop results, sequences) is built by
- *         run itself (kn_out_alloc, kn_out_seq).
+ *  run    computes the outputs.  Any output infer did not size completely
+ *         (data-dependent shapes such as If/Loop results, sequences) run
+ *         builds itself (kn_out_alloc, kn_out_seq).  A tensor output whose
+ *         shape infer set completely is allocated by the executor before
+ *         run, and this is all run may assume about it (the output
+ *         contract; src/engine/exec.h places the buffers):
+ *          - it has exactly infer's dtype and shape, and its buffer
+ *            overlaps no input's, except that output 0 of an op with
+ *            kn_op_def.inplace may be the very buffer of input
+ *            `inplace_input` (the memory planner's in-place reuse), and
+ *            a Concat's inputs may already lie in its output, each where
+ *            it would be copied (the planner's Concat parts);
+ *          - its contents, with the reference tactic (ctx->rt == NULL:
+ *            tactic 0, or a run without a runtime), are zero, except in
+ *            the two cases above, where it holds the input's values
+ *            (a KN_INPLACE_ALIAS op is then not run at all);
+ *          - its contents, with a fast tactic (ctx->rt != NULL), are
+ *            unspecified (what the arena's previous tensor or the
+ *            previous run left there): run must write every element, on
+ *            every path, including one that falls back to reference code
+ *            which accumulates into its output (zero the output first
+ *            there).  Checking builds (ASan) fill such outputs with NaN
+ *            bytes to hold kernels to this.
+ *         So a kernel never pays for zeroing it does not need, and only
+ *         reference-tactic steps are zeroed by the executor.
  *
  * Different opset versions of one op share an entry; use ctx->opset (the
  * model's version of the node's domain) to select behaviour, e.g. Clip-6
@@ -101,8 +122,10 @@ typedef struct kn_op_def {
    * reuse): one of KN_INPLACE_* below. */
   uint8_t inplace;
   /* Whether output shapes depend on input *values* (KN_DATA_SHAPE_*):
-   * the executor reuses a step's shapes from the previous run (same input
-   * shapes) only when they cannot have changed. */
+   * the executor's prepare phase decides a step's shapes once per input
+   * signature, from shapes alone (infer without the values of non-constant
+   * inputs), only when they cannot change with those values; other steps
+   * are inferred on every run (src/engine/exec.h). */
   uint8_t data_shape;
   /* ---- fast kernels (optional) ----
    * select: the tactic (src/plan/tactics.inc) for node n of graph g, from
@@ -194,9 +217,12 @@ static inline void kn_packed_free(void *block) {
   else free(p);
 }
 
-/* kn_op_def.data_shape.  Besides these, a step is always re-inferred when
- * it has subgraphs or a non-float input computed at run time (shape
- * tensors, indices). */
+/* kn_op_def.data_shape.  Besides these, a step is always inferred on every
+ * run when it has subgraphs or a non-float input computed at run time
+ * (shape tensors, indices), or reads the output of such a step.  Infer of
+ * an op whose shapes follow from input shapes must not read the values of
+ * its non-constant float inputs (prepare gives it none: data is NULL);
+ * a check it cannot make without them it makes in run. */
 #define KN_DATA_SHAPE_NONE 0 /* shapes follow from input shapes */
 /* Values of inputs other than the first decide shapes (Resize scales,
  * OneHot depth): reusable when those inputs are constants. */
