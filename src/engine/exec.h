@@ -10,16 +10,21 @@
  *     values it reads), and the plan, arena, runtime and packed weights the
  *     run is given.  Nothing of it depends on input values.  It decides, for
  *     every step:
- *      - fixed or dynamic: a step is fixed when its output shapes follow
- *        from its inputs' shapes (kn_op_def.data_shape NONE, or ARGS with
- *        constant arguments; no subgraphs; every non-constant input a float
- *        tensor) and its inputs are fixed too (graph inputs, constants, outer
- *        values, outputs of fixed steps).  Everything else is dynamic:
- *        data-dependent shapes (NonZero, Reshape fed by Shape arithmetic),
- *        control flow, sequences and optionals, and a step whose inference
- *        fails without values (it fails again, in order, when it runs);
- *      - for a fixed step: its output shapes (the op's infer, run with the
- *        inputs' shapes and the constants' values only), and where each
+ *      - fixed or dynamic: a step is fixed when its op's infer completes
+ *        its output shapes from what prepare knows: every input's shape
+ *        (graph inputs, constants, outer values, outputs of fixed steps),
+ *        the values of constants, and the values of small tensors computed
+ *        from those and from shapes alone (Shape -> Gather -> Concat ->
+ *        Reshape: prepare runs such steps' kernels once, see
+ *        KN_PREPARE_VALUES_MAX); the values of graph inputs and of what
+ *        other steps compute are withheld (data NULL), so infer fails or
+ *        leaves a dim unknown where they matter (ops/op.h).  Dynamic: the
+ *        rest -- data-dependent shapes (NonZero, kn_op_def.data_shape,
+ *        a Reshape to a shape read from data), control flow (subgraphs),
+ *        sequences and optionals, a step reading a dynamic step's output,
+ *        and a step whose infer fails (it fails again, with its values and
+ *        in order, when it runs);
+ *      - for a fixed step: its output shapes, and where each
  *        output lives (kn_exec_bind, exec_impl.h): a view into the arena
  *        (its pointer), over its in-place input's bytes, a graph output
  *        (the caller's buffer, recycled), or allocated per run; which
@@ -37,29 +42,38 @@
  *     observers, and the memory limit for outputs allocated per run.
  *
  * A run whose signature equals the previous run's executes at once; a new
- * one prepares again first.  Preparing allocates nothing (every table is
- * sized at kn_runner_create), so a shape that changes by one dimension
- * (a sequence growing by one token per decode step) costs one walk of the
- * steps calling each fixed step's infer and placing its outputs: about
- * what one inferred run of the old executor spent on shapes, with no
- * kernel work.  Only steps downstream of the changed input see new shapes;
- * an incremental prepare (re-deciding only the steps whose input shapes
- * changed, via the `fixed` closure below) is the place to make it cheaper
- * still if decode shows it.
+ * one prepares again first.  Preparing allocates no tables (they are sized
+ * at kn_runner_create; only the small values of shape arithmetic are
+ * computed into buffers of their own, freed when it ends), so a shape that
+ * changes by one dimension (a sequence growing by one token per decode
+ * step) costs one walk of the steps calling each fixed step's infer and
+ * placing its outputs, with no kernel work beyond shape arithmetic: about
+ * what one inferred run of the former executor spent on shapes.  Every
+ * step is walked again, though only those downstream of the changed input
+ * get new shapes; if decode shows the walk, the place to cut it is
+ * kn_exec_prepare: keep the steps whose inputs' shapes (and known values)
+ * are unchanged, which a per-value shape comparison against the previous
+ * preparation tells.
  *
  * State that outlives a run (a KV cache for LLM decoding) is not built yet.
  * Its place: a table of persistent buffers owned by the runner (beside
- * own_arena in struct kn_runner, exec_impl.h), not planned in the arena and
- * not released by liveness, each sized for the profile's MAX sequence and
- * keyed by the graph output / graph input pair it carries from one run to
- * the next (present_key_values.i -> past_key_values.i).  Prepare would bind
- * the step that makes such an output with a fifth kn_exec_bind value,
- * KN_BIND_PERSIST: a view of the persistent buffer with the run's shape
- * (rows 0 .. seq), so that the Concat(past, new) of attention appends one
- * row in place (as the planner's Concat parts do in the arena) and the next
- * run's past input borrows the same bytes instead of a copy.  Growing by
- * one row changes the signature, so prepare runs again per token as above;
- * the persistent buffers, and everything keyed on them, stay.
+ * own_arena in struct kn_runner, exec_impl.h, where a comment marks it),
+ * not planned in the arena, not released by liveness and not counted in
+ * kn_mem_budget.live, each sized for the profile's MAX sequence and keyed
+ * by the graph output / graph input pair it carries from one run to the
+ * next (present.i -> past.i).  Prepare would place the output of the step
+ * that makes present.i with a fifth kn_exec_bind value, KN_BIND_PERSIST:
+ * a view of the persistent buffer with this run's shape, so that the
+ * Concat(past, new) appends its new rows in place (as the planner's Concat
+ * parts do in the arena: the past input is already there), and the next
+ * run's past.i borrows those bytes (kn_exec_set_inputs) instead of the
+ * caller copying them out and back in.  A contiguous append needs the
+ * sequence axis outermost among the non-unit dims ([S, B, H, D], or B = H
+ * = 1); a [B, H, S, D] cache grows inside each head, so its kernel must
+ * take a row capacity (an attention op's attribute), not a plain view.
+ * Growing by one token changes the signature, so prepare runs per token as
+ * above; the persistent buffers stay, and are dropped when the context is
+ * reset or the sequence exceeds MAX.
  */
 #ifndef KN_EXEC_H
 #define KN_EXEC_H

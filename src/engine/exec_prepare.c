@@ -139,18 +139,18 @@ static const void *bound_data(const kn_runner *r, int32_t v) {
   return NULL;
 }
 
-/* Whether input k's value, not only its shape, decides node n's output
- * shapes (kn_op_def.data_shape; a non-float input: a shape tensor, indices). */
-static bool value_matters(const kn_graph *g, const kn_node *n, int32_t k) {
-  if (n->op->data_shape == KN_DATA_SHAPE_ALL) return true;
-  if (n->op->data_shape == KN_DATA_SHAPE_ARGS && k > 0) return true;
-  const kn_type *t = &g->values[n->inputs[k]].type;
-  return t->kind != KN_KIND_TENSOR || !kn_dtype_is_float(t->dtype);
+/* Whether node n declares that input k's values decide its output shapes
+ * (kn_op_def.data_shape).  Other inputs may decide them too (a Reshape's
+ * shape): infer, given no values for them, then fails or leaves a dim
+ * unknown, as at load (ops/op.h), and the step is dynamic. */
+static bool value_declared(const kn_node *n, int32_t k) {
+  return n->op->data_shape == KN_DATA_SHAPE_ALL || (n->op->data_shape == KN_DATA_SHAPE_ARGS && k > 0);
 }
 
-/* Whether step i can be fixed: every input it reads is a tensor whose
- * shape is known now, and whose values are known too where they decide
- * the shapes.  *valued: every input's values are known. */
+/* Whether step i may be fixed: every input it reads is a tensor whose
+ * shape is known now, and whose values are known too where the op
+ * declares they decide the shapes.  *valued: every input's values are
+ * known. */
 static bool inputs_known(const kn_runner *r, int32_t i, bool *valued) {
   const kn_node *n = &r->g->nodes[i];
   *valued = true;
@@ -161,13 +161,14 @@ static bool inputs_known(const kn_runner *r, int32_t i, bool *valued) {
     if (!r->known[v] || r->env[v].kind != KN_KIND_TENSOR) return false;
     if (r->valued[v]) continue;
     *valued = false;
-    if (!(r->rule[i] & KN_RULE_SHAPE_OF) && value_matters(r->g, n, k)) return false;
+    if (!(r->rule[i] & KN_RULE_SHAPE_OF) && value_declared(n, k)) return false;
   }
   return true;
 }
 
-/* Infer step i from shapes (and the values prepare knows): true when every
- * output is a tensor of complete shape, left in its slot (data NULL). */
+/* Infer step i from its inputs' shapes and the values prepare knows (the
+ * others have data NULL): true when every output is a tensor of complete
+ * shape, left in its slot (data NULL). */
 static bool infer_shapes(kn_runner *r, int32_t i) {
   kn_op_ctx *c = &r->ctx[i];
   for (int32_t o = 0; o < c->n_out; o++) {
@@ -307,10 +308,15 @@ kn_status kn_exec_prepare(kn_runner *r, const kn_slot *parent_env, const kn_slot
     r->known[r->setup[k]] = true;
     r->valued[r->setup[k]] = g->values[r->setup[k]].constant != NULL;
   }
+  /* values given to the run change from run to run: prepare sees their
+     shapes only */
+  for (int32_t k = 0; k < r->n_setup; k++)
+    if (g->values[r->setup[k]].outer >= 0) r->env[r->setup[k]].t.data = NULL;
   for (int32_t i = 0; i < g->n_inputs; i++)
-    if (inputs && inputs[i]) { /* given: its values change from run to run */
+    if (inputs && inputs[i]) {
       r->known[g->inputs[i]] = true;
       r->valued[g->inputs[i]] = false;
+      r->env[g->inputs[i]].t.data = NULL;
     }
   for (int32_t i = 0; i < r->nn; i++) prepare_step(r, i);
   for (int32_t v = 0; v < r->nv; v++) kn_slot_release(&r->env[v]);
