@@ -554,6 +554,7 @@ static kn_status fconv_run_common(kn_op_ctx *ctx, bool transpose) {
   bool (*fwd)(const conv_geom *, ekind, const void *, const void *, void *) =
       transpose ? conv_transpose_forward : conv_forward;
   if (t == KN_DTYPE_F32 || t == KN_DTYPE_F64) {
+    kn_out_zero_for_ref(ctx, 0); /* fwd adds into y */
     ekind ek = t == KN_DTYPE_F32 ? EK_F32 : EK_F64;
     if (!fwd(&g, ek, x->data, w->data, y->data))
       return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");

@@ -493,6 +493,7 @@ static kn_status matmul_run(kn_op_ctx *ctx) {
   if (fast_tactic(ctx) && y->dtype == KN_DTYPE_F32 && a->dtype == KN_DTYPE_F32 &&
       b->dtype == KN_DTYPE_F32)
     return matmul_fast(ctx, &g, a, b, y);
+  kn_out_zero_for_ref(ctx, 0); /* matmul_compute adds into y */
   return matmul_compute(ctx, &g, a, b, y);
 }
 
@@ -683,6 +684,7 @@ static kn_status gemm_run(kn_op_ctx *ctx) {
   if (fast_tactic(ctx) && t == KN_DTYPE_F32 && a->dtype == t && b->dtype == t &&
       (!c || c->dtype == t))
     return gemm_fast(ctx, a, b, c, ta, tb, alpha, beta, m, n, k, y);
+  kn_out_zero_for_ref(ctx, 0); /* a float y is the sum below */
   bool int_type = kn_dtype_is_int(t);
 
   /* Work buffer w (float/double/uint64 matching the compute type). */
@@ -1102,9 +1104,8 @@ static kn_status mmi_run(kn_op_ctx *ctx) {
   if (kn_tensor_numel(y) == 0) return KN_OK;
   int32_t *sums = y->data;
   if (mmi_fast(ctx, &g, a, &azp, &sums, NULL, 1.0f, NULL, &st) != MMI_NOT_TAKEN) return st;
-  /* the sums add into y: the executor zeroes only a reference-tactic
-   * step's outputs, and a step given this tactic may fall back here */
-  memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(int32_t));
+  /* the sums add into y (ops/op.h: a fast tactic's output is not zeroed) */
+  kn_out_zero_for_ref(ctx, 0);
   return mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, y->data);
 }
 

@@ -835,7 +835,9 @@ static kn_status dropout_run(kn_op_ctx *ctx) {
     const kn_tensor *r = kn_in(ctx, 1), *t = kn_in(ctx, 2);
     if (t && kn_tensor_numel(t) == 1) training = ((const uint8_t *)t->data)[0] != 0;
     if (r && kn_tensor_numel(r) == 1) ratio = kn_scalar_f64(r);
-    if (training && !(ratio >= 0 && ratio < 1))
+    /* infer checks it too, when it has the value (a ratio computed by an
+       earlier step reaches only run: ops/op.h, data_shape) */
+    if (!(ratio >= 0 && ratio < 1))
       return kn_op_fail(ctx, KN_ERR_SHAPE, "ratio is %g, expected [0, 1)", ratio);
   }
   bool want_mask = kn_out_wanted(ctx, 1);

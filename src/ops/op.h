@@ -15,14 +15,45 @@
  *            data is NULL unless the value is a constant.  Infer must then
  *            propagate what it can and leave the rest unknown (rank -1 or
  *            dims -1), never fail because something is unknown.
- *          - at run time, before `run`, with real tensors (all known).  It
+ *          - at run time (not static_infer), with every shape known.  It
  *            must then set complete shapes for tensor outputs whenever they
  *            can be computed from the inputs; the executor allocates those.
+ *            The executor's prepare phase (src/engine/exec.h) calls it once
+ *            per input signature with the inputs' real shapes but data NULL
+ *            for every value it does not know (graph inputs, what steps
+ *            compute; it knows constants and shape arithmetic on them):
+ *            where a value decides a shape, infer must then fail or leave
+ *            the dim unknown, as at load -- never take a default -- and the
+ *            step is inferred again, with its values, on every run.  A step
+ *            infer completes for is not inferred again while the signature
+ *            holds, so a check of an input's values that infer can make
+ *            only with them belongs in run.
  *         Errors name what is wrong and what was expected (kn_op_fail).
- *  run    computes the outputs.  Tensor outputs whose shape infer fully
- *         set are already allocated (zeroed); any other output (data-
- *         dependent shapes such as If/Loop results, sequences) is built by
- *         run itself (kn_out_alloc, kn_out_seq).
+ *  run    computes the outputs.  Any output infer did not size completely
+ *         (data-dependent shapes such as If/Loop results, sequences) run
+ *         builds itself (kn_out_alloc, kn_out_seq).  A tensor output whose
+ *         shape infer set completely is allocated by the executor before
+ *         run, and this is all run may assume about it (the output
+ *         contract; src/engine/exec.h places the buffers):
+ *          - it has exactly infer's dtype and shape, and its buffer
+ *            overlaps no input's, except that output 0 of an op with
+ *            kn_op_def.inplace may be the very buffer of input
+ *            `inplace_input` (the memory planner's in-place reuse), and
+ *            a Concat's inputs may already lie in its output, each where
+ *            it would be copied (the planner's Concat parts);
+ *          - its contents, with the reference tactic (ctx->rt == NULL:
+ *            tactic 0, or a run without a runtime), are zero, except in
+ *            the two cases above, where it holds the input's values
+ *            (a KN_INPLACE_ALIAS op is then not run at all);
+ *          - its contents, with a fast tactic (ctx->rt != NULL), are
+ *            unspecified (what the arena's previous tensor or the
+ *            previous run left there): run must write every element, on
+ *            every path, including one that falls back to reference code
+ *            which accumulates into its output (kn_out_zero_for_ref
+ *            first there).  Checking builds (ASan) fill such outputs with NaN
+ *            bytes to hold kernels to this.
+ *         So a kernel never pays for zeroing it does not need, and only
+ *         reference-tactic steps are zeroed by the executor.
  *
  * Different opset versions of one op share an entry; use ctx->opset (the
  * model's version of the node's domain) to select behaviour, e.g. Clip-6
@@ -101,8 +132,9 @@ typedef struct kn_op_def {
    * reuse): one of KN_INPLACE_* below. */
   uint8_t inplace;
   /* Whether output shapes depend on input *values* (KN_DATA_SHAPE_*):
-   * the executor reuses a step's shapes from the previous run (same input
-   * shapes) only when they cannot have changed. */
+   * the executor's prepare phase decides a step's shapes once per input
+   * signature only when they cannot change with those values; other steps
+   * are inferred on every run (src/engine/exec.h). */
   uint8_t data_shape;
   /* ---- fast kernels (optional) ----
    * select: the tactic (src/ops/tactics.inc) for node n of graph g, from
@@ -194,9 +226,13 @@ static inline void kn_packed_free(void *block) {
   else free(p);
 }
 
-/* kn_op_def.data_shape.  Besides these, a step is always re-inferred when
- * it has subgraphs or a non-float input computed at run time (shape
- * tensors, indices). */
+/* kn_op_def.data_shape: inputs whose values decide output shapes, for
+ * every value (NonZero) or not (Resize: a scales input that is a constant,
+ * or computed from shapes, decides them once per signature).  Besides
+ * these, a step is inferred on every run when it has subgraphs, when its
+ * infer cannot complete without values prepare does not know (see infer
+ * above: a Reshape to a computed shape), or when it reads such a step's
+ * output. */
 #define KN_DATA_SHAPE_NONE 0 /* shapes follow from input shapes */
 /* Values of inputs other than the first decide shapes (Resize scales,
  * OneHot depth): reusable when those inputs are constants. */
@@ -286,6 +322,10 @@ kn_status kn_out_alloc(kn_op_ctx *ctx, int32_t i, kn_dtype dtype, int32_t rank,
 /* In run: output i, which infer must have sized (the executor allocated
  * it); NULL after failing with KN_ERR_INTERNAL when it was not. */
 kn_tensor *kn_out_ready(kn_op_ctx *ctx, int32_t i);
+/* In run, before reference code that accumulates into output i: zeroes it
+ * unless the output contract already has (ctx->rt == NULL: the reference
+ * tactic's outputs are zero); a fast tactic's fallback needs it. */
+void kn_out_zero_for_ref(kn_op_ctx *ctx, int32_t i);
 /* True when output i is present on the node (given and not an empty name),
  * i.e. someone reads it; ops skip optional outputs nobody wants. */
 bool kn_out_wanted(const kn_op_ctx *ctx, int32_t i);

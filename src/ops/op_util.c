@@ -95,6 +95,11 @@ kn_tensor *kn_out_ready(kn_op_ctx *ctx, int32_t i) {
   return t;
 }
 
+void kn_out_zero_for_ref(kn_op_ctx *ctx, int32_t i) {
+  kn_tensor *t = &ctx->out[i]->t;
+  if (ctx->rt && t->data) memset(t->data, 0, (size_t)kn_tensor_numel(t) * kn_dtype_size(t->dtype));
+}
+
 bool kn_out_wanted(const kn_op_ctx *ctx, int32_t i) {
   return i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
 }

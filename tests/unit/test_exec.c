@@ -14,7 +14,8 @@
 #define KILN_SOURCE_DIR "."
 #endif
 
-/* Relu then NonZero: the second step's output shape follows the values. */
+/* Relu then NonZero: the second step's output shape follows the values
+ * (a dynamic step, inferred on every run). */
 static void test_data_shaped_step_reinferred(void **state) {
   (void)state;
   kn_ir_model *m = tk_model_new(13);
@@ -45,6 +46,9 @@ static void test_data_shaped_step_reinferred(void **state) {
     const kn_slot *pin[1] = {&in};
     kn_mem_budget mem = {.limit = UINT64_MAX, .plan = &plan, .arena = arena};
     assert_int_equal(kn_runner_run(run, NULL, pin, outs, &mem, &err), KN_OK);
+    /* prepared once; the Relus fixed, NonZero dynamic */
+    assert_int_equal(kn_runner_prepare_count(run), 1);
+    assert_int_equal(kn_runner_fixed_count(run), 2);
     assert_int_equal(outs[0].t.rank, 2);
     assert_int_equal(outs[0].t.dims[1], count[k]);
     const float *y = outs[1].t.data;
@@ -61,6 +65,130 @@ static void test_data_shaped_step_reinferred(void **state) {
 
 static void fill(float *x, int64_t n, uint32_t seed) {
   for (int64_t i = 0; i < n; i++) x[i] = 2.0f * tk_pseudo(&seed);
+}
+
+/* Runs `run` on x ([b, 8] floats) with plan and arena; returns output 0
+ * (owned by the caller: kn_slot_release). */
+static kn_slot run_rows(kn_runner *run, const kn_mem_plan *plan, void *arena, int64_t b,
+                        const float *x) {
+  kn_slot in, out;
+  memset(&in, 0, sizeof in);
+  memset(&out, 0, sizeof out);
+  in.kind = KN_KIND_TENSOR;
+  int64_t d[2] = {b, 8};
+  assert_int_equal(kn_tensor_alloc(&in.t, KN_DTYPE_F32, 2, d, NULL), KN_OK);
+  memcpy(in.t.data, x, (size_t)b * 8 * sizeof(float));
+  const kn_slot *pin[1] = {&in};
+  kn_mem_budget mem = {.limit = UINT64_MAX, .plan = plan, .arena = arena};
+  kn_error err;
+  if (kn_runner_run(run, NULL, pin, &out, &mem, &err)) fail_msg("%s", err.msg);
+  kn_slot_release(&in);
+  return out;
+}
+
+/* The prepare phase runs once per input signature: runs with the shapes
+ * of the last run reuse it, a new batch prepares again (and a batch above
+ * the plan's, which does not fit the arena, runs allocated), and coming
+ * back prepares once more.  Every step of Relu -> MatMul -> Add is fixed.
+ * The arena starts as NaN bytes and MatMul's reference kernel accumulates
+ * into its output: every run gives the same, right answer because the
+ * executor zeroes reference-tactic outputs (ops/op.h's output contract),
+ * prepared or not. */
+static void test_prepare_once_per_signature(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t dx[2] = {4, 8}, dw[2] = {8, 4}, db[1] = {4};
+  int32_t x = tk_input(g, "x", 2, dx);
+  int32_t r = tk_node(g, "Relu", 1, &x);
+  int32_t mm_in[2] = {r, tk_const_rand(g, 2, dw, 3, 0)};
+  int32_t mm = tk_node(g, "MatMul", 2, mm_in);
+  int32_t add_in[2] = {mm, tk_const_rand(g, 1, db, 4, 0)};
+  int32_t y = tk_node(g, "Add", 2, add_in);
+  tk_output(g, y);
+  tk_prepare(m);
+  const float *w = g->values[mm_in[1]].constant->data, *bias = g->values[add_in[1]].constant->data;
+  kn_mem_plan plan;
+  kn_error err;
+  assert_int_equal(kn_plan_memory(g, 0, &plan, &err), KN_OK);
+  assert_true(plan.arena_bytes > 0);
+  void *arena = aligned_alloc(64, (plan.arena_bytes + 63) & ~63ull);
+  memset(arena, 0xff, plan.arena_bytes);
+  kn_runner *run;
+  assert_int_equal(kn_runner_create(m, g, &run, &err), KN_OK);
+  static const int64_t batch[] = {4, 4, 4, 2, 2, 6, 4};
+  static const int64_t prepares[] = {1, 1, 1, 2, 2, 3, 4};
+  float xs[6 * 8];
+  fill(xs, 6 * 8, 11);
+  for (size_t k = 0; k < sizeof batch / sizeof batch[0]; k++) {
+    kn_slot out = run_rows(run, &plan, arena, batch[k], xs);
+    assert_int_equal(kn_runner_prepare_count(run), prepares[k]);
+    assert_int_equal(kn_runner_fixed_count(run), 3);
+    assert_int_equal(out.t.dims[0], batch[k]);
+    const float *yv = out.t.data;
+    for (int64_t i = 0; i < batch[k]; i++)
+      for (int64_t j = 0; j < 4; j++) {
+        double ref = bias[j];
+        for (int64_t c = 0; c < 8; c++)
+          ref += (double)(xs[i * 8 + c] > 0 ? xs[i * 8 + c] : 0) * (double)w[c * 4 + j];
+        if (fabs(yv[i * 4 + j] - ref) > 1e-5)
+          fail_msg("run %zu (batch %lld): y[%lld][%lld] = %g, expected %g", k,
+                   (long long)batch[k], (long long)i, (long long)j, yv[i * 4 + j], ref);
+      }
+    kn_slot_release(&out);
+  }
+  kn_runner_free(run);
+  free(arena);
+  kn_mem_plan_free(&plan);
+  kn_ir_model_free(m);
+}
+
+/* A Reshape planned in place over a Constant node's output is prepared as
+ * an alias (its kernel skipped), but Constant's run makes a buffer of its
+ * own: the run sees that the bytes are not where prepare put them and
+ * runs the Reshape as a dynamic step, so the Add reads the constant. */
+static void test_inplace_input_moved(void **state) {
+  (void)state;
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int64_t dx[1] = {1}, one[1] = {1};
+  int32_t x = tk_input(g, "x", 1, dx);
+  int32_t c = tk_constant_node(g, 2.5f);
+  int32_t rs_in[2] = {c, tk_const_i64(g, 1, one)};
+  int32_t rs = tk_node(g, "Reshape", 2, rs_in);
+  int32_t add_in[2] = {x, rs};
+  tk_output(g, tk_node(g, "Add", 2, add_in));
+  tk_prepare(m);
+  kn_mem_plan plan;
+  kn_error err;
+  assert_int_equal(kn_plan_memory(g, 0, &plan, &err), KN_OK);
+  bool inplace = false;
+  for (int32_t t = 0; t < plan.n_tensors; t++)
+    inplace |= plan.tensors[t].value == rs && plan.tensors[t].inplace_of == c;
+  assert_true(inplace);
+  void *arena = aligned_alloc(64, (plan.arena_bytes + 63) & ~63ull);
+  memset(arena, 0xff, plan.arena_bytes);
+  kn_runner *run;
+  assert_int_equal(kn_runner_create(m, g, &run, &err), KN_OK);
+  for (int k = 0; k < 3; k++) {
+    kn_slot in, out;
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.kind = KN_KIND_TENSOR;
+    assert_int_equal(kn_tensor_alloc(&in.t, KN_DTYPE_F32, 1, dx, NULL), KN_OK);
+    ((float *)in.t.data)[0] = (float)k;
+    const kn_slot *pin[1] = {&in};
+    kn_mem_budget mem = {.limit = UINT64_MAX, .plan = &plan, .arena = arena};
+    if (kn_runner_run(run, NULL, pin, &out, &mem, &err)) fail_msg("%s", err.msg);
+    assert_true(((const float *)out.t.data)[0] == (float)k + 2.5f);
+    assert_int_equal(kn_runner_prepare_count(run), 1);
+    kn_slot_release(&out);
+    kn_slot_release(&in);
+  }
+  kn_runner_free(run);
+  free(arena);
+  kn_mem_plan_free(&plan);
+  kn_ir_model_free(m);
 }
 
 /* Runs ctx on a batch of b images (seeded) and returns the logits. */
@@ -414,6 +542,8 @@ static void test_cancel_endless_loop(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_data_shaped_step_reinferred),
+      cmocka_unit_test(test_prepare_once_per_signature),
+      cmocka_unit_test(test_inplace_input_moved),
       cmocka_unit_test(test_tinycnn_repeated_runs_and_threads),
       cmocka_unit_test(test_loop_body_recorded),
       cmocka_unit_test(test_engine_keeps_packed_weights),
