@@ -2,8 +2,9 @@
  * bench_gemm_bits: a digest (64-bit FNV-1a) of the output bits of kn_sgemm,
  * kn_hgemm and kn_qgemm over a grid of shapes, operand forms, epilogues,
  * row epilogues, blockings, ISAs (implementations) and thread counts, one
- * line per product.  Not a timing: it compares two builds, e.g. before and
- * after a change to the GEMM driver that must not move a bit:
+ * line per product, with the scratch size each asked for.  Not a timing:
+ * it compares two builds, e.g. before and after a change to the GEMM
+ * driver that must not move a bit:
  *
  *   build-old/bench/bench_gemm_bits > old.txt
  *   build-new/bench/bench_gemm_bits > new.txt && cmp old.txt new.txt
@@ -12,7 +13,8 @@
  *
  * It uses the public entry points only (gemm.h, hgemm.h, qgemm.h), so the
  * same file builds against either tree.  --quick leaves out the larger
- * shapes.  Output columns: family, variant, shape, threads, digest.
+ * shapes.  Output columns: family, variant, shape, threads, scratch bytes,
+ * digest.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -90,6 +92,9 @@ static const shape small[] = {
     {31, 100, 260}, {33, 17, 513}, {45, 70, 31}, {64, 257, 64},  {97, 33, 600}, {128, 128, 128},
     {129, 33, 300}, {130, 96, 40}, {1, 300, 700}, {1, 1000, 64}, {2, 1000, 64}, {4, 520, 256},
     {6, 24, 1100}, {12, 40, 77},   {20, 200, 50}, {257, 1, 97},  {57, 47, 1},   {100, 5, 5},
+    /* tests/unit/test_gemm.c's fixed and GEMV shapes */
+    {1, 257, 257}, {6, 16, 7},     {4, 16, 3},    {2, 1000, 64}, {1, 64, 1},    {1, 65, 7},
+    {1, 97, 300},  {1, 257, 33},   {1, 300, 0},   {1, 1000, 300}, {1, 2000, 150}, {1, 1500, 5},
 };
 static const shape large[] = {
     {128, 768, 768}, {130, 300, 1030}, {1, 1000, 2048}, {300, 64, 576}, {49, 520, 512},
@@ -192,9 +197,10 @@ static void sgemm_all(bool quick) {
           void *scratch = xalloc(kn_sgemm_scratch_size((kn_isa)isa, &g, t));
           for (int64_t i = 0; i < m * (n + pad); i++) c[i] = 1e30f;
           kn_sgemm((kn_isa)isa, pool, &g, scratch);
-          printf("sgemm %s a%d b%d ep%d al%g bl%d rows%d %lldx%lldx%lld t%d %016llx\n",
+          printf("sgemm %s a%d b%d ep%d al%g bl%d rows%d %lldx%lldx%lld t%d s%zu %016llx\n",
                  kn_isa_name((kn_isa)isa), af, bf, epv, (double)alpha, bl, rows,
                  (long long)m, (long long)n, (long long)k, t,
+                 kn_sgemm_scratch_size((kn_isa)isa, &g, t),
                  (unsigned long long)fnv(FNV0, c, (size_t)(m * (n + pad)) * 4));
           free(scratch);
         }
@@ -267,9 +273,10 @@ static void hgemm_all(bool quick) {
             memset(c, 0x7f, (size_t)(m * (n + pad)) * 4);
             kn_hgemm((kn_isa)isa, pool, &g, scratch);
             printf("hgemm %s ty%d ah%d ch%d ra%d ep%d al%g bl%d rows%d %lldx%lldx%lld t%d "
-                   "%016llx\n",
+                   "s%zu %016llx\n",
                    kn_isa_name((kn_isa)isa), type, a_half, c_half, round_a, epv, (double)alpha,
                    bl, rows, (long long)m, (long long)n, (long long)k, t,
+                   kn_hgemm_scratch_size((kn_isa)isa, &g, t),
                    (unsigned long long)fnv(FNV0, c, (size_t)(m * (n + pad)) * 4));
             free(scratch);
           }
@@ -349,9 +356,9 @@ static void qgemm_all(bool quick) {
           void *scratch = xalloc(kn_qgemm_scratch_size(im, &g, t));
           memset(c, 0x5a, (size_t)(m * (n + pad)) * 4);
           kn_qgemm(im, pool, &g, scratch);
-          printf("qgemm %s a%d out%d ep%d bl%d z%d %lldx%lldx%lld t%d %016llx\n",
+          printf("qgemm %s a%d out%d ep%d bl%d z%d %lldx%lldx%lld t%d s%zu %016llx\n",
                  kn_qgemm_impl_name(im), amode, out, epv, bl, a_zero, (long long)m,
-                 (long long)n, (long long)k, t,
+                 (long long)n, (long long)k, t, kn_qgemm_scratch_size(im, &g, t),
                  (unsigned long long)fnv(FNV0, c, (size_t)(m * (n + pad)) * 4));
           free(scratch);
         }
