@@ -1,6 +1,7 @@
 /*
- * The GEMM micro-kernel contract, shared by the driver (gemm.c) and the
- * per-ISA kernels (f32-gemm-*.c).  Not part of the family's API.
+ * The GEMM micro-kernel contract, shared by the family's descriptor for
+ * the GEMM driver (gemm.c, driver.h) and the per-ISA kernels
+ * (f32-gemm-*.c).  Not part of the family's API.
  *
  * A micro-kernel computes one register tile of mr rows (fixed per
  * function: each ISA provides one function per mr in [1, MR], so tails

@@ -1,6 +1,7 @@
 /*
  * The micro-kernel contract of the bf16/fp16 GEMM family (hgemm.h),
- * shared by the driver (hgemm.c) and the per-ISA kernels.  Not API.
+ * shared by the family's descriptor for the GEMM driver (hgemm.c,
+ * kernels/gemm/driver.h) and the per-ISA kernels.  Not API.
  *
  * A micro-kernel computes one register tile of mr rows (one function per
  * mr in [1, MR]) and nr <= NR columns, over kc depth steps:
@@ -16,8 +17,8 @@
  * panel of uint32 pairs bf16 A(r, 2p) | bf16 A(r, 2p+1) << 16 (the odd
  * half zero past kc) in chunks of C = pair_chunk pairs, row-major in a
  * chunk: pair p of row r at a[((p/C)*MR + r)*C + p%C] (as is unused),
- * written by the kernel table's pack_a.  C is fp32 (the driver's tile buffer when C
- * is half).  Columns j >= nr are computed and dropped.
+ * written by the kernel table's pack_a.  C is fp32 (the driver's C block
+ * buffer when C is half).  Columns j >= nr are computed and dropped.
  *
  * cs (S8W only, on the last k block; else NULL): the per-column weight
  * scales of the tile's columns.  Then alpha is not applied per block

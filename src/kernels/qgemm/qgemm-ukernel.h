@@ -1,6 +1,7 @@
 /*
- * The int8 GEMM micro-kernel contract, shared by the driver (qgemm.c) and
- * the per-ISA kernels (qu8s8-gemm-*.c).  Not part of the family's API.
+ * The int8 GEMM micro-kernel contract, shared by the family's descriptor
+ * for the GEMM driver (qgemm.c, kernels/gemm/driver.h) and the per-ISA
+ * kernels (qu8s8-gemm-*.c).  Not part of the family's API.
  *
  * A micro-kernel computes one register tile of mr rows (fixed per
  * function: one function per mr in [1, MR]) and nr <= NR columns over kg
@@ -57,7 +58,7 @@ typedef void (*kn_qgemm_quant_fn)(int64_t n, const float *x, float scale, int32_
 /* Pack `rows` (<= MR) rows of u8 A (row stride lda) / quantize fp32 rows
  * and pack them, kv valid depth steps, as one panel of kg groups: every
  * byte of round_up(kg, kchunk) groups written, zero past kv and for rows
- * >= `rows`.  NULL: the driver's portable packer. */
+ * >= `rows`.  NULL: the portable packer of qgemm.c. */
 typedef void (*kn_qgemm_pack_fn)(const uint8_t *a, int64_t lda, int64_t rows, int64_t kv,
                                  int64_t kg, void *dst);
 typedef void (*kn_qgemm_quant_pack_fn)(const float *x, int64_t ldx, int64_t rows, int64_t kv,

@@ -1,23 +1,23 @@
 /*
- * int8 GEMM driver: packing, blocking and threads around the per-ISA
- * micro-kernels (ukernel.h), portable C.
+ * int8 GEMM (qgemm.h): the family's descriptor for the shared driver
+ * (kernels/gemm/driver.h): the per-ISA micro-kernels (qgemm-ukernel.h),
+ * the packers (A as u8, or quantized from fp32 while it is packed; B with
+ * its column sums and scales), the quantizers, the blocking rule, and
+ * kn_qgemm as a wrapper that fills them in.
  *
- * Per task (a rectangle of whole register tiles of C):
- *
- *   for jc in steps of NC          columns; B is always prepacked
- *     for ic in steps of MC        rows
- *       for pg in steps of KC      depth; A block mc x kc packed (L2)
- *         for jr in steps of NR    one B micro-panel (kc x NR), in L1
- *           for ir in steps of MR  A micro-panels stream from L2
- *             micro-kernel: s32 partial sums of the tile in the task's
- *             mc x nc block (L2) between passes; on the last pass,
- *             dequantized to fp32 in C, the epilogue, the requantization
- *
- * The depth loop is inside the row loop (BLIS has it outside) so that the
- * s32 partial sums are those of one mc x nc block, never of all the rows:
- * C cannot hold them (fp32 or u8).  The prepacked B is read once per row
- * block from L2/L3, which its 1-2 bytes per element make cheap.  With one
- * row panel (m <= MR) the whole k is one pass.
+ * What this family asks of the driver:
+ *  - depth in groups of G (kunit), passes of whole A chunks (a packed A
+ *    panel's passes start on one);
+ *  - exact s32 partial sums between passes (KN_GEMM_ACC_S32), kept per
+ *    mc x nc block: the depth loop runs inside the row loop (not k_outer;
+ *    BLIS has it outside) so that the sums are those of one block, never
+ *    of all the rows: C cannot hold them (fp32 or u8).  The prepacked B is
+ *    read once per row block from L2/L3, which its 1-2 bytes per element
+ *    make cheap.  With one row panel (m <= MR) the whole k is one pass,
+ *    and with one pass every column is one block (A packed once);
+ *  - on the last pass the micro-kernel dequantizes to fp32 (in C, or in
+ *    the tile buffer for a u8 C, requantized by finish) or writes the
+ *    exact s32 sums; the whole epilogue by kn_f32_epilogue after it.
  *
  * Results: integer sums are exact whatever the order (qgemm.h), so tiles,
  * blocks and the thread grid change no bit; the fp32 part (dequantization,
@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "kernels/gemm/driver.h"
 #include "qgemm-ukernel.h"
 
 static const kn_qgemm_ukernels *ukernels(kn_qgemm_impl impl) {
@@ -45,7 +46,6 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-static inline size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
 bool kn_qgemm_impl_available(kn_qgemm_impl impl, uint64_t f) {
   switch (impl) {
@@ -89,30 +89,24 @@ int32_t kn_qgemm_kchunk(kn_qgemm_impl impl) { return ukernels(impl)->kchunk; }
 
 kn_qgemm_blocking kn_qgemm_blocking_of(kn_qgemm_impl impl, const kn_caches *caches) {
   const kn_qgemm_ukernels *uk = ukernels(impl);
-  kn_caches c = kn_caches_or_common(caches);
-  kn_qgemm_blocking b;
   /* The B micro-panel (kc x NR elements) in half of L1: 768 depth steps
-   * on 48 KiB for both the VNNI (32 x 1 byte) and the AVX2 (16 x 2) tile. */
-  b.kc = (int64_t)(c.l1d / 2) / (uk->nr * uk->esize);
-  b.kc = max64(64, min64(2048, b.kc / 16 * 16));
-  /* 8 row panels per block (the A block, mc x kc, in an eighth of L2),
+   * on 48 KiB for both the VNNI (32 x 1 byte) and the AVX2 (16 x 2) tile.
+   * 8 row panels per block (the A block, mc x kc, in an eighth of L2),
    * and as many columns as the s32 partial sums (mc x nc) fit in a
-   * quarter of L2: few column blocks, so A is packed few times. */
-  int64_t mr = uk->mr, nr = uk->nr;
-  b.mc = min64(8 * mr, (int64_t)(c.l2 / 8) / (b.kc * uk->esize) / mr * mr);
-  b.mc = max64(mr, b.mc);
-  if (impl == KN_QGEMM_AVX512VNNI) {
-    /* A 14 x 32 tile reads 184 bytes of A and B per 28 vpdpbusd (28
-     * cycles): L2 streams that easily, so the B micro-panel need not stay
-     * in L1.  Deep passes instead (the A block and a B micro-panel in half
-     * of L2): most shapes take k in one pass, with no s32 partial sums
-     * and A packed (quantized) once.  Zen 4: 1-3% over kc = 512. */
-    b.kc = (int64_t)(c.l2 / 2) / (b.mc + nr);
-    b.kc = max64(64, min64(4096, b.kc / 64 * 64));
-  }
-  b.nc = (int64_t)(c.l2 / 4) / (b.mc * 4) / nr * nr;
-  b.nc = max64(nr, min64(256 * nr, b.nc));
-  return b;
+   * quarter of L2: few column blocks, so A is packed few times.
+   * VNNI: a 14 x 32 tile reads 184 bytes of A and B per 28 vpdpbusd (28
+   * cycles): L2 streams that easily, so the B micro-panel need not stay
+   * in L1.  Deep passes instead (the A block and a B micro-panel in half
+   * of L2): most shapes take k in one pass, with no s32 partial sums and
+   * A packed (quantized) once.  Zen 4: 1-3% over kc = 512. */
+  kn_gemm_block_rule rule = {
+      .kc_l1_num = 1, .kc_l1_den = 2, .b_bytes = uk->esize, .kc_max = 2048,
+      .mc_l2_den = 8, .a_bytes = uk->esize, .mc_panels = 8,
+      .kc_l2_den = impl == KN_QGEMM_AVX512VNNI ? 2 : 0, .kc_l2_max = 4096,
+      .nc_b_block = false, .nc_l2_den = 4, .nc_min = 1, .nc_max = 256,
+  };
+  kn_sgemm_blocking b = kn_gemm_driver_blocking(&rule, uk->mr, uk->nr, kn_caches_or_common(caches));
+  return (kn_qgemm_blocking){b.kc, b.mc, b.nc};
 }
 
 /* ---- packing ------------------------------------------------------------------ */
@@ -274,182 +268,97 @@ void kn_qgemm_pack_b(kn_qgemm_impl impl, int64_t k, int64_t n, const int8_t *b, 
         }
 }
 
-/* ---- the plan ------------------------------------------------------------------ */
+/* ---- the descriptor's hooks ------------------------------------------------------ */
 
-enum { A_PACKED, A_U8, A_F32 };
-
-typedef struct plan {
+typedef struct call {
   const kn_qgemm_args *g;
-  const kn_qgemm_ukernels *uk;
-  kn_isa isa;
-  int64_t m, n, k, mr, nr, G, esize;
-  int64_t kg;        /* depth groups of the whole k */
-  int64_t kcg;       /* groups per pass */
-  int64_t mc, nc;
-  int ma;
-  bool passes;       /* more than one depth pass: partial sums in a block */
-  int64_t mpanels, npanels, tm, tn;
-  size_t a_bytes, acc_bytes, tile_bytes, thread_bytes;
-  const int32_t *colsum;
+  const int32_t *colsum; /* in the packed B */
   const float *w_scale;
-  const char *bpanels;
-  char *scratch;
-} plan;
+} call;
 
-static void make_plan(kn_qgemm_impl impl, const kn_qgemm_args *g, int32_t threads, plan *p) {
-  memset(p, 0, sizeof *p);
-  p->g = g;
-  p->uk = ukernels(impl);
-  p->isa = kn_qgemm_impl_isa(impl);
-  p->m = g->m;
-  p->n = g->n;
-  p->k = max64(g->k, 1); /* k = 0: one zero group, the same as a zero sum */
-  p->mr = p->uk->mr;
-  p->nr = p->uk->nr;
-  p->G = p->uk->g;
-  p->esize = p->uk->esize;
-  int64_t m = p->m, n = p->n, mr = p->mr, nr = p->nr;
-  p->kg = ceil_div(p->k, p->G);
-  kn_qgemm_blocking bl =
-      g->blocking ? *g->blocking : kn_qgemm_blocking_of(impl, NULL);
-  const int64_t C = p->uk->kchunk;
-  p->kcg = max64(1, bl.kc / p->G);
-  if (m <= mr) p->kcg = p->kg; /* one row panel: nothing to reuse between passes */
-  /* equal passes (a short last one pays a whole pass's overheads), each
-   * but the last whole A chunks (a packed A panel's passes start on one) */
-  p->kcg = min64(p->kg, round_up(ceil_div(p->kg, ceil_div(p->kg, p->kcg)), C));
-  p->passes = p->kcg < p->kg;
-  p->mc = max64(mr, bl.mc / mr * mr);
-  p->nc = max64(nr, bl.nc / nr * nr);
-  p->mc = min64(p->mc, round_up(m, mr));
-  /* nc bounds the s32 partial sums kept between passes; with one pass
-   * there are none, and a narrower nc would only pack A again per block */
-  p->nc = p->passes ? min64(p->nc, round_up(n, nr)) : round_up(n, nr);
-  p->ma = g->a_packed ? A_PACKED : g->a_f32 ? A_F32 : A_U8;
+static const call *call_of(const kn_gemm_op *op) { return op->ctx; }
 
-  p->a_bytes = p->ma == A_PACKED
-                   ? 0
-                   : align64((size_t)(p->mc / mr) * a_panel_bytes(p->uk, p->kcg));
-  p->acc_bytes = align64((size_t)(p->passes ? p->mc * p->nc : mr * nr) * sizeof(int32_t));
-  p->tile_bytes = g->y ? align64((size_t)(mr * nr) * sizeof(float)) : 0;
-  p->thread_bytes = p->a_bytes + p->acc_bytes + p->tile_bytes;
+static size_t op_a_panel_bytes(const kn_gemm_op *op, int64_t kg) {
+  return a_panel_bytes(op->desc->uk, kg);
+}
 
-  int64_t n_pad = round_up(n, nr);
-  p->colsum = g->b_packed;
-  p->w_scale = (const float *)(p->colsum + n_pad);
-  p->bpanels = (const char *)(p->w_scale + n_pad);
+/* Rows [i0, i0+h) of A, groups [g0, g0+kg): u8 packed, or fp32 quantized
+ * and packed (h <= MR: one panel). */
+static void pack_a(const kn_gemm_op *op, int64_t i0, int64_t h, int64_t as, int64_t g0,
+                   int64_t kg, void *dst) {
+  const kn_qgemm_args *g = call_of(op)->g;
+  const kn_qgemm_ukernels *uk = op->desc->uk;
+  int64_t k0 = g0 * uk->g, kv = g->k - k0; /* valid depth steps from k0 */
+  if (g->a_f32)
+    quant_pack_a_panel(uk, g->a_f32 + i0 * g->lda + k0, g->lda, h, kv, kg, g->a_scale, g->a_zero,
+                       dst);
+  else
+    pack_a_panel(uk, g->a + i0 * g->lda + k0, g->lda, h, kv, kg, dst);
+}
 
-  p->mpanels = ceil_div(m, mr);
-  p->npanels = ceil_div(n, nr);
-  p->tm = p->tn = 1;
-  if (threads > 1 && (double)m * (double)n * (double)p->k >= 262144.0) {
-    /* the grid with the smallest largest share: compute, plus packing A
-     * again for each column block of a task */
-    double best = -1;
-    for (int64_t tn = threads; tn >= 1; tn--) {
-      if (threads % tn) continue;
-      int64_t tm = threads / tn;
-      if (m <= mr && tm > 1) continue;
-      double rows = (double)min64(m, ceil_div(p->mpanels, tm) * mr);
-      double cols = (double)min64(n, ceil_div(p->npanels, tn) * nr);
-      double kk = (double)p->k;
-      double cost = rows * cols * kk;
-      if (p->ma != A_PACKED) cost += 2.0 * rows * kk * (double)ceil_div((int64_t)cols, p->nc);
-      if (best < 0 || cost < best) {
-        best = cost;
-        p->tm = tm;
-        p->tn = tn;
-      }
-    }
+static void kernel(const kn_gemm_op *op, const kn_gemm_tile *t) {
+  const call *cl = call_of(op);
+  const kn_qgemm_args *g = cl->g;
+  const kn_qgemm_ukernels *uk = op->desc->uk;
+  kn_qgemm_ustore s = {.load = !t->first, .final = t->last, .acc = t->acc, .c = t->c,
+                       .ldc = t->ldc, .colsum = cl->colsum + t->j, .w_scale = cl->w_scale + t->j,
+                       .a_scale = g->a_scale, .a_zero = g->a_zero};
+  if (g->s) {
+    s.si = g->s + t->i * g->lds + t->j;
+    s.ldc = g->lds;
   }
+  (s.final && g->s && uk->fn_s32[t->h - 1] ? uk->fn_s32 : uk->fn)[t->h - 1](t->kc, t->a, t->b,
+                                                                           t->w, &s);
+}
+
+/* A u8 C: the finished fp32 tile requantized. */
+static void finish(const kn_gemm_op *op, const kn_gemm_tile *t) {
+  const kn_qgemm_args *g = call_of(op)->g;
+  const kn_qgemm_ukernels *uk = op->desc->uk;
+  for (int64_t r = 0; r < t->h; r++)
+    uk->quant(t->w, t->c + r * t->ldc, g->y_scale, g->y_zero, g->y + (t->i + r) * g->ldy + t->j);
+}
+
+static void describe(kn_qgemm_impl impl, const kn_qgemm_args *g, call *cl, kn_gemm_desc *d,
+                     kn_gemm_op *op) {
+  const kn_qgemm_ukernels *uk = ukernels(impl);
+  *d = (kn_gemm_desc){
+      .uk = uk, .mr = uk->mr, .nr = uk->nr, .kunit = uk->g,
+      /* one row panel: the whole k in one pass (nothing to reuse between
+       * passes); passes but the last of whole A chunks */
+      .kc_scale = 1, .kc_one_panel = 0, .kc_align = uk->kchunk,
+      .k_outer = false, .row_pairs = false, .wide_one_pass = true,
+      .acc = KN_GEMM_ACC_S32, .fused_store = false,
+      /* the grid with the smallest largest share: compute, plus packing
+       * A again for each column block of a task */
+      .cost_a = 2.0, .coarse_shares = true,
+      .a_panel_bytes = op_a_panel_bytes, .pack_a = pack_a, .pack_b = NULL,
+      .kernel = kernel, .finish = g->y ? finish : NULL, .gemv = NULL,
+  };
+  const int64_t k = max64(g->k, 1); /* k = 0: one zero group, the same as a zero sum */
+  const int64_t nr = uk->nr, kg = ceil_div(k, uk->g), n_pad = round_up(g->n, nr);
+  const size_t bgb = (size_t)(nr * uk->g * uk->esize); /* B bytes per group of a panel */
+  cl->g = g;
+  cl->colsum = g->b_packed;
+  cl->w_scale = (const float *)(cl->colsum + n_pad);
+  kn_qgemm_blocking bl = g->blocking ? *g->blocking : kn_qgemm_blocking_of(impl, NULL);
+  *op = (kn_gemm_op){
+      .desc = d, .ctx = cl, .isa = kn_qgemm_impl_isa(impl), .m = g->m, .n = g->n, .k = k,
+      .blocking = {bl.kc, bl.mc, bl.nc},
+      .a_packed = g->a_packed, .a_ld = a_panel_bytes(uk, kg), .a_kb = a_group_bytes(uk),
+      .b_packed = (const char *)(cl->w_scale + n_pad), .b_ld = (size_t)kg * bgb, .b_kb = bgb,
+      .c = g->c, .ldc = g->ldc, .c_esize = 4,
+      .stage = g->y ? KN_GEMM_STAGE_TILE : g->s ? KN_GEMM_STAGE_NONE : KN_GEMM_STAGE_C,
+      .ep = g->ep,
+  };
 }
 
 size_t kn_qgemm_scratch_size(kn_qgemm_impl impl, const kn_qgemm_args *g, int32_t threads) {
-  plan p;
-  make_plan(impl, g, 1, &p);
-  return (size_t)(threads > 0 ? threads : 1) * (p.thread_bytes + 64);
-}
-
-/* ---- one task ----------------------------------------------------------------- */
-
-static void run_task(void *arg, int64_t task, int32_t thread) {
-  const plan *p = arg;
-  const kn_qgemm_args *g = p->g;
-  const kn_qgemm_ukernels *uk = p->uk;
-  const int64_t m = p->m, n = p->n, mr = p->mr, nr = p->nr;
-  const size_t agb = a_group_bytes(uk), bgb = (size_t)(nr * p->G * p->esize);
-  int64_t ti = task / p->tn, tj = task % p->tn;
-  int64_t i0 = min64(m, ti * p->mpanels / p->tm * mr);
-  int64_t i1 = min64(m, (ti + 1) * p->mpanels / p->tm * mr);
-  int64_t j0 = min64(n, tj * p->npanels / p->tn * nr);
-  int64_t j1 = min64(n, (tj + 1) * p->npanels / p->tn * nr);
-  if (i0 >= i1 || j0 >= j1) return;
-  char *base = p->scratch + (size_t)thread * (p->thread_bytes + 64);
-  base = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
-  char *abuf = base;
-  int32_t *accbuf = (int32_t *)(base + p->a_bytes);
-  float *tile = (float *)(base + p->a_bytes + p->acc_bytes);
-  const int64_t npan_nc = p->nc / nr;
-
-  kn_qgemm_ustore s;
-  memset(&s, 0, sizeof s);
-  s.a_scale = g->a_scale;
-  s.a_zero = g->a_zero;
-  for (int64_t jc = j0; jc < j1; jc += p->nc) {
-    int64_t npan = ceil_div(min64(p->nc, j1 - jc), nr);
-    for (int64_t ic = i0; ic < i1; ic += p->mc) {
-      int64_t mcur = min64(p->mc, i1 - ic);
-      for (int64_t pg = 0; pg < p->kg; pg += p->kcg) {
-        int64_t kgc = min64(p->kcg, p->kg - pg);
-        const size_t apb = a_panel_bytes(uk, kgc);
-        int64_t k0 = pg * p->G, kv = min64(p->k, g->k) - k0;
-        if (p->ma != A_PACKED)
-          for (int64_t r = 0; r < mcur; r += mr) {
-            int64_t rows = min64(mr, mcur - r);
-            void *dst = abuf + (size_t)(r / mr) * apb;
-            if (p->ma == A_U8)
-              pack_a_panel(uk, g->a + (ic + r) * g->lda + k0, g->lda, rows, kv, kgc, dst);
-            else
-              quant_pack_a_panel(uk, g->a_f32 + (ic + r) * g->lda + k0, g->lda, rows, kv, kgc,
-                                 g->a_scale, g->a_zero, dst);
-          }
-        s.load = pg > 0;
-        s.final = pg + kgc >= p->kg;
-        for (int64_t q = 0; q < npan; q++) {
-          int64_t col = jc + q * nr, w = min64(nr, n - col);
-          const char *bp = p->bpanels + (size_t)((col / nr) * p->kg + pg) * bgb;
-          s.colsum = p->colsum + col;
-          s.w_scale = p->w_scale + col;
-          for (int64_t ir = ic; ir < ic + mcur; ir += mr) {
-            int64_t h = min64(mr, ic + mcur - ir);
-            const char *ap = p->ma == A_PACKED
-                                 ? (const char *)g->a_packed +
-                                       (size_t)(ir / mr) * a_panel_bytes(uk, p->kg) +
-                                       (size_t)pg * agb
-                                 : abuf + (size_t)((ir - ic) / mr) * apb;
-            s.acc = p->passes ? accbuf + ((ir - ic) / mr * npan_nc + q) * mr * nr : accbuf;
-            if (g->y) {
-              s.c = tile;
-              s.ldc = nr;
-            } else if (g->s) {
-              s.si = g->s + ir * g->lds + col;
-              s.ldc = g->lds;
-            } else {
-              s.c = g->c + ir * g->ldc + col;
-              s.ldc = g->ldc;
-            }
-            (s.final && g->s && uk->fn_s32[h - 1] ? uk->fn_s32 : uk->fn)[h - 1](kgc, ap, bp, w,
-                                                                                &s);
-            if (!s.final || g->s) continue;
-            if (g->ep) kn_f32_epilogue(p->isa, g->ep, s.c, s.ldc, ir, h, col, w);
-            if (g->y)
-              for (int64_t r = 0; r < h; r++)
-                uk->quant(w, tile + r * nr, g->y_scale, g->y_zero, g->y + (ir + r) * g->ldy + col);
-          }
-        }
-      }
-    }
-  }
+  call cl;
+  kn_gemm_desc d;
+  kn_gemm_op op;
+  describe(impl, g, &cl, &d, &op);
+  return kn_gemm_driver_scratch_size(&op, threads);
 }
 
 void kn_qgemm(kn_qgemm_impl impl, kn_pool *pool, const kn_qgemm_args *g, void *scratch) {
@@ -458,8 +367,9 @@ void kn_qgemm(kn_qgemm_impl impl, kn_pool *pool, const kn_qgemm_args *g, void *s
   KN_ASSERT((g->c != NULL) + (g->y != NULL) + (g->s != NULL) == 1);
   KN_ASSERT(g->a_packed || g->a || g->a_f32);
   KN_ASSERT(g->a_zero >= 0 && g->a_zero <= 255);
-  plan p;
-  make_plan(impl, g, kn_pool_threads(pool), &p);
-  p.scratch = scratch;
-  kn_pool_for(pool, p.tm * p.tn, run_task, &p);
+  call cl;
+  kn_gemm_desc d;
+  kn_gemm_op op;
+  describe(impl, g, &cl, &d, &op);
+  kn_gemm_driver_run(&op, pool, scratch);
 }
