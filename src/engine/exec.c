@@ -1,6 +1,7 @@
 #include "exec.h"
 
 #include "kernels/kernels.h"
+#include "tactics/tactics.h"
 
 typedef struct frame {
   const kn_ir_model *m;
@@ -457,7 +458,7 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
         pout[o]->t = rec[o];
         if (r->rflags[i] & REC_ZERO) memset(rec[o].data, 0, rec[o].nbytes);
       }
-      if (!(r->rflags[i] & REC_SKIP_RUN)) st = n->op->run(&ctx);
+      if (!(r->rflags[i] & REC_SKIP_RUN)) st = kn_tactics_run(&ctx);
     } else {
       for (int32_t k = 0; k < n->op->min_inputs && k < n->n_inputs; k++)
         if (pin[k] && pin[k]->kind == KN_KIND_NONE && n->op->max_inputs >= 0 &&
@@ -528,7 +529,7 @@ kn_status kn_runner_run(kn_runner *r, const kn_slot *parent_env, const kn_slot *
         if (st) kn_error_prefix(err, "%s: node '%s' (%s): output %d", m->label, n->name,
                                 n->op_type, o);
       }
-      if (!st && !skip_run) st = n->op->run(&ctx);
+      if (!st && !skip_run) st = kn_tactics_run(&ctx);
       for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(&ctx, o, pout[o]);
       /* an op may have replaced its arena view by a tensor of its own
          (Constant): such a step is not recorded */

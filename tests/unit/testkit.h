@@ -15,6 +15,7 @@
 #include "engine/exec.h"
 #include "kernels/kernels.h"
 #include "ops/tactic.h"
+#include "tactics/tactics.h"
 #include "passes/pass.h"
 
 #include <stdlib.h>
