@@ -32,7 +32,6 @@
 #include "layout.h"
 
 #include "fused.h"
-#include "pooling.h"
 
 #include "conv_fast.h"
 #include "ops/tactic.h"
@@ -291,10 +290,10 @@ static kn_status nhwc_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status nhwc_run(kn_op_ctx *ctx) {
-  /* the hot path: the tactic says which fast run, no lookup by name */
+  /* the hot path: the tactic says which fast run, no lookup by name (the
+   * pools' are src/tactics/pooling.c) */
   int32_t t = ctx->node->tactic;
-  nhwc_fast_fn fast = t == KN_TACTIC_pool_nhwc ? kn_pool_nhwc_fast
-                      : t == KN_TACTIC_conv_igemm_nhwc || t == KN_TACTIC_conv_depthwise_nhwc ||
+  nhwc_fast_fn fast = t == KN_TACTIC_conv_igemm_nhwc || t == KN_TACTIC_conv_depthwise_nhwc ||
                               t == KN_TACTIC_conv_winograd_nhwc ||
                               t == KN_TACTIC_conv_winograd_f23_nhwc
                           ? kn_fused_conv_nhwc_fast
@@ -347,13 +346,9 @@ const kn_op_def kn_ops_layout[] = {
      .pack = kn_conv_pack, .unpack = kn_conv_unpack, .tiling = kn_conv_tiling,
      .loops = kn_conv_loops, .candidates = kn_conv_candidates,
      .precisions = kn_conv_precisions},
-    {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
-    {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
-    {"NhwcGlobalAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
-    {"NhwcGlobalMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
+    {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
+    {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
+    {"NhwcGlobalAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
+    {"NhwcGlobalMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
     KN_OP_END,
 };
