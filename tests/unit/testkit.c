@@ -176,6 +176,7 @@ void tk_prepare(kn_ir_model *m) {
   kn_status st = kn_graph_finish(m->graph, m->label, &err);
   if (!st) st = kn_ops_prepare(m, &err);
   if (st) fail_msg("%s", err.msg);
+  kn_tactics_bind(m); /* tests may give nodes their tactic directly */
 }
 
 /* ---- running passes and graphs ------------------------------------------ */
