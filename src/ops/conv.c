@@ -22,7 +22,7 @@
 #include "kernels/conv/conv.h"
 #include "kernels/qgemm/qgemm.h"
 #include "ops/tactic.h"
-#include "ref_gemm.h"
+#include "kernels/gemm/ref-gemm.h"
 
 
 /* Largest im2col / col2im block, in elements. */

@@ -57,7 +57,7 @@
 #include "gemm_tactic.h"
 #include "fused.h"
 #include "ops/tactic.h"
-#include "ref_gemm.h"
+#include "kernels/gemm/ref-gemm.h"
 
 typedef enum act_kind {
   ACT_NONE,
