@@ -52,7 +52,6 @@
 #include <math.h>
 
 #include "kernels/eltwise/eltwise.h"
-#include "conv_fast.h"
 #include "conv_ref.h"
 #include "gemm_tactic.h"
 #include "fused.h"
@@ -310,39 +309,59 @@ static void fconv_epilogue(void *arg, float *y, int64_t b, int64_t m0, int64_t m
   }
 }
 
-static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
+/* The epilogue and geometry of a FusedConv run on input x (X'); *empty
+ * when the output has no elements. */
+static kn_status fconv_setup(kn_op_ctx *ctx, const kn_tensor *x, epilogue *e, kn_conv_geom *g,
+                             kn_tensor **yp, bool *empty) {
   const kn_tensor *w = kn_in(ctx, 1), *b = kn_in(ctx, 2), *z = kn_in(ctx, 3);
-  epilogue e;
-  memset(&e, 0, sizeof e);
-  kn_status st = read_activation(ctx, "", &e);
+  *empty = false;
+  memset(e, 0, sizeof *e);
+  kn_status st = read_activation(ctx, "", e);
   if (st) return st;
-  kn_conv_geom g;
   int32_t r;
   int64_t d[KN_MAX_RANK];
   bool complete;
-  if ((st = kn_conv_geometry(ctx, x, w, false, &g, &r, d, &complete))) return st;
+  if ((st = kn_conv_geometry(ctx, x, w, false, g, &r, d, &complete))) return st;
   kn_tensor *y = kn_out(ctx, 0);
-  if (kn_tensor_numel(y) == 0) return KN_OK;
-  epi_shape(&e, y);
-  e.bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL;
-  epi_set_z(&e, z);
-  e.conv_m = g.m;
-  e.conv_ysize = g.y_size;
-  if (ctx->rt && ctx->node->tactic != KN_TACTIC_reference) {
-    bool done = false;
-    if (!e.z || e.z_same) { /* the fast epilogue takes a residual of Y's shape */
-      kn_epilogue ke = {.bias = e.bias, .bias_per_row = true, .res = e.z,
-                        .res_first = e.res_first};
-      ke.act.act = (kn_act)kn_act_from_name(act_names[e.act]);
-      ke.act.alpha = e.alpha;
-      ke.act.beta = e.beta;
-      ke.act.lo = e.lo;
-      ke.act.hi = e.hi;
-      if ((st = kn_conv_fast(ctx, &g, false, x, w, &ke, y, &done)) || done) return st;
-    } else {
-      memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(float));
-    }
+  *yp = y;
+  if (kn_tensor_numel(y) == 0) {
+    *empty = true;
+    return KN_OK;
   }
+  epi_shape(e, y);
+  e->bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL;
+  epi_set_z(e, z);
+  e->conv_m = g->m;
+  e->conv_ysize = g->y_size;
+  return KN_OK;
+}
+
+kn_status kn_fused_conv_begin(kn_op_ctx *ctx, const kn_tensor *x, kn_fused_conv_plan *p,
+                              bool *empty) {
+  epilogue e;
+  memset(p, 0, sizeof *p);
+  kn_status st = fconv_setup(ctx, x, &e, &p->g, &p->y, empty);
+  if (st || *empty) return st;
+  p->bias = e.bias;
+  p->z = e.z;
+  p->z_same = e.z_same;
+  p->res_first = e.res_first;
+  p->act.act = (kn_act)kn_act_from_name(act_names[e.act]);
+  p->act.alpha = e.alpha;
+  p->act.beta = e.beta;
+  p->act.lo = e.lo;
+  p->act.hi = e.hi;
+  return KN_OK;
+}
+
+static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
+  const kn_tensor *w = kn_in(ctx, 1);
+  epilogue e;
+  kn_conv_geom g;
+  kn_tensor *y;
+  bool empty;
+  kn_status st = fconv_setup(ctx, x, &e, &g, &y, &empty);
+  if (st || empty) return st;
   bool any = e.bias || e.z || e.act != ACT_NONE;
   if (!kn_conv_forward_f32(&g, x->data, w->data, y->data, any ? fconv_epilogue : NULL,
                            &e))
@@ -350,11 +369,11 @@ static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
   return KN_OK;
 }
 
-/* With the channel scale S (input 4): the conv of X' = X * S[n, c], made in
- * a buffer of its own (fuse_se.c's fold; see the header comment). */
-static kn_status fconv_run(kn_op_ctx *ctx) {
+kn_status kn_fused_conv_input(kn_op_ctx *ctx, const kn_tensor **xp, kn_tensor *scaled) {
   const kn_tensor *x = kn_in(ctx, 0), *cs = kn_in(ctx, 4);
-  if (!cs || kn_tensor_numel(cs) == 0 || kn_tensor_numel(x) == 0) return fconv_run_x(ctx, x);
+  scaled->data = NULL;
+  *xp = x;
+  if (!cs || kn_tensor_numel(cs) == 0 || kn_tensor_numel(x) == 0) return KN_OK;
   if (x->rank < 2 || cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[1])
     return kn_op_fail(ctx, KN_ERR_SHAPE, "channel scale (input 4) must be [N, C] of the input");
   int64_t nc = x->dims[0] * x->dims[1], per = kn_tensor_numel(x) / nc;
@@ -365,59 +384,21 @@ static kn_status fconv_run(kn_op_ctx *ctx) {
   float *od = xs.data;
   for (int64_t i = 0; i < nc; i++)
     for (int64_t p = 0; p < per; p++) od[i * per + p] = xd[i * per + p] * sd[i];
-  kn_status st = fconv_run_x(ctx, &xs);
-  free(xs.data);
-  return st;
+  *scaled = xs;
+  *xp = scaled;
+  return KN_OK;
 }
 
-/* NhwcFusedConv's fast run (src/ops/layout.c): the channels-last kernels
- * take the input-channel scale S and a residual of Y's shape themselves;
- * a broadcast residual is left to the reference. */
-kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
-  *done = false;
-  const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *b = kn_in(ctx, 2),
-                  *z = kn_in(ctx, 3), *cs = kn_in(ctx, 4);
-  kn_tensor *y = kn_out(ctx, 0);
-  if (!x || !w || x->rank != 4 || w->rank != 4 || y->rank != 4) return KN_OK;
-  if (z && kn_tensor_numel(z) > 0 &&
-      (z->rank != 4 || memcmp(z->dims, y->dims, sizeof(int64_t) * 4)))
-    return KN_OK;
-  if (cs && kn_tensor_numel(cs) > 0 &&
-      (cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[3]))
-    return KN_OK;
-  kn_act_params act;
-  bool res_first;
-  kn_status st = kn_fused_conv_act(ctx, "", &act, &res_first);
+/* With the channel scale S (input 4): the conv of X' = X * S[n, c], made in
+ * a buffer of its own (fuse_se.c's fold; see the header comment). */
+static kn_status fconv_run(kn_op_ctx *ctx) {
+  const kn_tensor *x;
+  kn_tensor scaled;
+  kn_status st = kn_fused_conv_input(ctx, &x, &scaled);
   if (st) return st;
-  kn_tensor xv = *x; /* the NCHW view the geometry reads */
-  kn_dims_to_nchw(x->dims, xv.dims);
-  kn_conv_geom g;
-  int32_t r;
-  int64_t d[KN_MAX_RANK];
-  bool complete;
-  if ((st = kn_conv_geometry(ctx, &xv, w, false, &g, &r, d, &complete))) return st;
-  if (kn_tensor_numel(y) == 0) {
-    *done = true;
-    return KN_OK;
-  }
-  kn_epilogue ke = {.bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL,
-                    .bias_per_row = false,
-                    .res = z && kn_tensor_numel(z) > 0 ? z->data : NULL,
-                    .res_first = res_first,
-                    .act = act};
-  /* a channel slice of a wider output (layout.c): the rest comes from
-   * input 5, usually this very buffer (planned in place) */
-  int64_t off = 0;
-  if (y->dims[3] != w->dims[0]) {
-    const kn_tensor *into = ctx->n_in > 5 ? kn_in(ctx, 5) : NULL;
-    if (!kn_node_attr(ctx->node, "concat_channels") || ke.res ||
-        (into && (into->nbytes != y->nbytes || into->dtype != y->dtype)))
-      return KN_OK;
-    off = kn_attr_int(ctx, "concat_offset", 0);
-    if (into && into->data != y->data) memcpy(y->data, into->data, y->nbytes);
-  }
-  return kn_conv_nhwc_fast(ctx, &g, x, cs && kn_tensor_numel(cs) > 0 ? cs->data : NULL, w,
-                           &ke, y, off, done);
+  st = fconv_run_x(ctx, x);
+  free(scaled.data);
+  return st;
 }
 
 static double epi_flops(const kn_op_ctx *ctx) {
@@ -756,10 +737,7 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_fused[] = {
-    {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
-     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling, .loops = kn_conv_loops,
-     .candidates = kn_conv_candidates},
+    {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops},
     {"FusedGemm", KN_DOMAIN, 2, 6, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
      .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack,
      .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = fgemm_precisions},
