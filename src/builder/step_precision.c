@@ -4,7 +4,7 @@
 #include "core/cpu.h"
 #include "kernels/kernels.h"
 #include "cost/iomodel.h"
-#include "ops/gemm_tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 #include "ops/op.h"
 #include "tactics/tactics.h"
 

@@ -35,4 +35,26 @@ typedef struct kn_fused_conv_plan {
 kn_status kn_fused_conv_begin(kn_op_ctx *ctx, const kn_tensor *x, kn_fused_conv_plan *p,
                               bool *empty) KN_WUR;
 
+/* A FusedGemm run: attributes, the product's rows x n (depth k), output y
+ * of shape (rank, dims), and the epilogue as the kernels take it (z: the
+ * residual, of the output's exact shape when z_same). */
+typedef struct kn_fused_gemm_plan {
+  bool ta, tb;
+  float alpha, beta;
+  int64_t rows, n, k;
+  int32_t rank;
+  int64_t dims[KN_MAX_RANK];
+  kn_tensor *y;
+  kn_act_params act;
+  bool res_first, z_same;
+  const float *z;
+} kn_fused_gemm_plan;
+
+/* The plan of ctx's FusedGemm at run time, checked; *empty when the output
+ * has no elements (nothing to compute). */
+kn_status kn_fused_gemm_begin(kn_op_ctx *ctx, kn_fused_gemm_plan *p, bool *empty) KN_WUR;
+/* The epilogue over y after the product (beta * C broadcast, activation,
+ * residual), as the reference applies it. */
+kn_status kn_fused_gemm_epilogue(kn_op_ctx *ctx, const kn_fused_gemm_plan *p) KN_WUR;
+
 #endif

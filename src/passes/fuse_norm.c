@@ -64,8 +64,9 @@ static int64_t last_axis_norm(const kn_pat *p, const kn_node *ln) {
 }
 
 /* The fused step's loop nest: the GEMM's with the norm's whole rows, scale
- * and bias, and flops (gemm_tactic.c's kn_gemm_loops does the same for a
- * FusedGemm that has its norm: one description of the fused step). */
+ * and bias, and flops (kn_gemm_loops, src/tactics/gemm/gemm_tactic.c, does
+ * the same for a FusedGemm that has its norm: one description of the fused
+ * step). */
 static bool fused_nest(const kn_graph *g, const kn_node *gemm, kn_loopnest *l) {
   memset(l, 0, sizeof *l);
   bool (*loops)(const kn_graph *, const kn_node *, kn_loopnest *) =

@@ -25,7 +25,7 @@
 
 #include "core/cpu.h"
 #include "kernels/kernels.h"
-#include "ops/gemm_tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 #include "ops/op.h"
 #include "ops/tactic.h"
 

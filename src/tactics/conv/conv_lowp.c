@@ -32,7 +32,7 @@
 #include "core/cpu.h"
 #include "kernels/conv/conv-lowp.h"
 #include "kernels/hgemm/hgemm.h"
-#include "ops/gemm_tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 
 typedef struct conv_lowp_packed {
   kn_packed hdr; /* tactic conv_igemm_nhwc, the ISA */
