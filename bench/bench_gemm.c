@@ -23,7 +23,7 @@
 #include "core/cpu.h"
 #include "core/machine.h"
 #include "kernels/gemm/gemm.h"
-#include "ops/ref_gemm.h"
+#include "kernels/gemm/ref-gemm.h"
 
 /* --cpu: process CPU time instead of wall time.  On a loaded machine it
  * leaves out the time other processes had the core (1 thread only: with 2,

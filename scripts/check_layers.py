@@ -49,8 +49,9 @@ FAMILY_DIRS = ["src/kernels", "src/tactics", "serve", "tools/loadgen"]
 ONE_FAMILY = ["src/trace"]
 # Folders where a family is the first word of a file's name: conv.c and
 # conv_lowp.c are the conv family, gemm_tactic.c and gemm_lowp.c the gemm
-# one, fuse_act.c and fuse_norm.c the fusion passes.
-WORD_FAMILY = ["src/ops", "src/passes"]
+# one, fuse_act.c and fuse_norm.c the fusion passes, exec.c, exec_prepare.c
+# and exec_run.c the executor.
+WORD_FAMILY = ["src/ops", "src/passes", "src/engine"]
 
 SRC_EXT = (".c", ".h", ".inc")
 

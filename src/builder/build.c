@@ -16,6 +16,7 @@
 #include "ops/tactic.h"
 #include "passes/pass.h"
 #include "plan/budget.h"
+#include "tactics/tactics.h"
 
 #include <stdlib.h>
 #include <string.h>

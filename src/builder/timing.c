@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "ops/op.h"
 #include "ops/tactic.h"
+#include "tactics/tactics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -309,13 +310,13 @@ static bool time_node(const kn_ir_model *m, const kn_node *n, kn_rt *rt, const v
       ok = kn_tensor_alloc(&s->t, shape.dtype, shape.rank, shape.dims, NULL) == KN_OK;
     }
   }
-  if (ok) ok = n->op->run(&ctx) == KN_OK; /* warm: packs, faults pages in */
+  if (ok) ok = kn_tactics_run(&ctx) == KN_OK; /* warm: packs, faults pages in */
   double times[MAX_RUNS];
   int32_t runs = 0;
   double start = now_s();
   while (ok && runs < MAX_RUNS && (runs < MIN_RUNS || now_s() - start < TARGET_S)) {
     double t0 = now_s();
-    ok = n->op->run(&ctx) == KN_OK;
+    ok = kn_tactics_run(&ctx) == KN_OK;
     times[runs++] = now_s() - t0;
   }
   for (int32_t k = 0; k < n->n_inputs; k++) kn_slot_release(&in[k]);
@@ -373,9 +374,13 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
   if (!key) st = kn_fail(err, KN_ERR_OOM, "out of memory");
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     kn_node *n = &g->nodes[i];
-    if (!n->tactic || !n->op || !n->op->candidates) continue;
+    int32_t (*candidates)(const kn_graph *, const kn_node *, int32_t, int32_t *, int32_t) =
+        KN_TACTICS_HOOK(n, candidates);
+    if (!n->tactic || !candidates) continue;
+    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
+                      kn_error *) = KN_TACTICS_HOOK(n, pack);
     int32_t cand[MAX_CANDIDATES];
-    int32_t nc = n->op->candidates(g, n, o->isa, cand, MAX_CANDIDATES);
+    int32_t nc = candidates(g, n, o->isa, cand, MAX_CANDIDATES);
     if (nc < 2) continue;
     rep->steps_with_choice++;
     int32_t first = cand[0];
@@ -428,7 +433,7 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
       n->tactic = cand[k];
       void *packed = NULL;
       kn_error perr;
-      if (n->op->pack && n->op->pack(g, n, &target, &packed, &perr)) continue;
+      if (pack && pack(g, n, &target, &packed, &perr)) continue;
       double s;
       bool timed = time_node(m, n, &rt, packed, &s);
       if (timed && cold && packed) s += (double)((const kn_packed *)packed)->bytes / dram_bw;
@@ -494,17 +499,20 @@ kn_status kn_precisions_time(kn_ir_model *m, const kn_timing_options *o,
     if (!revocable[i] || n->precision == KN_PRECISION_FP32 || !n->op) continue;
     if (!rt.pool && o->threads > 1 && (st = kn_pool_create(o->threads, &rt.pool, err))) break;
     int32_t prec = n->precision, tactic = n->tactic;
+    int32_t (*select)(const kn_graph *, const kn_node *, int32_t) = KN_TACTICS_HOOK(n, select);
+    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
+                      kn_error *) = KN_TACTICS_HOOK(n, pack);
     double took[2];
     bool ok = true;
     for (int32_t k = 0; k < 2 && ok; k++) {
       if (k == 1) {
         n->precision = KN_PRECISION_FP32;
-        int32_t t = n->op->select ? n->op->select(g, n, o->isa) : 0;
+        int32_t t = select ? select(g, n, o->isa) : 0;
         n->tactic = kn_tactic_name(t) ? t : 0;
       }
       void *packed = NULL;
       kn_error perr;
-      if (n->op->pack && n->op->pack(g, n, &target, &packed, &perr)) {
+      if (pack && pack(g, n, &target, &packed, &perr)) {
         ok = false;
         break;
       }

@@ -6,6 +6,7 @@
 #include "core/threadpool.h"
 #include "ops/op.h"
 #include "ops/tactic.h"
+#include "tactics/tactics.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -298,6 +299,12 @@ static double precision_compute_scale(const kn_machine *mach, int32_t threads, i
   }
 }
 
+/* Node n's loop nest: its tactics' `loops` hook; false when it has none. */
+static bool node_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
+  bool (*loops)(const kn_graph *, const kn_node *, kn_loopnest *) = KN_TACTICS_HOOK(n, loops);
+  return loops && loops(g, n, l);
+}
+
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,
                    kn_io_step *out) {
   const kn_graph *g = m->graph;
@@ -315,7 +322,7 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
   double in_b[KN_IO_BOUNDARIES] = {0}, out_b[KN_IO_BOUNDARIES] = {0};
   kn_loopnest l;
   memset(&l, 0, sizeof l);
-  if (n->op && n->op->loops && n->op->loops(g, n, &l) && l.n_tensors > 0) {
+  if (node_loops(g, n, &l) && l.n_tensors > 0) {
     out->modelled = true;
     out->flops = l.flops;
     /* reduced precision: the weights are stored smaller (activations stay
@@ -383,7 +390,7 @@ char *kn_io_diagram_json(const kn_ir_model *m, int32_t i, const kn_machine *mach
   const kn_node *n = &g->nodes[i];
   kn_loopnest l;
   memset(&l, 0, sizeof l);
-  if (!n->op || !n->op->loops || !n->op->loops(g, n, &l) || !l.n_tensors) return NULL;
+  if (!node_loops(g, n, &l) || !l.n_tensors) return NULL;
   if (threads < 1) threads = 1;
   double wtotal = weights_bytes(g);
   int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;

@@ -7,6 +7,7 @@
 #define KN_EXEC_IMPL_H
 
 #include "exec.h"
+#include "tactics/tactics.h"
 
 /* Checking builds (ASan, or -DKN_EXEC_CHECK=1) hold kernels to the output
  * contract of ops/op.h: outputs whose contents are unspecified are filled

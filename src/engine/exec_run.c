@@ -217,7 +217,7 @@ static kn_status run_dynamic(kn_runner *r, int32_t i) {
     skip_run |= p.skip_run;
     st = place_output(r, i, o, &shape, p.bind, p.zero, s);
   }
-  if (!st && !skip_run) st = n->op->run(c);
+  if (!st && !skip_run) st = kn_tactics_run(c);
   for (int32_t o = 0; o < n->n_outputs && !st; o++) st = check_output(c, o, c->out[o]);
   return st;
 }
@@ -272,7 +272,7 @@ static kn_status run_fixed(kn_runner *r, int32_t i) {
     for (int32_t o = 0; o < c->n_out && !st; o++)
       st = place_output(r, i, o, &rec[o], r->place[off + o], s->zero >> o & 1u, c->out[o]);
   }
-  if (!st && !s->skip_run) st = c->node->op->run(c);
+  if (!st && !s->skip_run) st = kn_tactics_run(c);
 #if KN_EXEC_CHECK
   for (int32_t o = 0; o < c->n_out && !st; o++) st = check_output(c, o, c->out[o]);
 #endif

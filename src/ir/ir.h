@@ -12,6 +12,7 @@
 
 typedef struct kn_graph kn_graph;
 struct kn_op_def;
+struct kn_op_tactics;
 
 /* Attribute types, numbered as ONNX's AttributeProto.AttributeType. */
 typedef enum kn_attr_type {
@@ -95,6 +96,9 @@ typedef struct kn_node {
   char *covers;               /* fused nodes: the original ONNX node names they
                                  replace, comma-separated; NULL: just `name` */
   int32_t tactic;             /* kernel implementation (src/ops/tactics.inc) */
+  const struct kn_op_tactics *impl; /* the op's fast paths (src/tactics), set
+                                       with the tactic (kn_tactics_select)
+                                       and at engine load; NULL: none */
   int32_t precision;          /* kn_precision (kiln.h) the step runs in; int8
                                  steps carry their input's quantization in
                                  `quant` */

@@ -7,17 +7,15 @@
  * models' opset (HardSwish is opset 14, LayerNormalization opset 17): a
  * pass that recognises the decomposed form in an opset-13 model writes the
  * alias, which runs the standard op's code at the opset that defines it.
+ * Their fast paths are src/tactics/activation.c.
  */
-#include "op.h"
+#include "activation.h"
 
 #include <math.h>
 
-#include "kernels/eltwise/eltwise.h"
-#include "ops/tactic.h"
-
 static const kn_dtype gelu_types[] = {KN_DTYPE_F32, KN_DTYPE_F64, 0};
 
-static kn_status gelu_tanh_attr(kn_op_ctx *ctx, bool *tanh_form) {
+kn_status kn_gelu_tanh_attr(kn_op_ctx *ctx, bool *tanh_form) {
   const char *a = kn_attr_str(ctx, "approximate", "none");
   *tanh_form = strcmp(a, "tanh") == 0;
   if (!*tanh_form && strcmp(a, "none") != 0)
@@ -28,7 +26,7 @@ static kn_status gelu_tanh_attr(kn_op_ctx *ctx, bool *tanh_form) {
 
 static kn_status gelu_infer(kn_op_ctx *ctx) {
   bool tf;
-  kn_status st = gelu_tanh_attr(ctx, &tf);
+  kn_status st = kn_gelu_tanh_attr(ctx, &tf);
   if (st) return st;
   const kn_tensor *x;
   st = kn_in_req(ctx, 0, &x);
@@ -72,23 +70,15 @@ static void gelu_f64(int64_t n, const double *x, double *y, bool tf) {
 
 static kn_status gelu_run(kn_op_ctx *ctx) {
   bool tf;
-  kn_status st = gelu_tanh_attr(ctx, &tf);
+  kn_status st = kn_gelu_tanh_attr(ctx, &tf);
   if (st) return st;
   const kn_tensor *x = kn_in(ctx, 0);
   kn_tensor *y = kn_out_ready(ctx, 0);
   if (!y) return KN_ERR_INTERNAL;
   int64_t n = kn_tensor_numel(x);
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_eltwise && x->dtype == KN_DTYPE_F32)
-    kn_ew_unary(ctx->rt, tf ? KN_ACT_GELU_TANH : KN_ACT_GELU, NULL, x->data, y->data, n);
-  else if (x->dtype == KN_DTYPE_F32) gelu_f32(n, x->data, y->data, tf);
+  if (x->dtype == KN_DTYPE_F32) gelu_f32(n, x->data, y->data, tf);
   else gelu_f64(n, x->data, y->data, tf);
   return KN_OK;
-}
-
-static int32_t gelu_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_eltwise : 0;
 }
 
 static double gelu_flops(const kn_op_ctx *ctx) {
@@ -110,9 +100,7 @@ static const kn_op_def *alias_of(const char *op_type) {
   return NULL;
 }
 
-/* The standard op of the same name, run at the opset that introduced it
- * (its `since`), whatever the model imports. */
-static const kn_op_def *alias_target(const kn_op_ctx *ctx, kn_op_ctx *c) {
+const kn_op_def *kn_alias_target(const kn_op_ctx *ctx, kn_op_ctx *c) {
   const kn_op_def *d = alias_of(ctx->node->op_type);
   KN_ASSERT(d != NULL);
   *c = *ctx;
@@ -122,35 +110,27 @@ static const kn_op_def *alias_target(const kn_op_ctx *ctx, kn_op_ctx *c) {
 
 static kn_status alias_infer(kn_op_ctx *ctx) {
   kn_op_ctx c;
-  const kn_op_def *d = alias_target(ctx, &c);
+  const kn_op_def *d = kn_alias_target(ctx, &c);
   return d->infer(&c);
 }
 
 static kn_status alias_run(kn_op_ctx *ctx) {
   kn_op_ctx c;
-  const kn_op_def *d = alias_target(ctx, &c);
+  const kn_op_def *d = kn_alias_target(ctx, &c);
   return d->run(&c);
-}
-
-static int32_t alias_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  const kn_op_def *d = alias_of(n->op_type);
-  return d && d->select ? d->select(g, n, isa) : 0;
 }
 
 static double alias_flops(const kn_op_ctx *ctx) {
   kn_op_ctx c;
-  const kn_op_def *d = alias_target(ctx, &c);
+  const kn_op_def *d = kn_alias_target(ctx, &c);
   if (d->flops) return d->flops(&c);
   const kn_tensor *x = kn_in(ctx, 0);
   return x && kn_shape_known(x) ? (double)kn_tensor_numel(x) : 0;
 }
 
 const kn_op_def kn_ops_activation[] = {
-    {"Gelu", KN_DOMAIN, 1, 1, 1, 1, 1, 1, gelu_infer, gelu_run, gelu_flops,
-     .select = gelu_select},
-    {"HardSwish", KN_DOMAIN, 1, 1, 1, 1, 1, 1, alias_infer, alias_run, alias_flops,
-     .select = alias_select},
-    {"LayerNormalization", KN_DOMAIN, 2, 3, 1, 3, 1, 1, alias_infer, alias_run, alias_flops,
-     .select = alias_select},
+    {"Gelu", KN_DOMAIN, 1, 1, 1, 1, 1, 1, gelu_infer, gelu_run, gelu_flops},
+    {"HardSwish", KN_DOMAIN, 1, 1, 1, 1, 1, 1, alias_infer, alias_run, alias_flops},
+    {"LayerNormalization", KN_DOMAIN, 2, 3, 1, 3, 1, 1, alias_infer, alias_run, alias_flops},
     KN_OP_END,
 };

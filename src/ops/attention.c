@@ -28,10 +28,11 @@
  * Graphs and engines written before this mode keep their meaning (no
  * *_perm attribute: the [B, S, H*D] layout above).
  *
- * Tactic attention_streamed (src/kernels/attention) runs the same algorithm
- * with register-blocked products and threads; it needs contiguous features
- * in q, v and y (true of every layout the pass writes) and falls back to
- * the reference otherwise.
+ * Tactic attention_streamed (src/kernels/attention, run by
+ * src/tactics/attention.c) runs the same algorithm with register-blocked
+ * products and threads; it needs contiguous features in q, v and y (true
+ * of every layout the pass writes) and falls back to the reference
+ * otherwise.
  *
  * The reference kernel is computed flash-style: per (batch, head, block of
  * query rows) it streams over blocks of keys keeping a running maximum and
@@ -39,13 +40,9 @@
  * so the Sq x Sk score matrix is never materialised: the live state is one
  * QB x KB score tile plus QB x Dv accumulators.
  */
-#include "op.h"
+#include "attention.h"
 
 #include <math.h>
-
-#include "core/cpu.h"
-#include "kernels/attention/attention.h"
-#include "ops/tactic.h"
 
 #define ATT_QB 16 /* query rows per block */
 #define ATT_KB 64 /* keys per block */
@@ -229,12 +226,7 @@ static kn_status att_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* Where every element lives: the kernel's arguments (batch, head, row
- * strides) plus the feature strides the reference also handles. */
-typedef struct att_plan {
-  kn_f32_attention_args a;
-  int64_t q_sd, v_se, o_se;
-} att_plan;
+typedef kn_att_plan att_plan;
 
 /* Strides of the logical axes of x = Transpose(logical, perm)^-1, i.e.
  * logical axis a is x's axis perm[a]; size-1 axes get stride 0 (they
@@ -329,15 +321,6 @@ static void att_make_plan(const att_geom *gm, const kn_tensor *q, const kn_tenso
   }
 }
 
-/* The streamed kernel takes contiguous features in q, v and the output,
- * keys either way round, a mask contiguous or constant along keys. */
-static bool att_fast_ok(const att_plan *p) {
-  const kn_f32_attention_args *a = &p->a;
-  return p->q_sd == 1 && p->v_se == 1 && p->o_se == 1 &&
-         (a->k_sd == 1 || a->k_sj == 1 || a->sk <= 1) &&
-         (!a->mask || a->m_sj == 0 || a->m_sj == 1);
-}
-
 /* One block of `rows` query rows (from row i0) against every key: the
  * online softmax. */
 static void att_block(const att_plan *p, int64_t b, int64_t h, int64_t i0, int64_t rows,
@@ -392,30 +375,31 @@ static void att_block(const att_plan *p, int64_t b, int64_t h, int64_t i0, int64
   }
 }
 
-static kn_status att_run(kn_op_ctx *ctx) {
+kn_status kn_attention_plan(kn_op_ctx *ctx, att_plan *plan, bool *empty) {
   att_geom gm;
+  *empty = false;
   kn_status st = att_check(ctx, &gm);
   if (st) return st;
   const kn_tensor *q = kn_in(ctx, 0), *k = kn_in(ctx, 1), *v = kn_in(ctx, 2);
   const kn_tensor *m = kn_in(ctx, 3);
   kn_tensor *y = kn_out_ready(ctx, 0);
   if (!y) return KN_ERR_INTERNAL;
-  int64_t Dk = gm.Dk, Dv = gm.Dv;
+  int64_t Dk = gm.Dk;
   float scale = kn_attr_float(ctx, "scale", Dk > 0 ? 1.0f / sqrtf((float)Dk) : 1.0f);
-  if (kn_tensor_numel(y) == 0) return KN_OK;
-  att_plan plan;
-  att_make_plan(&gm, q, k, v, m, y, scale, &plan);
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_attention_streamed && att_fast_ok(&plan)) {
-    int32_t threads = kn_rt_threads(ctx->rt);
-    plan.a.caches = &ctx->rt->caches; /* the query tile's rows come from the L1 */
-    plan.a.bf16 = ctx->node->precision == KN_PRECISION_BF16;
-    plan.a.bf16_dot = plan.a.bf16 && ctx->rt->isa == KN_ISA_AVX512 &&
-                      (ctx->rt->features & KN_CPU_BIT(AVX512BF16));
-    void *scratch = kn_rt_scratch(ctx->rt, kn_f32_attention_scratch(&plan.a, threads));
-    if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for the attention tiles");
-    kn_f32_attention(ctx->rt->isa, ctx->rt->pool, &plan.a, scratch);
+  if (kn_tensor_numel(y) == 0) {
+    *empty = true;
     return KN_OK;
   }
+  att_make_plan(&gm, q, k, v, m, y, scale, plan);
+  return KN_OK;
+}
+
+static kn_status att_run(kn_op_ctx *ctx) {
+  att_plan plan;
+  bool empty;
+  kn_status st = kn_attention_plan(ctx, &plan, &empty);
+  if (st || empty) return st;
+  int64_t Dv = plan.a.dv;
   float *s = kn_malloc((size_t)ATT_QB * ATT_KB * sizeof *s);
   float *acc = kn_malloc((size_t)(ATT_QB * (Dv > 0 ? Dv : 1)) * sizeof *acc);
   float *mx = kn_malloc(ATT_QB * sizeof *mx), *sum = kn_malloc(ATT_QB * sizeof *sum);
@@ -423,10 +407,10 @@ static kn_status att_run(kn_op_ctx *ctx) {
     st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory for the attention work tiles");
     goto done;
   }
-  for (int64_t b = 0; b < gm.B; b++)
-    for (int64_t h = 0; h < gm.H; h++)
-      for (int64_t i0 = 0; i0 < gm.Sq; i0 += ATT_QB) {
-        int64_t rows = gm.Sq - i0 < ATT_QB ? gm.Sq - i0 : ATT_QB;
+  for (int64_t b = 0; b < plan.a.batch; b++)
+    for (int64_t h = 0; h < plan.a.heads; h++)
+      for (int64_t i0 = 0; i0 < plan.a.sq; i0 += ATT_QB) {
+        int64_t rows = plan.a.sq - i0 < ATT_QB ? plan.a.sq - i0 : ATT_QB;
         att_block(&plan, b, h, i0, rows, s, acc, mx, sum);
       }
 done:
@@ -435,26 +419,6 @@ done:
   free(mx);
   free(sum);
   return st;
-}
-
-/* Static inputs the streamed kernel takes: fp32 tensors of known rank
- * (layouts it cannot stride through fall back to the reference at run). */
-static int32_t att_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  for (int32_t i = 0; i < n->n_inputs; i++) {
-    if (n->inputs[i] < 0) continue;
-    const kn_type *t = &g->values[n->inputs[i]].type;
-    if (t->kind != KN_KIND_TENSOR || t->dtype != KN_DTYPE_F32 || t->rank < 0) return 0;
-  }
-  return KN_TACTIC_attention_streamed;
-}
-
-/* bf16 where the streamed kernel runs: both products on bf16 operands,
- * fp32 softmax and sums (attention.h).  A layout the kernel cannot stride
- * through falls back at run time to the fp32 reference, which is only
- * more exact. */
-static uint32_t att_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
-  return att_select(g, n, isa) ? 1u << KN_PRECISION_BF16 : 0;
 }
 
 static double att_flops(const kn_op_ctx *ctx) {
@@ -487,71 +451,7 @@ static double att_flops(const kn_op_ctx *ctx) {
   return rows * Sk * (2 * Dk + 2 * Dv + 5);
 }
 
-static int64_t known_numel(const kn_graph *g, int32_t v) {
-  if (v < 0) return -1;
-  const kn_type *t = &g->values[v].type;
-  if (t->kind != KN_KIND_TENSOR || t->rank < 0) return -1;
-  return kn_shape_numel(t->rank, t->dims);
-}
-
-/* The IO model's loop nest: heads bh, queries q, features d, keys x (in
- * that order: a query tile and its output stay while the keys stream
- * past, FlashAttention's schedule).  Q, K, V, O as [bh, q|x, d]; the
- * mask [q, x] at its own size. */
-static bool att_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
-  if (n->n_inputs < 3 || n->n_outputs < 1) return false;
-  int64_t nq = known_numel(g, n->inputs[0]), nk = known_numel(g, n->inputs[1]),
-          nv = known_numel(g, n->inputs[2]), ny = known_numel(g, n->outputs[0]);
-  if (nq <= 0 || nk <= 0 || nv <= 0 || ny <= 0) return false;
-  const kn_type *k = &g->values[n->inputs[1]].type;
-  const kn_attr *kp = kn_node_attr(n, "k_perm"), *heads = kn_node_attr(n, "num_heads");
-  int64_t sk, dk;
-  if (kp && kp->type == KN_ATTR_INTS && kp->n == k->rank && k->rank >= 2) {
-    sk = k->dims[kp->ints[k->rank - 2]];
-    dk = k->dims[kp->ints[k->rank - 1]];
-  } else if (k->rank == 3) {
-    int64_t h = heads && heads->i > 0 ? heads->i : 1;
-    sk = k->dims[1];
-    dk = k->dims[2] / h;
-  } else {
-    return false;
-  }
-  if (sk < 1 || dk < 1 || nk % (sk * dk)) return false;
-  int64_t bh = nk / (sk * dk), q = nq / (bh * dk), dv = nv / (bh * sk);
-  if (q < 1 || dv < 1) return false;
-  int32_t db = kn_loop_dim(l, "bh", bh), dq = kn_loop_dim(l, "q", q),
-          dd = kn_loop_dim(l, "d", dk > dv ? dk : dv), dx = kn_loop_dim(l, "x", sk);
-  uint32_t B = 1u << db, Q = 1u << dq, D = 1u << dd, X = 1u << dx;
-  kn_loop_tensor_add(l, "Q", B | Q | D, 4, false, false);
-  kn_loop_tensor_add(l, "K", B | X | D, 4, false, false);
-  kn_loop_tensor_add(l, "V", B | X | D, 4, false, false);
-  kn_loop_tensor_add(l, "O", B | Q | D, 4, true, false);
-  int64_t nm = n->n_inputs > 3 ? known_numel(g, n->inputs[3]) : -1;
-  if (nm > 0) {
-    int32_t m = kn_loop_tensor_add(l, "mask", Q | X, 4, false, false);
-    l->t[m].real_bytes = 4.0 * (double)nm;
-  }
-  l->flops = (double)(bh * q) * (double)sk * (double)(2 * dk + 2 * dv + 5);
-  return true;
-}
-
-/* The streamed kernel's tiles on the target's L1 (attention.h). */
-static void att_tiling(const kn_graph *g, const kn_node *n, const void *packed,
-                       const kn_target *target, char *buf, size_t len) {
-  (void)packed;
-  kn_loopnest l;
-  memset(&l, 0, sizeof l);
-  if (n->tactic != KN_TACTIC_attention_streamed || !att_loops(g, n, &l)) return;
-  int64_t d = l.extent[2]; /* max(Dk, Dv): taken for both (they are equal in practice) */
-  kn_caches ca;
-  kn_target_caches(target, &ca.l1d, &ca.l2, &ca.l3);
-  snprintf(buf, len, "%lld queries x %d keys", (long long)kn_f32_attention_query_rows(d, d, &ca),
-           KN_ATT_KB);
-}
-
 const kn_op_def kn_ops_attention[] = {
-    {"Attention", KN_DOMAIN, 3, 4, 1, 1, 1, 1, att_infer, att_run, att_flops, KN_INPLACE_NONE,
-     false, att_select, NULL, NULL, .loops = att_loops, .tiling = att_tiling,
-     .precisions = att_precisions},
+    {"Attention", KN_DOMAIN, 3, 4, 1, 1, 1, 1, att_infer, att_run, att_flops},
     KN_OP_END,
 };

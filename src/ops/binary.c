@@ -16,13 +16,13 @@
  * the sign of the divisor, with fmod=1 that of the dividend; BitShift by
  * the bit width or more gives 0; Pow with a negative integer exponent
  * gives 1/x truncated (0 unless |x| == 1).
+ *
+ * The vectorised float32 kernels of Add, Sub, Mul, Div, PRelu and the
+ * variadic ops are src/tactics/binary.c.
  */
-#include "op.h"
+#include "binary.h"
 
 #include <math.h>
-
-#include "kernels/eltwise/eltwise.h"
-#include "ops/tactic.h"
 
 #define MAX_IN 3
 #define N_DT (KN_DTYPE_BF16 + 1)
@@ -571,58 +571,36 @@ static void str_eq_row(const void *user, int64_t n, char *out,
   }
 }
 
-/* ---- vectorised float32 path (src/kernels/eltwise) ------------------------ */
-
-/* The kn_vbin of a two-input op or variadic op, -1 when it has none. */
-static int bin_vop(const char *name) {
-  static const struct {
-    const char *name;
-    int op;
-  } map[] = {{"Add", KN_VBIN_ADD}, {"Sub", KN_VBIN_SUB}, {"Mul", KN_VBIN_MUL},
-             {"Div", KN_VBIN_DIV}, {"PRelu", KN_VBIN_PRELU}, {"Max", KN_VBIN_MAX},
-             {"Min", KN_VBIN_MIN}, {"Sum", KN_VBIN_ADD}, {"Mean", KN_VBIN_ADD}};
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(map[i].name, name) == 0) return map[i].op;
-  return -1;
+/* The start of a two-input op's run: inputs, shapes and output (binary.h),
+ * and the op's kernel table. */
+static kn_status bin_begin(kn_op_ctx *ctx, const bin_def *def, kn_binary_args *r,
+                           const bin_k **tab) {
+  kn_status st = kn_in_req(ctx, 0, &r->a);
+  if (!st) st = kn_in_req(ctx, 1, &r->b);
+  if (st) return st;
+  st = bin_table(ctx, def, tab);
+  if (st) return st;
+  st = bin_shapes(ctx, def, r->a, r->b, &r->rb, r->db, &r->ro, r->dout);
+  if (st) return st;
+  kn_dtype odt = def->bool_out ? KN_DTYPE_BOOL : r->a->dtype;
+  return out_checked(ctx, odt, r->ro, r->dout, &r->o);
 }
 
-/* Every input float32: the vectorised kernels. */
-static int32_t bin_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (bin_vop(n->op_type) < 0 || n->n_inputs < 1) return 0;
-  for (int32_t i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] < 0 || g->values[n->inputs[i]].type.dtype != KN_DTYPE_F32) return 0;
-  return KN_TACTIC_eltwise;
-}
-
-static bool bin_fast(const kn_op_ctx *ctx) {
-  return ctx->rt && ctx->node->tactic == KN_TACTIC_eltwise;
+kn_status kn_binary_begin(kn_op_ctx *ctx, kn_binary_args *r) {
+  const bin_k *tab;
+  return bin_begin(ctx, find_bin(ctx), r, &tab);
 }
 
 static kn_status bin_run(kn_op_ctx *ctx) {
   const bin_def *def = find_bin(ctx);
-  const kn_tensor *a, *b;
-  kn_status st = kn_in_req(ctx, 0, &a);
-  if (!st) st = kn_in_req(ctx, 1, &b);
-  if (st) return st;
+  kn_binary_args r;
   const bin_k *tab;
-  st = bin_table(ctx, def, &tab);
+  kn_status st = bin_begin(ctx, def, &r, &tab);
   if (st) return st;
-  int32_t rb, ro;
-  int64_t db[KN_MAX_RANK], dout[KN_MAX_RANK];
-  st = bin_shapes(ctx, def, a, b, &rb, db, &ro, dout);
-  if (st) return st;
-  kn_dtype odt = def->bool_out ? KN_DTYPE_BOOL : a->dtype;
-  kn_tensor *o;
-  st = out_checked(ctx, odt, ro, dout, &o);
-  if (st) return st;
-  int vop = bin_fast(ctx) && a->dtype == KN_DTYPE_F32 && b->dtype == KN_DTYPE_F32
-                ? bin_vop(def->name)
-                : -1;
-  if (vop >= 0) {
-    kn_ew_broadcast(ctx->rt, vop, a->data, a->rank, a->dims, b->data, rb, db, o->data, ro, dout);
-    return KN_OK;
-  }
+  const kn_tensor *a = r.a, *b = r.b;
+  kn_tensor *o = r.o;
+  int32_t rb = r.rb, ro = r.ro;
+  const int64_t *db = r.db, *dout = r.dout;
   if (strcmp(def->name, "Pow") == 0) return pow_run(ctx, a, b, rb, db, o);
   if (a->dtype != b->dtype)
     return kn_op_fail(ctx, KN_ERR_DTYPE, "inputs have dtypes %s and %s, expected the same",
@@ -709,39 +687,24 @@ static kn_status var_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-static kn_status var_run(kn_op_ctx *ctx) {
+kn_status kn_variadic_begin(kn_op_ctx *ctx, int32_t *ro, int64_t *dout, kn_tensor **o) {
   kn_status st = var_infer(ctx);
+  if (st) return st;
+  const kn_tensor *in0 = kn_in(ctx, 0);
+  kn_tensor *req = kn_out(ctx, 0);
+  *ro = req->rank;
+  for (int32_t d = 0; d < *ro; d++) dout[d] = req->dims[d];
+  return out_checked(ctx, in0->dtype, *ro, dout, o);
+}
+
+static kn_status var_run(kn_op_ctx *ctx) {
+  int32_t ro;
+  int64_t dout[KN_MAX_RANK];
+  kn_tensor *o;
+  kn_status st = kn_variadic_begin(ctx, &ro, dout, &o);
   if (st) return st;
   bool mean = strcmp(ctx->node->op_type, "Mean") == 0;
   const kn_tensor *in0 = kn_in(ctx, 0);
-  kn_tensor *req = kn_out(ctx, 0);
-  int32_t ro = req->rank;
-  int64_t dout[KN_MAX_RANK];
-  for (int32_t d = 0; d < ro; d++) dout[d] = req->dims[d];
-  kn_tensor *o;
-  st = out_checked(ctx, in0->dtype, ro, dout, &o);
-  if (st) return st;
-  if (bin_fast(ctx) && in0->dtype == KN_DTYPE_F32) {
-    int op = bin_vop(ctx->node->op_type);
-    KN_ASSERT(op >= 0);
-    float *y = o->data;
-    if (ctx->n_in == 1) {
-      if (y != in0->data) memmove(y, in0->data, (size_t)kn_tensor_numel(o) * sizeof(float));
-      return KN_OK;
-    }
-    const kn_tensor *in1 = kn_in(ctx, 1);
-    kn_ew_broadcast(ctx->rt, op, in0->data, in0->rank, in0->dims, in1->data, in1->rank, in1->dims,
-                 y, ro, dout);
-    for (int32_t i = 2; i < ctx->n_in; i++) {
-      const kn_tensor *t = kn_in(ctx, i);
-      kn_ew_broadcast(ctx->rt, op, y, ro, dout, t->data, t->rank, t->dims, y, ro, dout);
-    }
-    if (mean) {
-      float cnt = (float)ctx->n_in;
-      kn_ew_broadcast(ctx->rt, KN_VBIN_DIV, y, ro, dout, &cnt, 0, NULL, y, ro, dout);
-    }
-    return KN_OK;
-  }
   kn_dtype w = work_dtype(in0->dtype);
   bin_k k = var_table(ctx)[w];
   size_t es = kn_dtype_size(w);
@@ -884,9 +847,9 @@ static kn_status where_run(kn_op_ctx *ctx) {
 }
 
 #define BIN(NAME, SINCE)                                                       \
-  {NAME, NULL, 2, 2, 1, 1, SINCE, 22, bin_infer, bin_run, NULL, .select = bin_select}
+  {NAME, NULL, 2, 2, 1, 1, SINCE, 22, bin_infer, bin_run, NULL}
 #define VAR(NAME)                                                              \
-  {NAME, NULL, 1, -1, 1, 1, 1, 22, var_infer, var_run, NULL, .select = bin_select}
+  {NAME, NULL, 1, -1, 1, 1, 1, 22, var_infer, var_run, NULL}
 
 const kn_op_def kn_ops_binary[] = {
     BIN("Add", 1),

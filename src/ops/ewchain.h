@@ -1,6 +1,7 @@
 /*
  * ElementwiseChain (domain "kiln"): a chain of float32 elementwise ops run
- * as one step (src/ops/ewchain.c), built by the ewchain pass
+ * as one step (src/ops/ewchain.c; its vectorised interpreter is
+ * src/tactics/ewchain.c), built by the ewchain pass
  * (src/passes/fuse_ewchain.c).  The opcodes are stored in model and engine
  * files: never renumber them, only append.
  */
@@ -8,6 +9,8 @@
 #define KN_EWCHAIN_H
 
 #include <stdint.h>
+
+#include "op.h"
 
 /* Operands a (and b for binary ops) and the instruction's two immediates
  * c0, c1 (consts[2k], consts[2k + 1]). */
@@ -70,5 +73,35 @@ static inline double kn_ew_cost(int64_t op) {
   default: return 1;
   }
 }
+
+/* ---- what the tactics share with the reference (src/ops/ewchain.c) ---- */
+
+/* A chain's program: n instructions over n_in inputs (the attributes). */
+typedef struct kn_ewchain_prog {
+  int32_t n, n_in;
+  const int64_t *ops, *args;
+  const float *consts;
+} kn_ewchain_prog;
+
+/* The program of ctx's step, checked (opcodes, operands, Q/DQ constants). */
+kn_status kn_ewchain_read_prog(kn_op_ctx *ctx, kn_ewchain_prog *p) KN_WUR;
+
+/* Result slots: a result's slot is free again after its last reader.
+ * slot, last_use and free_list hold p->n entries each; returns the number
+ * of slots. */
+int32_t kn_ewchain_slots(const kn_ewchain_prog *p, int32_t *slot, int32_t *last_use,
+                         int32_t *free_list);
+
+/* An operand of one block: p[i * step], step 1 or 0 (one broadcast value). */
+typedef struct kn_ewchain_arg {
+  const float *p;
+  int32_t step;
+} kn_ewchain_arg;
+
+/* d[0..cnt) = op(A, B) with immediates c0, c1, the reference's element
+ * code.  d may be A or B (a result slot reused in place): every element
+ * is read before it is written. */
+void kn_ewchain_exec(int64_t op, float c0, float c1, kn_ewchain_arg A, kn_ewchain_arg B,
+                     float *d, int32_t cnt);
 
 #endif

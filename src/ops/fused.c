@@ -44,20 +44,18 @@
  *             says the rows stay in cache.  The fast path normalises each
  *             block of rows as soon as its last column is final.
  * Z broadcasts to the output (unidirectionally: the output shape is the
- * product's).  Only float32.
+ * product's).  Only float32.  The fast runs (the convolution and GEMM
+ * kernels with the epilogue fused) are src/tactics/conv/fused_conv.c and
+ * src/tactics/gemm/fused_gemm.c.
  */
 #include "op.h"
 
 #include <float.h>
 #include <math.h>
 
-#include "kernels/eltwise/eltwise.h"
-#include "conv_fast.h"
 #include "conv_ref.h"
-#include "gemm_tactic.h"
 #include "fused.h"
-#include "ops/tactic.h"
-#include "ref_gemm.h"
+#include "kernels/gemm/ref-gemm.h"
 
 typedef enum act_kind {
   ACT_NONE,
@@ -310,39 +308,59 @@ static void fconv_epilogue(void *arg, float *y, int64_t b, int64_t m0, int64_t m
   }
 }
 
-static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
+/* The epilogue and geometry of a FusedConv run on input x (X'); *empty
+ * when the output has no elements. */
+static kn_status fconv_setup(kn_op_ctx *ctx, const kn_tensor *x, epilogue *e, kn_conv_geom *g,
+                             kn_tensor **yp, bool *empty) {
   const kn_tensor *w = kn_in(ctx, 1), *b = kn_in(ctx, 2), *z = kn_in(ctx, 3);
-  epilogue e;
-  memset(&e, 0, sizeof e);
-  kn_status st = read_activation(ctx, "", &e);
+  *empty = false;
+  memset(e, 0, sizeof *e);
+  kn_status st = read_activation(ctx, "", e);
   if (st) return st;
-  kn_conv_geom g;
   int32_t r;
   int64_t d[KN_MAX_RANK];
   bool complete;
-  if ((st = kn_conv_geometry(ctx, x, w, false, &g, &r, d, &complete))) return st;
+  if ((st = kn_conv_geometry(ctx, x, w, false, g, &r, d, &complete))) return st;
   kn_tensor *y = kn_out(ctx, 0);
-  if (kn_tensor_numel(y) == 0) return KN_OK;
-  epi_shape(&e, y);
-  e.bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL;
-  epi_set_z(&e, z);
-  e.conv_m = g.m;
-  e.conv_ysize = g.y_size;
-  if (ctx->rt && ctx->node->tactic != KN_TACTIC_reference) {
-    bool done = false;
-    if (!e.z || e.z_same) { /* the fast epilogue takes a residual of Y's shape */
-      kn_epilogue ke = {.bias = e.bias, .bias_per_row = true, .res = e.z,
-                        .res_first = e.res_first};
-      ke.act.act = (kn_act)kn_act_from_name(act_names[e.act]);
-      ke.act.alpha = e.alpha;
-      ke.act.beta = e.beta;
-      ke.act.lo = e.lo;
-      ke.act.hi = e.hi;
-      if ((st = kn_conv_fast(ctx, &g, false, x, w, &ke, y, &done)) || done) return st;
-    } else {
-      memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(float));
-    }
+  *yp = y;
+  if (kn_tensor_numel(y) == 0) {
+    *empty = true;
+    return KN_OK;
   }
+  epi_shape(e, y);
+  e->bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL;
+  epi_set_z(e, z);
+  e->conv_m = g->m;
+  e->conv_ysize = g->y_size;
+  return KN_OK;
+}
+
+kn_status kn_fused_conv_begin(kn_op_ctx *ctx, const kn_tensor *x, kn_fused_conv_plan *p,
+                              bool *empty) {
+  epilogue e;
+  memset(p, 0, sizeof *p);
+  kn_status st = fconv_setup(ctx, x, &e, &p->g, &p->y, empty);
+  if (st || *empty) return st;
+  p->bias = e.bias;
+  p->z = e.z;
+  p->z_same = e.z_same;
+  p->res_first = e.res_first;
+  p->act.act = (kn_act)kn_act_from_name(act_names[e.act]);
+  p->act.alpha = e.alpha;
+  p->act.beta = e.beta;
+  p->act.lo = e.lo;
+  p->act.hi = e.hi;
+  return KN_OK;
+}
+
+static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
+  const kn_tensor *w = kn_in(ctx, 1);
+  epilogue e;
+  kn_conv_geom g;
+  kn_tensor *y;
+  bool empty;
+  kn_status st = fconv_setup(ctx, x, &e, &g, &y, &empty);
+  if (st || empty) return st;
   bool any = e.bias || e.z || e.act != ACT_NONE;
   if (!kn_conv_forward_f32(&g, x->data, w->data, y->data, any ? fconv_epilogue : NULL,
                            &e))
@@ -350,11 +368,11 @@ static kn_status fconv_run_x(kn_op_ctx *ctx, const kn_tensor *x) {
   return KN_OK;
 }
 
-/* With the channel scale S (input 4): the conv of X' = X * S[n, c], made in
- * a buffer of its own (fuse_se.c's fold; see the header comment). */
-static kn_status fconv_run(kn_op_ctx *ctx) {
+kn_status kn_fused_conv_input(kn_op_ctx *ctx, const kn_tensor **xp, kn_tensor *scaled) {
   const kn_tensor *x = kn_in(ctx, 0), *cs = kn_in(ctx, 4);
-  if (!cs || kn_tensor_numel(cs) == 0 || kn_tensor_numel(x) == 0) return fconv_run_x(ctx, x);
+  scaled->data = NULL;
+  *xp = x;
+  if (!cs || kn_tensor_numel(cs) == 0 || kn_tensor_numel(x) == 0) return KN_OK;
   if (x->rank < 2 || cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[1])
     return kn_op_fail(ctx, KN_ERR_SHAPE, "channel scale (input 4) must be [N, C] of the input");
   int64_t nc = x->dims[0] * x->dims[1], per = kn_tensor_numel(x) / nc;
@@ -365,59 +383,21 @@ static kn_status fconv_run(kn_op_ctx *ctx) {
   float *od = xs.data;
   for (int64_t i = 0; i < nc; i++)
     for (int64_t p = 0; p < per; p++) od[i * per + p] = xd[i * per + p] * sd[i];
-  kn_status st = fconv_run_x(ctx, &xs);
-  free(xs.data);
-  return st;
+  *scaled = xs;
+  *xp = scaled;
+  return KN_OK;
 }
 
-/* NhwcFusedConv's fast run (src/ops/layout.c): the channels-last kernels
- * take the input-channel scale S and a residual of Y's shape themselves;
- * a broadcast residual is left to the reference. */
-kn_status kn_fused_conv_nhwc_fast(kn_op_ctx *ctx, bool *done) {
-  *done = false;
-  const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *b = kn_in(ctx, 2),
-                  *z = kn_in(ctx, 3), *cs = kn_in(ctx, 4);
-  kn_tensor *y = kn_out(ctx, 0);
-  if (!x || !w || x->rank != 4 || w->rank != 4 || y->rank != 4) return KN_OK;
-  if (z && kn_tensor_numel(z) > 0 &&
-      (z->rank != 4 || memcmp(z->dims, y->dims, sizeof(int64_t) * 4)))
-    return KN_OK;
-  if (cs && kn_tensor_numel(cs) > 0 &&
-      (cs->rank != 2 || cs->dims[0] != x->dims[0] || cs->dims[1] != x->dims[3]))
-    return KN_OK;
-  kn_act_params act;
-  bool res_first;
-  kn_status st = kn_fused_conv_act(ctx, "", &act, &res_first);
+/* With the channel scale S (input 4): the conv of X' = X * S[n, c], made in
+ * a buffer of its own (fuse_se.c's fold; see the header comment). */
+static kn_status fconv_run(kn_op_ctx *ctx) {
+  const kn_tensor *x;
+  kn_tensor scaled;
+  kn_status st = kn_fused_conv_input(ctx, &x, &scaled);
   if (st) return st;
-  kn_tensor xv = *x; /* the NCHW view the geometry reads */
-  kn_dims_to_nchw(x->dims, xv.dims);
-  kn_conv_geom g;
-  int32_t r;
-  int64_t d[KN_MAX_RANK];
-  bool complete;
-  if ((st = kn_conv_geometry(ctx, &xv, w, false, &g, &r, d, &complete))) return st;
-  if (kn_tensor_numel(y) == 0) {
-    *done = true;
-    return KN_OK;
-  }
-  kn_epilogue ke = {.bias = b && kn_tensor_numel(b) > 0 ? b->data : NULL,
-                    .bias_per_row = false,
-                    .res = z && kn_tensor_numel(z) > 0 ? z->data : NULL,
-                    .res_first = res_first,
-                    .act = act};
-  /* a channel slice of a wider output (layout.c): the rest comes from
-   * input 5, usually this very buffer (planned in place) */
-  int64_t off = 0;
-  if (y->dims[3] != w->dims[0]) {
-    const kn_tensor *into = ctx->n_in > 5 ? kn_in(ctx, 5) : NULL;
-    if (!kn_node_attr(ctx->node, "concat_channels") || ke.res ||
-        (into && (into->nbytes != y->nbytes || into->dtype != y->dtype)))
-      return KN_OK;
-    off = kn_attr_int(ctx, "concat_offset", 0);
-    if (into && into->data != y->data) memcpy(y->data, into->data, y->nbytes);
-  }
-  return kn_conv_nhwc_fast(ctx, &g, x, cs && kn_tensor_numel(cs) > 0 ? cs->data : NULL, w,
-                           &ke, y, off, done);
+  st = fconv_run_x(ctx, x);
+  free(scaled.data);
+  return st;
 }
 
 static double epi_flops(const kn_op_ctx *ctx) {
@@ -545,92 +525,6 @@ static int64_t gemm_block_rows(int64_t n) {
 _Static_assert((int)ACT_GELU_TANH == (int)KN_ACT_GELU_TANH && (int)ACT_CLIP == (int)KN_ACT_CLIP,
                "act_kind and kn_act must list the activations in one order");
 
-/* FusedGemm on the packed GEMM (tactics gemm_packed, gemm).  The epilogue
- * rides in the GEMM, on each tile while it is in cache, when beta * C is a
- * bias per column (C with one value or N values along the last axis) or
- * per row (C of the output's shape with a last dim of 1) and Z is absent
- * or of the output's exact shape; otherwise the product is computed first
- * and the epilogue applied after it as in the reference. */
-typedef struct row_norm {
-  const kn_ew_ukernels *k;
-  float eps;
-  const float *sc, *bi;
-} row_norm;
-
-static void norm_rows_done(void *arg, float *c, int64_t ldc, int64_t r0, int64_t rows,
-                           int64_t n) {
-  (void)r0;
-  const row_norm *r = arg;
-  assert(ldc == n);
-  r->k->norm_rows(c, c, rows, n, r->eps, 1, 1, 0, r->sc, r->bi, NULL, NULL);
-}
-
-static kn_status fgemm_general_epilogue(kn_op_ctx *ctx, const kn_tensor *c, float beta,
-                                        epilogue *e, int64_t rows, int64_t n, kn_tensor *y);
-
-static kn_status fgemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
-                            const kn_tensor *c, bool ta, bool tb,
-                            float alpha, float beta, epilogue *e, const gemm_dims *gd,
-                            kn_tensor *y) {
-  kn_rt *rt = ctx->rt;
-  int64_t rows = gd->rows, n = gd->n;
-  /* raw B: the blocking of the context's capacities (a packed B keeps the
-   * one it was packed with) */
-  kn_sgemm_blocking bl = kn_sgemm_blocking_of(rt->isa, &rt->caches);
-  kn_sgemm_args g = {.m = rows, .n = n, .k = gd->k, .alpha = alpha, .a = a->data,
-                     .lda = a->dims[a->rank - 1], .trans_a = ta, .b = b->data,
-                     .ldb = b->dims[1], .trans_b = tb, .c = y->data, .ldc = n,
-                     .blocking = &bl};
-  const kn_gemm_packed *pk = kn_gemm_packed_for(ctx, gd->k, n);
-  if (pk) {
-    g.b = NULL;
-    g.b_packed = kn_gemm_packed_b(pk);
-    g.blocking = &pk->blocking;
-  }
-  const float *cd = c && beta != 0.0f && kn_tensor_numel(c) > 0 ? c->data : NULL;
-  int64_t cn = cd ? kn_tensor_numel(c) : 0;
-  int64_t clast = cd && c->rank > 0 ? c->dims[c->rank - 1] : 1;
-  bool per_col = cd && (cn == 1 || (cn == n && clast == n));
-  bool per_row = cd && !per_col && clast == 1 && cn == rows && c->rank == e->rank;
-  for (int32_t i = 0; per_row && i + 1 < e->rank; i++) per_row = c->dims[i] == e->dims[i];
-  bool fused = (!cd || per_col || per_row) && (!e->z || e->z_same);
-  kn_epilogue ep;
-  memset(&ep, 0, sizeof ep);
-  ep.act = (kn_act_params){.act = (kn_act)e->act, .alpha = e->alpha, .beta = e->beta,
-                           .lo = e->lo, .hi = e->hi};
-  ep.res = e->z;
-  ep.ldr = n;
-  ep.res_first = e->res_first;
-  if (fused) g.ep = &ep;
-  row_norm rn = {kn_ew_get(rt->isa), kn_attr_float(ctx, "norm_epsilon", 1e-5f), NULL, NULL};
-  if (has_norm(ctx)) {
-    rn.sc = kn_in(ctx, 4)->data;
-    rn.bi = kn_in(ctx, 5)->data;
-    if (fused) { /* each block of rows as soon as it is final */
-      g.rows_done = norm_rows_done;
-      g.rows_arg = &rn;
-    }
-  }
-  size_t extra = fused && per_col ? (size_t)n : fused && per_row ? (size_t)rows : 0;
-  void *buf, *scratch;
-  kn_status st;
-  if ((st = kn_gemm_scratch(ctx, &g, kn_rt_threads(rt), extra * sizeof(float), &buf,
-                            &scratch)))
-    return st;
-  if (extra) {
-    float *bias = buf;
-    for (size_t i = 0; i < extra; i++) bias[i] = beta * cd[cn == 1 ? 0 : i];
-    ep.bias = bias;
-    ep.bias_per_row = per_row;
-  }
-  kn_gemm_run(ctx, &g, scratch);
-  if (fused) return KN_OK;
-  st = fgemm_general_epilogue(ctx, c, beta, e, rows, n, y);
-  if (!st && rn.sc)
-    kn_ew_norm(rt, y->data, y->data, rows, n, rn.eps, 1, 1, 0, rn.sc, rn.bi, NULL, NULL);
-  return st;
-}
-
 /* The epilogue after the product, as the reference applies it. */
 static kn_status fgemm_general_epilogue(kn_op_ctx *ctx, const kn_tensor *c, float beta,
                                         epilogue *e, int64_t rows, int64_t n, kn_tensor *y) {
@@ -668,11 +562,6 @@ static kn_status fgemm_run(kn_op_ctx *ctx) {
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
   epi_shape(&e, y);
-  if (ctx->rt && (ctx->node->tactic == KN_TACTIC_gemm_packed ||
-                  ctx->node->tactic == KN_TACTIC_gemm)) {
-    epi_set_z(&e, z);
-    return fgemm_fast(ctx, a, b, c, ta, tb, alpha, beta, &e, &gd, y);
-  }
   if (c && beta != 0.0f && kn_tensor_numel(c) > 0) {
     e.bias = c->data;
     kn_broadcast_strides(c->rank, c->dims, e.rank, e.dims, e.bs);
@@ -717,29 +606,48 @@ static kn_status fgemm_run(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* fp32, A of known rank >= 2 (2 with transA), B 2-D: the packed GEMM,
- * B prepacked when constant. */
-static int32_t fgemm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  const kn_attr *ta = kn_node_attr(n, "transA");
-  if (n->n_inputs < 2 || !kn_gemm_f32_rank(g, n->inputs[0], 2, ta && ta->i ? 2 : KN_MAX_RANK) ||
-      !kn_gemm_f32_rank(g, n->inputs[1], 2, 2))
-    return 0;
-  return g->values[n->inputs[1]].constant ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
+kn_status kn_fused_gemm_begin(kn_op_ctx *ctx, kn_fused_gemm_plan *p, bool *empty) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1), *z = kn_in(ctx, 3);
+  memset(p, 0, sizeof *p);
+  *empty = false;
+  p->ta = kn_attr_int(ctx, "transA", 0) != 0;
+  p->tb = kn_attr_int(ctx, "transB", 0) != 0;
+  p->alpha = kn_attr_float(ctx, "alpha", 1.0f);
+  p->beta = kn_attr_float(ctx, "beta", 1.0f);
+  epilogue e;
+  memset(&e, 0, sizeof e);
+  kn_status st = read_activation(ctx, "", &e);
+  if (st) return st;
+  gemm_dims gd;
+  if ((st = fgemm_dims(ctx, a, b, &gd))) return st;
+  p->y = kn_out(ctx, 0);
+  if (kn_tensor_numel(p->y) == 0) {
+    *empty = true;
+    return KN_OK;
+  }
+  epi_shape(&e, p->y);
+  epi_set_z(&e, z);
+  p->rows = gd.rows;
+  p->n = gd.n;
+  p->k = gd.k;
+  p->rank = e.rank;
+  memcpy(p->dims, e.dims, sizeof p->dims);
+  p->act = (kn_act_params){.act = (kn_act)e.act, .alpha = e.alpha, .beta = e.beta, .lo = e.lo,
+                           .hi = e.hi};
+  p->res_first = e.res_first;
+  p->z = e.z;
+  p->z_same = e.z_same;
+  return KN_OK;
 }
 
-static kn_status fgemm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                            void **packed, kn_error *err) {
-  *packed = NULL;
-  if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
-  const kn_attr *tb = kn_node_attr(n, "transB");
-  return kn_gemm_pack_const_b(g, n, target, 1, tb && tb->i != 0, packed, err);
-}
-
-static uint32_t fgemm_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  const kn_attr *tb = kn_node_attr(n, "transB");
-  return kn_gemm_precisions(g, n, tb && tb->i != 0);
+kn_status kn_fused_gemm_epilogue(kn_op_ctx *ctx, const kn_fused_gemm_plan *p) {
+  epilogue e;
+  memset(&e, 0, sizeof e);
+  kn_status st = read_activation(ctx, "", &e);
+  if (st) return st;
+  epi_shape(&e, p->y);
+  epi_set_z(&e, kn_in(ctx, 3));
+  return fgemm_general_epilogue(ctx, kn_in(ctx, 2), p->beta, &e, p->rows, p->n, p->y);
 }
 
 static double fgemm_flops(const kn_op_ctx *ctx) {
@@ -756,12 +664,7 @@ static double fgemm_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_fused[] = {
-    {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops,
-     .select = kn_conv_select, .pack = kn_conv_pack, .unpack = kn_conv_unpack,
-     .tiling = kn_conv_tiling, .loops = kn_conv_loops,
-     .candidates = kn_conv_candidates},
-    {"FusedGemm", KN_DOMAIN, 2, 6, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops,
-     .select = fgemm_select, .pack = fgemm_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = fgemm_precisions},
+    {"FusedConv", KN_DOMAIN, 2, 5, 1, 1, 1, 1, fconv_infer, fconv_run, fconv_flops},
+    {"FusedGemm", KN_DOMAIN, 2, 6, 1, 1, 1, 1, fgemm_infer, fgemm_run, fgemm_flops},
     KN_OP_END,
 };

@@ -6,20 +6,16 @@
  * an out-of-range index is a KN_ERR_SHAPE error naming the index.  NonZero
  * and Compress have data-dependent output shapes, computed in the runtime
  * infer pass (and at load when the input is a constant); Unique sizes its
- * outputs in run. */
-#include "op.h"
+ * outputs in run.  Gather's copy kernel (and its IO-model loop nest) is
+ * src/tactics/gather.c. */
+#include "gather.h"
 
 #include <math.h>
 
-#include "kernels/copy/copy.h"
-#include "ops/tactic.h"
-
 static const kn_dtype index_types[] = {KN_DTYPE_I32, KN_DTYPE_I64, 0};
 
-/* An index read from t[i], made non-negative against `dim`; fails when it
- * is outside [-dim, dim). */
-static kn_status norm_index(kn_op_ctx *ctx, const kn_tensor *t, int64_t i,
-                            int64_t dim, const char *what, int64_t *out) {
+kn_status kn_gather_index(kn_op_ctx *ctx, const kn_tensor *t, int64_t i, int64_t dim,
+                          const char *what, int64_t *out) {
   int64_t v = kn_load_i64(t->data, t->dtype, i);
   if (v < -dim || v >= dim)
     return kn_op_fail(ctx, KN_ERR_SHAPE,
@@ -63,19 +59,6 @@ static kn_status gather_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* Element sizes the copy kernels move (every dtype but strings). */
-static bool gather_dtype_ok(kn_dtype dt) {
-  if (!kn_dtype_is_valid(dt) || dt == KN_DTYPE_STRING || dt == KN_DTYPE_UNDEFINED) return false;
-  size_t es = kn_dtype_size(dt);
-  return es == 1 || es == 2 || es == 4 || es == 8;
-}
-
-static int32_t gather_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  return gather_dtype_ok(g->values[n->inputs[0]].type.dtype) ? KN_TACTIC_copy : 0;
-}
-
 static kn_status gather_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0), *ix = kn_in(ctx, 1);
   kn_tensor *y = kn_out(ctx, 0);
@@ -86,19 +69,10 @@ static kn_status gather_run(kn_op_ctx *ctx) {
   int64_t inner = kn_dims_prod(x->dims, axis + 1, x->rank);
   int64_t ni = kn_tensor_numel(ix);
   if (kn_tensor_numel(y) == 0) return KN_OK;
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_copy && gather_dtype_ok(x->dtype)) {
-    int64_t *fi = kn_rt_scratch(ctx->rt, (size_t)ni * sizeof *fi);
-    if (!fi) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
-    for (int64_t j = 0; j < ni; j++)
-      if ((st = norm_index(ctx, ix, j, n, "Gather", &fi[j]))) return st;
-    kn_copy_gather(ctx->rt->pool, kn_dtype_size(x->dtype), y->data, x->data, outer, n, inner,
-                   fi, ni);
-    return KN_OK;
-  }
   int64_t *idx = kn_malloc((size_t)(ni ? ni : 1) * sizeof *idx);
   if (!idx) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
   for (int64_t j = 0; j < ni; j++)
-    if ((st = norm_index(ctx, ix, j, n, "Gather", &idx[j]))) goto done;
+    if ((st = kn_gather_index(ctx, ix, j, n, "Gather", &idx[j]))) goto done;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < ni; j++)
       if ((st = kn_copy_elems(ctx, y->data, (o * ni + j) * inner, x->data,
@@ -157,7 +131,7 @@ static kn_status gather_el_run(kn_op_ctx *ctx) {
   int64_t base = 0; /* offset in x of coord with the axis coordinate zeroed */
   for (int64_t i = 0; i < n; i++) {
     int64_t k = 0;
-    if ((st = norm_index(ctx, ix, i, dim, "GatherElements", &k))) return st;
+    if ((st = kn_gather_index(ctx, ix, i, dim, "GatherElements", &k))) return st;
     if ((st = kn_copy_elems(ctx, y->data, i, x->data, base + k * xs[axis], 1, x->dtype)))
       return st;
     for (int32_t d = r - 1; d >= 0; d--) {
@@ -230,7 +204,7 @@ static kn_status gather_nd_run(kn_op_ctx *ctx) {
       int64_t tup = bi * per_batch + t, off = bi * batch_stride;
       for (int32_t j = 0; j < k; j++) {
         int64_t v = 0;
-        if ((st = norm_index(ctx, ix, tup * k + j, x->dims[b + j], "GatherND", &v)))
+        if ((st = kn_gather_index(ctx, ix, tup * k + j, x->dims[b + j], "GatherND", &v)))
           return st;
         off += v * xs[b + j];
       }
@@ -633,30 +607,8 @@ done:
   return st;
 }
 
-/* The IO model's view of a gather: it reads the rows it copies, not the
- * whole table (an embedding lookup touches 128 of BERT's 30522 rows). */
-static bool gather_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
-  if (n->n_inputs < 2 || n->inputs[1] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) return false;
-  const kn_type *y = &g->values[n->outputs[0]].type, *ix = &g->values[n->inputs[1]].type;
-  if (y->kind != KN_KIND_TENSOR || y->rank < 0 || ix->kind != KN_KIND_TENSOR || ix->rank < 0 ||
-      !kn_dtype_is_valid(y->dtype) || !kn_dtype_is_valid(ix->dtype))
-    return false;
-  int64_t ny = kn_shape_numel(y->rank, y->dims), ni = kn_shape_numel(ix->rank, ix->dims);
-  if (ny < 1 || ni < 0) return false;
-  uint32_t es = (uint32_t)kn_dtype_size(y->dtype);
-  uint32_t e = 1u << kn_loop_dim(l, "e", ny);
-  kn_loop_tensor_add(l, "rows", e, es, false, g->values[n->inputs[0]].constant != NULL);
-  int32_t t = kn_loop_tensor_add(l, "indices", e, (uint32_t)kn_dtype_size(ix->dtype), false,
-                                 false);
-  l->t[t].real_bytes = (double)ni * (double)kn_dtype_size(ix->dtype);
-  kn_loop_tensor_add(l, "output", e, es, true, false);
-  l->flops = 0;
-  return true;
-}
-
 const kn_op_def kn_ops_gather[] = {
-    {"Gather", NULL, 2, 2, 1, 1, 1, 21, gather_infer, gather_run, NULL,
-     .select = gather_select, .loops = gather_loops},
+    {"Gather", NULL, 2, 2, 1, 1, 1, 21, gather_infer, gather_run, NULL},
     {"GatherElements", NULL, 2, 2, 1, 1, 11, 21, gather_el_infer, gather_el_run, NULL},
     {"GatherND", NULL, 2, 2, 1, 1, 11, 21, gather_nd_infer, gather_nd_run, NULL},
     {"NonZero", NULL, 1, 1, 1, 1, 9, 21, nonzero_infer, nonzero_run, NULL, 0, KN_DATA_SHAPE_ALL},

@@ -26,18 +26,13 @@
  * reference transposes the channels-last inputs into buffers of their own,
  * runs the base op's reference and transposes its outputs back, so a
  * channels-last step is by construction the base op up to the layout.  The
- * fast tactics (conv_igemm_nhwc, conv_depthwise_nhwc, pool_nhwc) read and
- * write channels-last directly (src/kernels/conv, src/kernels/pool).
+ * fast tactics (conv_igemm_nhwc, conv_depthwise_nhwc, pool_nhwc: src/tactics/
+ * conv and src/tactics/pooling.c) read and write channels-last directly
+ * (src/kernels/conv, src/kernels/pool).
  */
 #include "layout.h"
 
-#include "fused.h"
-#include "pooling.h"
-
-#include "conv_fast.h"
 #include "ops/tactic.h"
-
-typedef kn_status (*nhwc_fast_fn)(kn_op_ctx *ctx, bool *done);
 
 typedef struct nhwc_op {
   const char *name;
@@ -291,19 +286,6 @@ static kn_status nhwc_infer(kn_op_ctx *ctx) {
 }
 
 static kn_status nhwc_run(kn_op_ctx *ctx) {
-  /* the hot path: the tactic says which fast run, no lookup by name */
-  int32_t t = ctx->node->tactic;
-  nhwc_fast_fn fast = t == KN_TACTIC_pool_nhwc ? kn_pool_nhwc_fast
-                      : t == KN_TACTIC_conv_igemm_nhwc || t == KN_TACTIC_conv_depthwise_nhwc ||
-                              t == KN_TACTIC_conv_winograd_nhwc ||
-                              t == KN_TACTIC_conv_winograd_f23_nhwc
-                          ? kn_fused_conv_nhwc_fast
-                          : NULL;
-  if (ctx->rt && fast) {
-    bool done = false;
-    kn_status st = fast(ctx, &done);
-    if (st || done) return st;
-  }
   const nhwc_op *e = nhwc_find(ctx->node);
   KN_ASSERT(e);
   const kn_op_def *base = nhwc_base(e);
@@ -343,17 +325,10 @@ static double nhwc_flops(const kn_op_ctx *ctx) {
 
 const kn_op_def kn_ops_layout[] = {
     {"NhwcFusedConv", KN_DOMAIN, 2, 6, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .inplace = KN_INPLACE_ELEMWISE, .inplace_input = 5, .select = kn_conv_select,
-     .pack = kn_conv_pack, .unpack = kn_conv_unpack, .tiling = kn_conv_tiling,
-     .loops = kn_conv_loops, .candidates = kn_conv_candidates,
-     .precisions = kn_conv_precisions},
-    {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
-    {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
-    {"NhwcGlobalAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
-    {"NhwcGlobalMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops,
-     .select = kn_pool_nhwc_select},
+     .inplace = KN_INPLACE_ELEMWISE, .inplace_input = 5},
+    {"NhwcMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
+    {"NhwcAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
+    {"NhwcGlobalAveragePool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
+    {"NhwcGlobalMaxPool", KN_DOMAIN, 1, 1, 1, 1, 1, 1, nhwc_infer, nhwc_run, nhwc_flops},
     KN_OP_END,
 };

@@ -1,178 +1,18 @@
 /*
  * Matrix products: MatMul, Gemm, MatMulInteger, QLinearMatMul, Det.
  *
- * The float32 kernel kn_f32_gemm is shared with the convolutions
- * (src/ops/conv.c declares it too).  It is portable C, tiled the BLIS way:
- * B is packed in KC x NR panels, A in MR x KC panels (alpha folded in), and
- * a 6x8 micro-kernel accumulates in a local tile with constant trip
- * counts so that gcc -O2 / clang vectorise it without intrinsics.
+ * The float32 products run on the portable reference GEMM kn_f32_gemm
+ * (src/kernels/gemm/ref-gemm.h), which the convolutions share.  The packed
+ * GEMM tactics (MatMul, Gemm) and the int8 GEMM of MatMulInteger and
+ * MatMulIntegerToFloat are src/tactics/gemm.
  */
-#include "gemm_tactic.h"
-#include "op.h"
-#include "core/cpu.h"
-#include "kernels/qgemm/qgemm.h"
-#include "ops/tactic.h"
-#include "ref_gemm.h"
+#include "matmul.h"
+
+#include "kernels/gemm/ref-gemm.h"
 
 #include <math.h>
 
-/* ---- float32 GEMM ------------------------------------------------------ */
-
-enum { GEMM_MR = 6, GEMM_NR = 8, GEMM_KC = 256, GEMM_MC = 96, GEMM_NC = 1024 };
-
-/* Element (i, k) of op(A) where A is row-major with leading dimension lda. */
-static inline float gemm_at(const float *a, int64_t lda, bool trans, int64_t i,
-                            int64_t k) {
-  return trans ? a[k * lda + i] : a[i * lda + k];
-}
-
-/* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of alpha*op(A) into MR-row
- * panels, k-major inside a panel; rows past mc are zero. */
-static void gemm_pack_a(const float *a, int64_t lda, bool trans, float alpha,
-                        int64_t i0, int64_t mc, int64_t k0, int64_t kc,
-                        float *restrict dst) {
-  for (int64_t p = 0; p < mc; p += GEMM_MR) {
-    int64_t rows = mc - p < GEMM_MR ? mc - p : GEMM_MR;
-    for (int64_t k = 0; k < kc; k++) {
-      for (int64_t r = 0; r < GEMM_MR; r++)
-        dst[k * GEMM_MR + r] =
-            r < rows ? alpha * gemm_at(a, lda, trans, i0 + p + r, k0 + k) : 0.0f;
-    }
-    dst += GEMM_MR * kc;
-  }
-}
-
-/* Packs rows [k0, k0+kc) x cols [j0, j0+nc) of op(B) into NR-column panels,
- * k-major inside a panel; columns past nc are zero. */
-static void gemm_pack_b(const float *b, int64_t ldb, bool trans, int64_t k0,
-                        int64_t kc, int64_t j0, int64_t nc, float *restrict dst) {
-  for (int64_t q = 0; q < nc; q += GEMM_NR) {
-    int64_t cols = nc - q < GEMM_NR ? nc - q : GEMM_NR;
-    if (!trans && cols == GEMM_NR) {
-      for (int64_t k = 0; k < kc; k++)
-        memcpy(dst + k * GEMM_NR, b + (k0 + k) * ldb + j0 + q,
-               GEMM_NR * sizeof(float));
-    } else {
-      for (int64_t k = 0; k < kc; k++)
-        for (int64_t c = 0; c < GEMM_NR; c++)
-          dst[k * GEMM_NR + c] =
-              c < cols ? (trans ? b[(j0 + q + c) * ldb + k0 + k]
-                                : b[(k0 + k) * ldb + j0 + q + c])
-                       : 0.0f;
-    }
-    dst += GEMM_NR * kc;
-  }
-}
-
-/* C[0:mr, 0:nr] += a-panel x b-panel over kc.  One named accumulator row
- * per A row (rather than acc[MR][NR]) lets gcc and clang keep the 6x8 tile
- * in registers: with SSE2 that is 12 of the 16 xmm registers. */
-static void gemm_ukernel_6x8(int64_t kc, const float *restrict a,
-                             const float *restrict b, float *restrict c,
-                             int64_t ldc, int64_t mr, int64_t nr) {
-  float c0[GEMM_NR] = {0}, c1[GEMM_NR] = {0}, c2[GEMM_NR] = {0};
-  float c3[GEMM_NR] = {0}, c4[GEMM_NR] = {0}, c5[GEMM_NR] = {0};
-  for (int64_t k = 0; k < kc; k++) {
-    const float *bk = b + k * GEMM_NR, *ak = a + k * GEMM_MR;
-    float a0 = ak[0], a1 = ak[1], a2 = ak[2], a3 = ak[3], a4 = ak[4], a5 = ak[5];
-    for (int j = 0; j < GEMM_NR; j++) {
-      c0[j] += a0 * bk[j];
-      c1[j] += a1 * bk[j];
-      c2[j] += a2 * bk[j];
-      c3[j] += a3 * bk[j];
-      c4[j] += a4 * bk[j];
-      c5[j] += a5 * bk[j];
-    }
-  }
-  if (mr == GEMM_MR && nr == GEMM_NR) {
-    for (int j = 0; j < GEMM_NR; j++) {
-      c[j] += c0[j];
-      c[ldc + j] += c1[j];
-      c[2 * ldc + j] += c2[j];
-      c[3 * ldc + j] += c3[j];
-      c[4 * ldc + j] += c4[j];
-      c[5 * ldc + j] += c5[j];
-    }
-    return;
-  }
-  float t[GEMM_MR][GEMM_NR];
-  for (int j = 0; j < GEMM_NR; j++) {
-    t[0][j] = c0[j];
-    t[1][j] = c1[j];
-    t[2][j] = c2[j];
-    t[3][j] = c3[j];
-    t[4][j] = c4[j];
-    t[5][j] = c5[j];
-  }
-  for (int64_t r = 0; r < mr; r++)
-    for (int64_t j = 0; j < nr; j++) c[r * ldc + j] += t[r][j];
-}
-
-/* C[M,N] (leading dimension ldc) += alpha * op(A)[M,K] * op(B)[K,N].
- * op(A) = A^T when trans_a (A then stored [K,M]); same for B.
- * Returns false only when the packing scratch cannot be allocated. */
-bool kn_f32_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                 int64_t lda, bool trans_a, const float *b, int64_t ldb,
-                 bool trans_b, float *c, int64_t ldc) {
-  if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return true;
-  if (m < GEMM_MR / 2) {
-    /* Few rows (matrix-vector products): packing B would cost more than
-     * the product itself. */
-    for (int64_t i = 0; i < m; i++) {
-      float *ci = c + i * ldc;
-      if (trans_b) {
-        for (int64_t j = 0; j < n; j++) {
-          const float *bj = b + j * ldb;
-          float s = 0.0f;
-          for (int64_t p = 0; p < k; p++) s += gemm_at(a, lda, trans_a, i, p) * bj[p];
-          ci[j] += alpha * s;
-        }
-      } else {
-        for (int64_t p = 0; p < k; p++) {
-          float av = alpha * gemm_at(a, lda, trans_a, i, p);
-          const float *bp = b + p * ldb;
-          for (int64_t j = 0; j < n; j++) ci[j] += av * bp[j];
-        }
-      }
-    }
-    return true;
-  }
-  int64_t kc_max = k < GEMM_KC ? k : GEMM_KC;
-  int64_t nc_max = n < GEMM_NC ? n : GEMM_NC;
-  int64_t mc_max = m < GEMM_MC ? m : GEMM_MC;
-  int64_t nc_pad = (nc_max + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
-  int64_t mc_pad = (mc_max + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
-  float *bp = kn_malloc((size_t)(kc_max * nc_pad) * sizeof(float));
-  float *ap = kn_malloc((size_t)(kc_max * mc_pad) * sizeof(float));
-  if (!bp || !ap) {
-    free(bp);
-    free(ap);
-    return false;
-  }
-  for (int64_t jc = 0; jc < n; jc += GEMM_NC) {
-    int64_t nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
-    for (int64_t pc = 0; pc < k; pc += GEMM_KC) {
-      int64_t kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-      gemm_pack_b(b, ldb, trans_b, pc, kc, jc, nc, bp);
-      for (int64_t ic = 0; ic < m; ic += GEMM_MC) {
-        int64_t mc = m - ic < GEMM_MC ? m - ic : GEMM_MC;
-        gemm_pack_a(a, lda, trans_a, alpha, ic, mc, pc, kc, ap);
-        for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
-          int64_t nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
-          const float *bpanel = bp + (jr / GEMM_NR) * GEMM_NR * kc;
-          for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-            int64_t mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
-            gemm_ukernel_6x8(kc, ap + (ir / GEMM_MR) * GEMM_MR * kc, bpanel,
-                             c + (ic + ir) * ldc + jc + jr, ldc, mr, nr);
-          }
-        }
-      }
-    }
-  }
-  free(bp);
-  free(ap);
-  return true;
-}
+/* ---- float64 and integer GEMMs (float32: kernels/gemm/ref-gemm.h) -------- */
 
 /* float64: C += alpha * op(A) op(B), i-k-j with a contiguous inner loop. */
 static void f64_gemm(int64_t m, int64_t n, int64_t k, double alpha,
@@ -231,15 +71,7 @@ static kn_status oom(kn_op_ctx *ctx) {
 
 /* ---- MatMul geometry (numpy.matmul) ---------------------------------- */
 
-typedef struct mm_geom {
-  int64_t m, n, k;
-  int32_t batch_rank;            /* output batch dims */
-  int64_t batch[KN_MAX_RANK];
-  int64_t a_bstride[KN_MAX_RANK]; /* in matrices, 0 where broadcast */
-  int64_t b_bstride[KN_MAX_RANK];
-  int64_t batches;               /* product of batch dims */
-  int64_t a_batches, b_batches;  /* matrices held by A and B */
-} mm_geom;
+typedef kn_mm_geom mm_geom;
 
 /* Output shape of matmul(a, b); unknown parts stay unknown.  Fills g when
  * both shapes are fully known. */
@@ -294,9 +126,7 @@ static kn_status mm_shape(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b
   return KN_OK;
 }
 
-/* Matrix indices of A and B for output batch `idx` (row-major). */
-static void mm_batch_index(const mm_geom *g, int64_t idx, int64_t *ia,
-                           int64_t *ib) {
+void kn_mm_batch_index(const mm_geom *g, int64_t idx, int64_t *ia, int64_t *ib) {
   int64_t oa = 0, ob = 0;
   for (int32_t d = g->batch_rank - 1; d >= 0; d--) {
     int64_t x = idx % g->batch[d];
@@ -349,7 +179,7 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
   if (t == KN_DTYPE_F32) {
     for (int64_t bi = 0; bi < g->batches; bi++) {
       int64_t ia, ib;
-      mm_batch_index(g, bi, &ia, &ib);
+      kn_mm_batch_index(g, bi, &ia, &ib);
       if (!kn_f32_gemm(m, n, k, 1.0f, (const float *)a->data + ia * sa, k, false,
                        (const float *)b->data + ib * sb, n, false,
                        (float *)y->data + bi * sy, n))
@@ -360,7 +190,7 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
   if (t == KN_DTYPE_F64) {
     for (int64_t bi = 0; bi < g->batches; bi++) {
       int64_t ia, ib;
-      mm_batch_index(g, bi, &ia, &ib);
+      kn_mm_batch_index(g, bi, &ia, &ib);
       f64_gemm(m, n, k, 1.0, (const double *)a->data + ia * sa, k, false,
                (const double *)b->data + ib * sb, n, false,
                (double *)y->data + bi * sy, n);
@@ -374,7 +204,7 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
     if (!fa || !fb || !fy) st = oom(ctx);
     for (int64_t bi = 0; !st && bi < g->batches; bi++) {
       int64_t ia, ib;
-      mm_batch_index(g, bi, &ia, &ib);
+      kn_mm_batch_index(g, bi, &ia, &ib);
       memset(fy, 0, (size_t)sy * sizeof(float));
       if (!kn_f32_gemm(m, n, k, 1.0f, fa + ia * sa, k, false, fb + ib * sb, n,
                        false, fy, n))
@@ -394,7 +224,7 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
   if (!ua || !ub || !uy) st = oom(ctx);
   for (int64_t bi = 0; !st && bi < g->batches; bi++) {
     int64_t ia, ib;
-    mm_batch_index(g, bi, &ia, &ib);
+    kn_mm_batch_index(g, bi, &ia, &ib);
     memset(uy, 0, (size_t)sy * sizeof(uint64_t));
     u64_gemm(m, n, k, 1, ua + ia * sa, k, false, ub + ib * sb, n, false, uy, n);
     for (int64_t i = 0; i < sy; i++) kn_store_i64(y->data, t, bi * sy + i, (int64_t)uy[i]);
@@ -406,123 +236,21 @@ static kn_status matmul_compute(kn_op_ctx *ctx, const mm_geom *g,
 }
 
 
-/* ---- MatMul on the fast GEMM (tactics gemm_packed and gemm) ------------- */
-
-typedef struct mm_batch_task {
-  const mm_geom *g;
-  kn_isa isa;
-  kn_sgemm_args args; /* a, b, c of batch 0; the rest shared */
-  char *scratch;
-  size_t per_thread;
-} mm_batch_task;
-
-static void mm_batch_run(void *arg, int64_t bi, int32_t thread) {
-  const mm_batch_task *t = arg;
-  int64_t ia, ib;
-  mm_batch_index(t->g, bi, &ia, &ib);
-  kn_sgemm_args g = t->args;
-  g.a += ia * g.m * g.k;
-  g.b += ib * g.k * g.n;
-  g.c += bi * g.m * g.n;
-  kn_sgemm(t->isa, NULL, &g, t->scratch + (size_t)thread * t->per_thread);
-}
-
-/* y = a @ b in float32 on ctx->rt.  One product when B is a single matrix
- * (A's batches are then rows of one tall product, and a constant 2-D B
- * comes prepacked); otherwise one product per batch, the batches spread
- * over the threads when there are enough of them. */
-static kn_status matmul_fast(kn_op_ctx *ctx, const mm_geom *gm, const kn_tensor *a,
-                             const kn_tensor *b, kn_tensor *y) {
-  kn_rt *rt = ctx->rt;
-  int64_t m = gm->m, n = gm->n, k = gm->k;
-  if (m * n == 0 || gm->batches == 0) return KN_OK;
-  int32_t threads = kn_rt_threads(rt);
-  /* raw B: the blocking of the context's capacities (a packed B keeps the
-   * one it was packed with) */
-  kn_sgemm_blocking bl = kn_sgemm_blocking_of(rt->isa, &rt->caches);
-  kn_sgemm_args g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .a = a->data, .lda = k,
-                     .b = b->data, .ldb = n, .c = y->data, .ldc = n, .blocking = &bl};
-  void *extra, *scratch;
-  kn_status st;
-  if (gm->b_batches == 1) {
-    g.m = m * gm->batches;
-    const kn_gemm_packed *pk = b->rank == 2 ? kn_gemm_packed_for(ctx, k, n) : NULL;
-    if (pk) {
-      g.b = NULL;
-      g.b_packed = kn_gemm_packed_b(pk);
-      g.blocking = &pk->blocking;
-    }
-    if ((st = kn_gemm_scratch(ctx, &g, threads, 0, &extra, &scratch))) return st;
-    kn_gemm_run(ctx, &g, scratch);
-    return KN_OK;
-  }
-  mm_batch_task t = {.g = gm, .isa = rt->isa, .args = g};
-  t.per_thread = kn_sgemm_scratch_size(rt->isa, &g, 1);
-  bool by_batch = threads > 1 && gm->batches >= threads;
-  if ((st = kn_gemm_scratch(ctx, &g, threads, 0, &extra, &scratch))) return st;
-  t.scratch = scratch;
-  if (by_batch) {
-    kn_pool_for(rt->pool, gm->batches, mm_batch_run, &t);
-  } else {
-    for (int64_t bi = 0; bi < gm->batches; bi++) {
-      int64_t ia, ib;
-      mm_batch_index(gm, bi, &ia, &ib);
-      kn_sgemm_args gi = g;
-      gi.a += ia * m * k;
-      gi.b += ib * k * n;
-      gi.c += bi * m * n;
-      kn_sgemm(rt->isa, rt->pool, &gi, scratch);
-    }
-  }
-  return KN_OK;
-}
-
-static bool fast_tactic(const kn_op_ctx *ctx) {
-  return ctx->rt && (ctx->node->tactic == KN_TACTIC_gemm_packed ||
-                     ctx->node->tactic == KN_TACTIC_gemm);
+kn_status kn_matmul_geometry(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
+                             mm_geom *g) {
+  int32_t r;
+  int64_t d[KN_MAX_RANK];
+  return mm_shape(ctx, a, b, &r, d, g);
 }
 
 static kn_status matmul_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
-  int32_t r;
-  int64_t d[KN_MAX_RANK];
   mm_geom g;
-  kn_status st = mm_shape(ctx, a, b, &r, d, &g);
+  kn_status st = kn_matmul_geometry(ctx, a, b, &g);
   if (st) return st;
   kn_tensor *y = kn_out(ctx, 0);
-  if (fast_tactic(ctx) && y->dtype == KN_DTYPE_F32 && a->dtype == KN_DTYPE_F32 &&
-      b->dtype == KN_DTYPE_F32)
-    return matmul_fast(ctx, &g, a, b, y);
   kn_out_zero_for_ref(ctx, 0); /* matmul_compute adds into y */
   return matmul_compute(ctx, &g, a, b, y);
-}
-
-/* fp32 with known ranks: the packed GEMM, B prepacked when constant 2-D. */
-static int32_t matmul_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 2 || !kn_gemm_f32_rank(g, n->inputs[0], 1, KN_MAX_RANK) ||
-      !kn_gemm_f32_rank(g, n->inputs[1], 1, KN_MAX_RANK))
-    return 0;
-  const kn_value *b = &g->values[n->inputs[1]];
-  return b->constant && b->constant->rank == 2 ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
-}
-
-static kn_status matmul_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                             void **packed, kn_error *err) {
-  *packed = NULL;
-  if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
-  return kn_gemm_pack_const_b(g, n, target, 1, false, packed, err);
-}
-
-static uint32_t matmul_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  return strcmp(n->op_type, "MatMul") ? 0 : kn_gemm_precisions(g, n, false);
-}
-
-static uint32_t gemm_precisions(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  const kn_attr *tb = kn_node_attr(n, "transB");
-  return kn_gemm_precisions(g, n, tb && tb->i != 0);
 }
 
 /* 2 * M * N * K per output matrix; unknown dims count as 1, and when the
@@ -546,8 +274,8 @@ static double matmul_flops(const kn_op_ctx *ctx) {
 
 /* ---- Gemm --------------------------------------------------------------- */
 
-static kn_status gemm_dims(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
-                           int64_t *m, int64_t *n, int64_t *k) {
+kn_status kn_gemm_dims(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b, int64_t *m,
+                       int64_t *n, int64_t *k) {
   bool ta = kn_attr_int(ctx, "transA", 0) != 0;
   bool tb = kn_attr_int(ctx, "transB", 0) != 0;
   *m = *n = *k = -1;
@@ -608,63 +336,10 @@ static kn_status gemm_infer(kn_op_ctx *ctx) {
                       "input C is required before opset 11 (model opset %lld)",
                       (long long)ctx->opset);
   int64_t m, n, k;
-  if ((st = gemm_dims(ctx, a, b, &m, &n, &k))) return st;
+  if ((st = kn_gemm_dims(ctx, a, b, &m, &n, &k))) return st;
   if ((st = gemm_check_c(ctx, c, m, n))) return st;
   int64_t d[2] = {m, n};
   kn_out_set(ctx, 0, a->dtype ? a->dtype : b->dtype, 2, d);
-  return KN_OK;
-}
-
-/* Gemm in float32 on ctx->rt: Y = alpha * op(A) op(B) + beta * C.  beta * C
- * rides in the GEMM's epilogue when it is a bias per column (C scalar, [N]
- * or [1, N]), per row ([M, 1]) or, with beta = 1, a full [M, N] addend;
- * any other C is added after the product. */
-static kn_status gemm_fast(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
-                           const kn_tensor *c, bool ta, bool tb, float alpha, float beta,
-                           int64_t m, int64_t n, int64_t k, kn_tensor *y) {
-  kn_rt *rt = ctx->rt;
-  kn_sgemm_blocking bl = kn_sgemm_blocking_of(rt->isa, &rt->caches);
-  kn_sgemm_args g = {.m = m, .n = n, .k = k, .alpha = alpha, .a = a->data,
-                     .lda = a->dims[1], .trans_a = ta, .b = b->data, .ldb = b->dims[1],
-                     .trans_b = tb, .c = y->data, .ldc = n, .blocking = &bl};
-  const kn_gemm_packed *pk = kn_gemm_packed_for(ctx, k, n);
-  if (pk) {
-    g.b = NULL;
-    g.b_packed = kn_gemm_packed_b(pk);
-    g.blocking = &pk->blocking;
-  }
-  kn_epilogue ep;
-  memset(&ep, 0, sizeof ep);
-  const float *cd = c && beta != 0.0f && kn_tensor_numel(c) > 0 ? c->data : NULL;
-  int64_t cn = cd ? kn_tensor_numel(c) : 0;
-  int64_t clast = cd && c->rank > 0 ? c->dims[c->rank - 1] : 1;
-  bool per_col = cd && (cn == 1 || (cn == n && clast == n));
-  bool per_row = cd && !per_col && c->rank == 2 && clast == 1 && cn == m;
-  bool full = cd && !per_col && !per_row && cn == m * n;
-  size_t extra = per_col ? (size_t)n : per_row ? (size_t)m : 0;
-  void *buf, *scratch;
-  kn_status st;
-  if (per_col || per_row || (full && beta == 1.0f)) g.ep = &ep;
-  if ((st = kn_gemm_scratch(ctx, &g, kn_rt_threads(rt), extra * sizeof(float), &buf,
-                            &scratch)))
-    return st;
-  if (per_col || per_row) {
-    float *bias = buf;
-    for (size_t i = 0; i < extra; i++) bias[i] = beta * cd[cn == 1 ? 0 : i];
-    ep.bias = bias;
-    ep.bias_per_row = per_row;
-  } else if (full && beta == 1.0f) {
-    ep.res = cd;
-    ep.ldr = n;
-  }
-  kn_gemm_run(ctx, &g, scratch);
-  if (cd && !g.ep) {
-    int64_t cs[2] = {0, 0}, od[2] = {m, n};
-    kn_broadcast_strides(c->rank, c->dims, 2, od, cs);
-    float *yd = y->data;
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) yd[i * n + j] += beta * cd[i * cs[0] + j * cs[1]];
-  }
   return KN_OK;
 }
 
@@ -675,15 +350,12 @@ static kn_status gemm_run(kn_op_ctx *ctx) {
   float alpha = kn_attr_float(ctx, "alpha", 1.0f);
   float beta = kn_attr_float(ctx, "beta", 1.0f);
   int64_t m, n, k;
-  kn_status st = gemm_dims(ctx, a, b, &m, &n, &k);
+  kn_status st = kn_gemm_dims(ctx, a, b, &m, &n, &k);
   if (st) return st;
   kn_tensor *y = kn_out(ctx, 0);
   kn_dtype t = y->dtype;
   int64_t lda = a->dims[1], ldb = b->dims[1];
   if (m * n == 0) return KN_OK;
-  if (fast_tactic(ctx) && t == KN_DTYPE_F32 && a->dtype == t && b->dtype == t &&
-      (!c || c->dtype == t))
-    return gemm_fast(ctx, a, b, c, ta, tb, alpha, beta, m, n, k, y);
   kn_out_zero_for_ref(ctx, 0); /* a float y is the sum below */
   bool int_type = kn_dtype_is_int(t);
 
@@ -744,24 +416,6 @@ static kn_status gemm_run(kn_op_ctx *ctx) {
   return st;
 }
 
-/* fp32 2-D operands: the packed GEMM, B prepacked when constant. */
-static int32_t gemm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 2 || !kn_gemm_f32_rank(g, n->inputs[0], 2, 2) ||
-      !kn_gemm_f32_rank(g, n->inputs[1], 2, 2) ||
-      (n->n_inputs > 2 && n->inputs[2] >= 0 && !kn_gemm_f32_rank(g, n->inputs[2], 0, 2)))
-    return 0;
-  return g->values[n->inputs[1]].constant ? KN_TACTIC_gemm_packed : KN_TACTIC_gemm;
-}
-
-static kn_status gemm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                           void **packed, kn_error *err) {
-  *packed = NULL;
-  if (n->tactic != KN_TACTIC_gemm_packed) return KN_OK;
-  const kn_attr *tb = kn_node_attr(n, "transB");
-  return kn_gemm_pack_const_b(g, n, target, 1, tb && tb->i != 0, packed, err);
-}
-
 static double gemm_flops(const kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   if (!a || !b || a->rank != 2 || b->rank != 2) return 0;
@@ -776,11 +430,7 @@ static const kn_dtype q8_types[] = {KN_DTYPE_U8, KN_DTYPE_I8, 0};
 
 /* A zero point / scale that is per tensor (one element), per row of A
  * (m or a_batches*m elements) or per column of B (n or b_batches*n). */
-typedef struct qparam {
-  const kn_tensor *t;
-  int64_t per;   /* 1: per tensor; else elements per matrix (m or n) */
-  bool batched;  /* one set per matrix of the operand */
-} qparam;
+typedef kn_mm_qparam qparam;
 
 static kn_status qparam_check(kn_op_ctx *ctx, int32_t input, const kn_tensor *t,
                               int64_t per, int64_t batches, qparam *q) {
@@ -822,7 +472,7 @@ static kn_status mm_int_accumulate(kn_op_ctx *ctx, const mm_geom *g,
   if (!brow) return oom(ctx);
   for (int64_t bi = 0; bi < g->batches; bi++) {
     int64_t ia, ib;
-    mm_batch_index(g, bi, &ia, &ib);
+    kn_mm_batch_index(g, bi, &ia, &ib);
     /* B with zero points removed */
     for (int64_t p = 0; p < k; p++)
       for (int64_t j = 0; j < n; j++) {
@@ -887,203 +537,10 @@ static kn_status mmi_infer_as(kn_op_ctx *ctx, kn_dtype out) {
 
 static kn_status mmi_infer(kn_op_ctx *ctx) { return mmi_infer_as(ctx, KN_DTYPE_I32); }
 
-/* ---- MatMulInteger on the int8 GEMM (tactic qgemm_integer) -------------
- * What ONNX Runtime's dynamic quantization writes for every MatMul with a
- * weight (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul), and what
- * its static QOperator models carry: u8 A (any rank, a per-tensor zero
- * point known only at run time) times a constant 2-D B.  B is packed once
- * for the u8 x s8 kernels (src/kernels/qgemm) as s8: itself, or B - 128
- * for a u8 B (exact).  With B's zero points zb[j] (constant) the product
- * splits exactly:
- *   sum_k (a - za)(b - zb) = sum_k (a - za) b' + (c - zb[j]) * rowsum[i]
- *   b' = b - c (c = 128 for u8 B, 0 for s8), rowsum[i] = sum_k (a - za)
- * The first term is the kernels' s32 output (exact for k <= KN_QGEMM_K_MAX),
- * the second is added per row when some zb[j] != c, in s32 wrap-around as
- * the reference kernel sums: the results are the reference's, bit for bit.
- * A per-row A zero point, an s8 A or a block packed for another CPU take
- * the reference kernel. */
-
-typedef struct mmi_block {
-  kn_packed hdr;
-  int32_t impl;    /* kn_qgemm_impl the B panels are for */
-  int32_t has_corr;/* some c - zb[j] != 0: corr[] applies */
-  int64_t k, n;
-  uint64_t corr_off; /* int32 corr[n] = c - zb[j] */
-  uint64_t b_off;    /* kn_qgemm_pack_b's block */
-} mmi_block;
-
-/* The block's layout: the header, corr[n] at MMI_HEAD, then the kernels' B. */
-#define MMI_HEAD ((sizeof(mmi_block) + 63) & ~(size_t)63)
-static size_t mmi_corr_bytes(int64_t n) {
-  return ((size_t)n * sizeof(int32_t) + 63) & ~(size_t)63;
-}
-
-/* The constant B (2-D, s8 or u8) and its zero points as corr[j] = c - zb[j]
- * (corr NULL: only checks); false when the node cannot take the tactic. */
-static bool mmi_const_b(const kn_graph *g, const kn_node *n, int32_t *corr, bool *any) {
-  if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
-  const kn_type *ta = &g->values[n->inputs[0]].type;
-  const kn_tensor *b = g->values[n->inputs[1]].constant;
-  if (ta->kind != KN_KIND_TENSOR || ta->dtype != KN_DTYPE_U8 || ta->rank < 1) return false;
-  if (!b || b->rank != 2 || (b->dtype != KN_DTYPE_I8 && b->dtype != KN_DTYPE_U8) ||
-      b->dims[0] < 1 || b->dims[1] < 1 || b->dims[0] > KN_QGEMM_K_MAX)
-    return false;
-  int64_t nn = b->dims[1];
-  const kn_tensor *zb = NULL;
-  if (n->n_inputs > 3 && n->inputs[3] >= 0) {
-    zb = g->values[n->inputs[3]].constant;
-    if (!zb || zb->dtype != b->dtype) return false;
-    int64_t ne = kn_tensor_numel(zb);
-    if (ne != 1 && (ne != nn || zb->rank != 1)) return false;
-  }
-  int32_t c = b->dtype == KN_DTYPE_U8 ? 128 : 0;
-  if (any) *any = false;
-  for (int64_t j = 0; corr && j < nn; j++) {
-    int64_t z = zb ? kn_load_i64(zb->data, zb->dtype, kn_tensor_numel(zb) == 1 ? 0 : j) : 0;
-    corr[j] = c - (int32_t)z;
-    if (corr[j] && any) *any = true;
-  }
-  return true;
-}
-
-/* MatMulIntegerToFloat's constant fp32 b_scale (input 5: one value or one
- * per column of B), or NULL (absent, or not such a constant). */
-static const kn_tensor *mmif_b_scale(const kn_graph *g, const kn_node *n) {
-  if (strcmp(n->op_type, "MatMulIntegerToFloat") || n->n_inputs < 6 || n->inputs[5] < 0)
-    return NULL;
-  const kn_tensor *t = g->values[n->inputs[5]].constant;
-  const kn_tensor *b = n->inputs[1] >= 0 ? g->values[n->inputs[1]].constant : NULL;
-  if (!t || !b || b->rank != 2 || t->dtype != KN_DTYPE_F32 ||
-      (kn_tensor_numel(t) != 1 && (t->rank != 1 || t->dims[0] != b->dims[1])))
-    return NULL;
-  return t;
-}
-
-static int32_t mmi_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (!mmi_const_b(g, n, NULL, NULL)) return 0;
-  /* the fused op's scales: both or neither, b_scale a constant */
-  if (!strcmp(n->op_type, "MatMulIntegerToFloat") && n->n_inputs > 4 && n->inputs[4] >= 0 &&
-      !mmif_b_scale(g, n))
-    return 0;
-  return KN_TACTIC_qgemm_integer;
-}
-
-static kn_status mmi_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                          void **packed, kn_error *err) {
-  *packed = NULL;
-  if (n->tactic != KN_TACTIC_qgemm_integer || !mmi_const_b(g, n, NULL, NULL)) return KN_OK;
-  const kn_tensor *b = g->values[n->inputs[1]].constant;
-  int64_t k = b->dims[0], nn = b->dims[1];
-  kn_qgemm_impl impl = kn_qgemm_impl_for((kn_isa)target->isa, kn_cpu_features());
-  size_t head = MMI_HEAD, corr_bytes = mmi_corr_bytes(nn);
-  size_t bbytes = kn_qgemm_pack_b_size(impl, k, nn);
-  int8_t *bs = kn_malloc((size_t)(k * nn));
-  float *ws = kn_malloc((size_t)nn * sizeof(float));
-  mmi_block *p = bs && ws ? kn_packed_alloc(head + corr_bytes + bbytes, target->isa,
-                                              n->tactic)
-                            : NULL;
-  if (!p) {
-    free(bs);
-    free(ws);
-    return kn_fail(err, KN_ERR_OOM, "out of memory packing %lld x %lld integer weights",
-                   (long long)k, (long long)nn);
-  }
-  bool any = false;
-  mmi_const_b(g, n, (int32_t *)((char *)p + head), &any);
-  for (int64_t i = 0; i < k * nn; i++)
-    bs[i] = b->dtype == KN_DTYPE_U8 ? (int8_t)((int32_t)((const uint8_t *)b->data)[i] - 128)
-                                    : ((const int8_t *)b->data)[i];
-  /* MatMulIntegerToFloat: B's scale as the kernels' w_scale (their fp32
-   * output is then (float)s32 * (a_scale * w_scale[j]), the fused chain's
-   * bits); else ones */
-  const kn_tensor *bsc = mmif_b_scale(g, n);
-  for (int64_t j = 0; j < nn; j++)
-    ws[j] = bsc ? ((const float *)bsc->data)[kn_tensor_numel(bsc) == 1 ? 0 : j] : 1.0f;
-  kn_qgemm_pack_b(impl, k, nn, bs, nn, false, ws, (char *)p + head + corr_bytes);
-  free(bs);
-  free(ws);
-  p->impl = (int32_t)impl;
-  p->has_corr = any;
-  p->k = k;
-  p->n = nn;
-  p->corr_off = head;
-  p->b_off = head + corr_bytes;
-  *packed = p;
-  return KN_OK;
-}
-
-/* Block p (a build's, or an engine file's: trusted only as far as these
- * checks go) holds B for k x n on kernels `impl` at the offsets mmi_pack
- * lays out. */
-static bool mmi_block_ok(const mmi_block *p, int64_t k, int64_t n, kn_qgemm_impl impl) {
-  if (p->k != k || p->n != n || p->impl != (int32_t)impl || k < 1 || n < 1 ||
-      k > KN_QGEMM_K_MAX)
-    return false;
-  size_t head = MMI_HEAD, corr_bytes = mmi_corr_bytes(n);
-  return p->corr_off == head && p->b_off == head + corr_bytes &&
-         p->hdr.bytes >= head + corr_bytes + kn_qgemm_pack_b_size(impl, k, n);
-}
-
-/* What mmi_fast did. */
-typedef enum { MMI_NOT_TAKEN, MMI_SUMS, MMI_FLOATS } mmi_done;
-
-/* The fast path: the exact s32 sums into *sums, or, when yf is given and
- * no zero-point correction is due, fp32 into yf straight from the kernels:
- * (float)s32 * (a_scale * w_scale[j]) with the block's w_scale (the fused
- * chain's bits).  *sums NULL: the sums go to the step's scratch, and *sums
- * points at them.  MMI_NOT_TAKEN: take the reference kernel. */
-static mmi_done mmi_fast(kn_op_ctx *ctx, const mm_geom *g, const kn_tensor *a,
-                         const qparam *azp, int32_t **sums, float *yf, float a_scale,
-                         const kn_epilogue *ep, kn_status *st) {
-  const mmi_block *p = ctx->packed;
-  kn_rt *rt = ctx->rt;
-  if (!rt || !p || a->dtype != KN_DTYPE_U8 || g->b_batches != 1 || azp->per != 1 ||
-      p->hdr.isa != (int32_t)rt->isa ||
-      !mmi_block_ok(p, g->k, g->n, kn_qgemm_impl_for(rt->isa, rt->features)))
-    return MMI_NOT_TAKEN;
-  int32_t za = azp->t ? (int32_t)kn_load_i64(azp->t->data, azp->t->dtype, 0) : 0;
-  /* B is 2-D: the A matrices follow each other, one product of all rows */
-  int64_t m = g->batches * g->m;
-  bool floats = yf && !p->has_corr;
-  kn_qgemm_args q = {.m = m, .n = g->n, .k = g->k, .a = a->data, .lda = g->k, .a_zero = za,
-                     .a_scale = a_scale, .b_packed = (const char *)p + p->b_off};
-  if (floats) q.c = yf, q.ldc = g->n, q.ep = ep;
-  else q.s = (int32_t *)1, q.lds = g->n; /* sizes only, set below */
-  kn_qgemm_impl impl = (kn_qgemm_impl)p->impl;
-  size_t ks = (kn_qgemm_scratch_size(impl, &q, kn_rt_threads(rt)) + 63) & ~(size_t)63;
-  size_t rows_bytes = p->has_corr ? ((size_t)m * sizeof(int32_t) + 63) & ~(size_t)63 : 0;
-  size_t sums_bytes = !floats && !*sums ? (size_t)(m * g->n) * sizeof(int32_t) : 0;
-  char *scratch = kn_rt_scratch(rt, ks + rows_bytes + sums_bytes);
-  if (!scratch) {
-    *st = oom(ctx);
-    return MMI_FLOATS;
-  }
-  *st = KN_OK;
-  if (sums_bytes) *sums = (int32_t *)(scratch + ks + rows_bytes);
-  if (!floats) q.s = *sums;
-  kn_qgemm(impl, rt->pool, &q, scratch);
-  if (floats) return MMI_FLOATS;
-  if (p->has_corr) {
-    const int32_t *corr = (const int32_t *)((const char *)p + p->corr_off);
-    uint32_t *rs = (uint32_t *)(scratch + ks);
-    const uint8_t *ad = a->data;
-    for (int64_t i = 0; i < m; i++) {
-      uint32_t sum = 0;
-      for (int64_t kk = 0; kk < g->k; kk++) sum += ad[i * g->k + kk];
-      rs[i] = sum - (uint32_t)za * (uint32_t)g->k;
-    }
-    uint32_t *yd = (uint32_t *)*sums;
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < g->n; j++) yd[i * g->n + j] += (uint32_t)corr[j] * rs[i];
-  }
-  return MMI_SUMS;
-}
-
 /* The product's geometry and A's and B's zero points (inputs 2 and 3),
  * checked: what MatMulInteger and MatMulIntegerToFloat run with. */
-static kn_status mmi_geometry(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
-                              mm_geom *g, qparam *azp, qparam *bzp) {
+kn_status kn_mmi_geometry(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b, mm_geom *g,
+                          qparam *azp, qparam *bzp) {
   int32_t r;
   int64_t d[KN_MAX_RANK];
   kn_status st;
@@ -1098,12 +555,10 @@ static kn_status mmi_run(kn_op_ctx *ctx) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   mm_geom g;
   qparam azp, bzp;
-  kn_status st = mmi_geometry(ctx, a, b, &g, &azp, &bzp);
+  kn_status st = kn_mmi_geometry(ctx, a, b, &g, &azp, &bzp);
   if (st) return st;
   kn_tensor *y = kn_out(ctx, 0);
   if (kn_tensor_numel(y) == 0) return KN_OK;
-  int32_t *sums = y->data;
-  if (mmi_fast(ctx, &g, a, &azp, &sums, NULL, 1.0f, NULL, &st) != MMI_NOT_TAKEN) return st;
   /* the sums add into y (ops/op.h: a fast tactic's output is not zeroed) */
   kn_out_zero_for_ref(ctx, 0);
   return mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, y->data);
@@ -1137,44 +592,52 @@ static kn_status mmif_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-static kn_status mmif_run(kn_op_ctx *ctx) {
+kn_status kn_mmif_begin(kn_op_ctx *ctx, mm_geom *g, qparam *azp, qparam *bzp, bool *empty) {
   const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
   const kn_tensor *as = kn_in(ctx, 4), *bs = kn_in(ctx, 5), *bias = kn_in(ctx, 6);
-  mm_geom g;
-  qparam azp, bzp;
-  kn_status st = mmi_geometry(ctx, a, b, &g, &azp, &bzp);
+  *empty = false;
+  kn_status st = kn_mmi_geometry(ctx, a, b, g, azp, bzp);
   if (st) return st;
   if ((as && kn_tensor_numel(as) != 1) ||
-      (bs && kn_tensor_numel(bs) != 1 && kn_tensor_numel(bs) != g.n) ||
-      (bias && kn_tensor_numel(bias) != g.n))
+      (bs && kn_tensor_numel(bs) != 1 && kn_tensor_numel(bs) != g->n) ||
+      (bias && kn_tensor_numel(bias) != g->n))
     return kn_op_fail(ctx, KN_ERR_SHAPE,
                       "a_scale must have 1 element, b_scale 1 or %lld (B's columns) and bias "
                       "%lld",
-                      (long long)g.n, (long long)g.n);
+                      (long long)g->n, (long long)g->n);
+  *empty = kn_tensor_numel(kn_out(ctx, 0)) == 0;
+  return KN_OK;
+}
+
+void kn_mmif_store(kn_op_ctx *ctx, const int32_t *sums, int64_t n) {
+  const kn_tensor *as = kn_in(ctx, 4), *bs = kn_in(ctx, 5), *bias = kn_in(ctx, 6);
   kn_tensor *y = kn_out(ctx, 0);
   int64_t total = kn_tensor_numel(y);
-  if (total == 0) return KN_OK;
   float a_scale = as ? *(const float *)as->data : 1.0f;
-  int32_t *sums = NULL, *owned = NULL;
-  kn_epilogue ep = {.bias = bias ? bias->data : NULL};
-  mmi_done done = mmi_fast(ctx, &g, a, &azp, &sums, y->data, a_scale, bias ? &ep : NULL, &st);
-  if (done == MMI_NOT_TAKEN) {
-    sums = owned = kn_calloc((size_t)total, sizeof(int32_t)); /* the reference adds into it */
-    if (!sums) return oom(ctx);
-    st = mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, sums);
+  float *yd = y->data;
+  const float *bsd = bs ? bs->data : NULL;
+  bool per_col = bs && kn_tensor_numel(bs) != 1;
+  const float *bd = bias ? bias->data : NULL;
+  for (int64_t i = 0; i < total; i++) {
+    float f = (float)sums[i];
+    f = bsd ? f * (a_scale * bsd[per_col ? i % n : 0]) : f;
+    yd[i] = bd ? f + bd[i % n] : f;
   }
-  if (!st && done != MMI_FLOATS) {
-    float *yd = y->data;
-    const float *bsd = bs ? bs->data : NULL;
-    bool per_col = bs && kn_tensor_numel(bs) != 1;
-    const float *bd = bias ? bias->data : NULL;
-    for (int64_t i = 0; i < total; i++) {
-      float f = (float)sums[i];
-      f = bsd ? f * (a_scale * bsd[per_col ? i % g.n : 0]) : f;
-      yd[i] = bd ? f + bd[i % g.n] : f;
-    }
-  }
-  free(owned);
+}
+
+static kn_status mmif_run(kn_op_ctx *ctx) {
+  const kn_tensor *a = kn_in(ctx, 0), *b = kn_in(ctx, 1);
+  mm_geom g;
+  qparam azp, bzp;
+  bool empty;
+  kn_status st = kn_mmif_begin(ctx, &g, &azp, &bzp, &empty);
+  if (st || empty) return st;
+  /* the reference adds into the sums */
+  int32_t *sums = kn_calloc((size_t)kn_tensor_numel(kn_out(ctx, 0)), sizeof(int32_t));
+  if (!sums) return oom(ctx);
+  st = mm_int_accumulate(ctx, &g, a, &azp, b, &bzp, sums);
+  if (!st) kn_mmif_store(ctx, sums, g.n);
+  free(sums);
   return st;
 }
 
@@ -1259,7 +722,7 @@ static kn_status qlmm_run(kn_op_ctx *ctx) {
     double yzp = (double)kn_load_i64(in[7]->data, in[7]->dtype, 0);
     for (int64_t bi = 0; bi < g.batches; bi++) {
       int64_t ia, ib;
-      mm_batch_index(&g, bi, &ia, &ib);
+      kn_mm_batch_index(&g, bi, &ia, &ib);
       for (int64_t i = 0; i < g.m; i++) {
         float sa = (float)kn_load_f64(in[1]->data, in[1]->dtype,
                                       qparam_index(&as, ia, i));
@@ -1348,17 +811,11 @@ static kn_status det_run(kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_matmul[] = {
-    {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops,
-     .select = matmul_select, .pack = matmul_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = matmul_precisions},
-    {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops,
-     .select = gemm_select, .pack = gemm_pack, .unpack = kn_gemm_unpack,
-     .tiling = kn_gemm_tiling, .loops = kn_gemm_loops, .precisions = gemm_precisions},
-    {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops,
-     .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
+    {"MatMul", NULL, 2, 2, 1, 1, 1, 21, matmul_infer, matmul_run, matmul_flops},
+    {"Gemm", NULL, 2, 3, 1, 1, 1, 21, gemm_infer, gemm_run, gemm_flops},
+    {"MatMulInteger", NULL, 2, 4, 1, 1, 10, 21, mmi_infer, mmi_run, matmul_flops},
     {"QLinearMatMul", NULL, 8, 8, 1, 1, 10, 21, qlmm_infer, qlmm_run, matmul_flops},
-    {"MatMulIntegerToFloat", KN_DOMAIN, 2, 7, 1, 1, 1, 1, mmif_infer, mmif_run, matmul_flops,
-     .select = mmi_select, .pack = mmi_pack, .unpack = kn_gemm_unpack},
+    {"MatMulIntegerToFloat", KN_DOMAIN, 2, 7, 1, 1, 1, 1, mmif_infer, mmif_run, matmul_flops},
     {"Det", NULL, 1, 1, 1, 1, 11, 22, det_infer, det_run, NULL},
     KN_OP_END,
 };

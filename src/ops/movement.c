@@ -6,11 +6,10 @@
  * (permuted for Transpose, scaled for Slice, 0 along broadcast dims for
  * Expand and Tile).  gather_strided merges contiguous dims and copies the
  * innermost run with memcpy when it is dense.  String elements are
- * duplicated: string tensors own their elements. */
-#include "op.h"
-
-#include "kernels/copy/copy.h"
-#include "ops/tactic.h"
+ * duplicated: string tensors own their elements.  The copy kernels that
+ * Transpose, Concat, Split and Slice run in a built model are
+ * src/tactics/movement.c. */
+#include "movement.h"
 
 /* Tile views its output with twice the input's rank. */
 #define GATHER_MAX_RANK (2 * KN_MAX_RANK)
@@ -91,37 +90,6 @@ static kn_status gather_strided(kn_op_ctx *ctx, kn_dtype dt, void *dst,
     if (k < 0) break;
   }
   return KN_OK;
-}
-
-/* Element sizes the copy kernels move (every dtype but strings). */
-static bool copy_dtype_ok(kn_dtype dt) {
-  if (!kn_dtype_is_valid(dt) || dt == KN_DTYPE_STRING || dt == KN_DTYPE_UNDEFINED) return false;
-  size_t es = kn_dtype_size(dt);
-  return es == 1 || es == 2 || es == 4 || es == 8;
-}
-
-/* The copy tactic for nodes whose data input (0) has a dtype it moves. */
-static int32_t copy_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  return copy_dtype_ok(g->values[n->inputs[0]].type.dtype) ? KN_TACTIC_copy : 0;
-}
-
-/* True when this run uses the copy kernels for tensor dtype dt. */
-static bool use_copy(const kn_op_ctx *ctx, kn_dtype dt) {
-  return ctx->rt && ctx->node->tactic == KN_TACTIC_copy && copy_dtype_ok(dt);
-}
-
-/* gather_strided through the copy kernels when the run has them. */
-static kn_status gather_any(kn_op_ctx *ctx, kn_dtype dt, void *dst, const void *src,
-                            int32_t rank, const int64_t *dims, const int64_t *strides,
-                            int64_t off) {
-  if (use_copy(ctx, dt)) {
-    kn_copy_strided(ctx->rt->isa, ctx->rt->pool, kn_dtype_size(dt), dst, src, rank, dims,
-                    strides, off);
-    return KN_OK;
-  }
-  return gather_strided(ctx, dt, dst, src, rank, dims, strides, off);
 }
 
 /* Reads an integer input of at most `max` values into vals.  *known is
@@ -208,17 +176,24 @@ static kn_status transpose_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+kn_status kn_transpose_strides(kn_op_ctx *ctx, const kn_tensor *x, int64_t *strides) {
+  int32_t perm[KN_MAX_RANK];
+  kn_status st = transpose_perm(ctx, x->rank, perm);
+  if (st) return st;
+  int64_t xs[KN_MAX_RANK];
+  kn_strides(x->rank, x->dims, xs);
+  for (int32_t i = 0; i < x->rank; i++) strides[i] = xs[perm[i]];
+  return KN_OK;
+}
+
 static kn_status transpose_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
-  int32_t perm[KN_MAX_RANK];
-  kn_status st = transpose_perm(ctx, x->rank, perm);
+  int64_t s[KN_MAX_RANK];
+  kn_status st = kn_transpose_strides(ctx, x, s);
   if (st) return st;
-  int64_t xs[KN_MAX_RANK], s[KN_MAX_RANK];
-  kn_strides(x->rank, x->dims, xs);
-  for (int32_t i = 0; i < x->rank; i++) s[i] = xs[perm[i]];
-  return gather_any(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, 0);
+  return gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, 0);
 }
 
 /* ---- Concat ------------------------------------------------------------- */
@@ -293,21 +268,6 @@ static kn_status concat_run(kn_op_ctx *ctx) {
   int64_t outer = kn_shape_numel(axis, o->dims);
   int64_t inner = kn_shape_numel(o->rank - axis - 1, o->dims + axis + 1);
   int64_t orow = o->dims[axis] * inner, at = 0;
-  if (use_copy(ctx, o->dtype)) {
-    size_t es = kn_dtype_size(o->dtype);
-    for (int32_t i = 0; i < ctx->n_in; i++) {
-      const kn_tensor *t = kn_in(ctx, i);
-      if (!t) continue;
-      int64_t row = t->dims[axis] * inner;
-      char *dst = (char *)o->data + (size_t)at * es;
-      /* the memory planner made this input in place (a part of o) */
-      if (outer != 1 || dst != t->data)
-        kn_copy_rows(ctx->rt->pool, dst, orow * (int64_t)es, t->data, row * (int64_t)es, outer,
-                     row * (int64_t)es);
-      at += row;
-    }
-    return KN_OK;
-  }
   for (int32_t i = 0; i < ctx->n_in; i++) {
     const kn_tensor *t = kn_in(ctx, i);
     if (!t) continue;
@@ -404,54 +364,69 @@ static kn_status split_sizes(kn_op_ctx *ctx, int64_t dim, int64_t *sizes) {
   return KN_OK;
 }
 
-static kn_status split_common(kn_op_ctx *ctx, bool run) {
-  const kn_tensor *x;
-  kn_status st = kn_in_need(ctx, 0, &x);
-  if (st) return st;
+kn_status kn_split_parts(kn_op_ctx *ctx, const kn_tensor *x, int32_t *axis, int64_t **parts) {
+  *parts = NULL;
   if (ctx->n_out > 1024)
     return kn_op_fail(ctx, KN_ERR_LIMIT, "too many outputs (%d)", (int)ctx->n_out);
-  if (!x || x->rank < 0) {
-    for (int32_t i = 0; i < ctx->n_out; i++)
-      kn_out_set(ctx, i, x ? x->dtype : KN_DTYPE_UNDEFINED, -1, NULL);
-    return KN_OK;
-  }
-  int32_t axis;
-  st = kn_axis(ctx, kn_attr_int(ctx, "axis", 0), x->rank, &axis);
+  if (!x || x->rank < 0) return KN_OK;
+  kn_status st = kn_axis(ctx, kn_attr_int(ctx, "axis", 0), x->rank, axis);
   if (st) return st;
   if (x->rank == 0) return kn_op_fail(ctx, KN_ERR_SHAPE, "cannot split a scalar");
   int64_t *sizes = kn_malloc((size_t)ctx->n_out * sizeof *sizes);
   if (!sizes) return oom(ctx);
-  st = split_sizes(ctx, x->dims[axis], sizes);
-  if (st) goto done;
-  if (!run) {
-    for (int32_t i = 0; i < ctx->n_out; i++) {
-      int64_t d[KN_MAX_RANK];
-      memcpy(d, x->dims, sizeof d);
-      d[axis] = sizes[i];
-      kn_out_set(ctx, i, x->dtype, x->rank, d);
-    }
-    goto done;
+  st = split_sizes(ctx, x->dims[*axis], sizes);
+  if (st) {
+    free(sizes);
+    return st;
   }
+  *parts = sizes;
+  return KN_OK;
+}
+
+static kn_status split_infer(kn_op_ctx *ctx) {
+  const kn_tensor *x;
+  kn_status st = kn_in_need(ctx, 0, &x);
+  if (st) return st;
+  int32_t axis;
+  int64_t *sizes;
+  st = kn_split_parts(ctx, x, &axis, &sizes);
+  if (st) return st;
+  for (int32_t i = 0; i < ctx->n_out; i++) {
+    int64_t d[KN_MAX_RANK];
+    if (!sizes) {
+      kn_out_set(ctx, i, x ? x->dtype : KN_DTYPE_UNDEFINED, -1, NULL);
+      continue;
+    }
+    memcpy(d, x->dims, sizeof d);
+    d[axis] = sizes[i];
+    kn_out_set(ctx, i, x->dtype, x->rank, d);
+  }
+  free(sizes);
+  return KN_OK;
+}
+
+static kn_status split_run(kn_op_ctx *ctx) {
+  const kn_tensor *x = kn_in(ctx, 0);
+  int32_t axis;
+  int64_t *sizes;
+  kn_status st = kn_split_parts(ctx, x, &axis, &sizes);
+  if (st) return st;
   int64_t xs[KN_MAX_RANK], start = 0;
   kn_strides(x->rank, x->dims, xs);
   for (int32_t i = 0; i < ctx->n_out; i++) {
     kn_tensor *o = kn_out_ready(ctx, i);
     if (!o) {
       st = KN_ERR_INTERNAL;
-      goto done;
+      break;
     }
-    st = gather_any(ctx, x->dtype, o->data, x->data, o->rank, o->dims, xs,
-                    start * xs[axis]);
-    if (st) goto done;
+    st = gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, xs,
+                        start * xs[axis]);
+    if (st) break;
     start += sizes[i];
   }
-done:
   free(sizes);
   return st;
 }
-
-static kn_status split_infer(kn_op_ctx *ctx) { return split_common(ctx, false); }
-static kn_status split_run(kn_op_ctx *ctx) { return split_common(ctx, true); }
 
 /* ---- Slice -------------------------------------------------------------- */
 
@@ -574,20 +549,28 @@ static kn_status slice_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
+kn_status kn_slice_view(kn_op_ctx *ctx, const kn_tensor *x, int64_t *strides, int64_t *off) {
+  slice_plan pl;
+  int64_t d[KN_MAX_RANK], xs[KN_MAX_RANK];
+  kn_status st = slice_plan_make(ctx, x, &pl, d);
+  if (st) return st;
+  kn_strides(x->rank, x->dims, xs);
+  *off = 0;
+  for (int32_t i = 0; i < x->rank; i++) {
+    strides[i] = xs[i] * pl.step[i];
+    *off += pl.start[i] * xs[i];
+  }
+  return KN_OK;
+}
+
 static kn_status slice_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   kn_tensor *o = kn_out_ready(ctx, 0);
   if (!o) return KN_ERR_INTERNAL;
-  slice_plan pl;
-  int64_t d[KN_MAX_RANK], xs[KN_MAX_RANK], s[KN_MAX_RANK], off = 0;
-  kn_status st = slice_plan_make(ctx, x, &pl, d);
+  int64_t s[KN_MAX_RANK], off;
+  kn_status st = kn_slice_view(ctx, x, s, &off);
   if (st) return st;
-  kn_strides(x->rank, x->dims, xs);
-  for (int32_t i = 0; i < x->rank; i++) {
-    s[i] = xs[i] * pl.step[i];
-    off += pl.start[i] * xs[i];
-  }
-  return gather_any(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, off);
+  return gather_strided(ctx, x->dtype, o->data, x->data, o->rank, o->dims, s, off);
 }
 
 /* ---- Expand ------------------------------------------------------------- */
@@ -1174,10 +1157,10 @@ static kn_status revseq_run(kn_op_ctx *ctx) {
 /* ---- table -------------------------------------------------------------- */
 
 const kn_op_def kn_ops_movement[] = {
-    {"Transpose", NULL, 1, 1, 1, 1, 1, 21, transpose_infer, transpose_run, no_flops, .select = copy_select},
-    {"Concat", NULL, 1, -1, 1, 1, 1, 21, concat_infer, concat_run, no_flops, .select = copy_select},
-    {"Split", NULL, 1, 2, 1, -1, 1, 21, split_infer, split_run, no_flops, .select = copy_select},
-    {"Slice", NULL, 1, 5, 1, 1, 1, 21, slice_infer, slice_run, no_flops, .select = copy_select},
+    {"Transpose", NULL, 1, 1, 1, 1, 1, 21, transpose_infer, transpose_run, no_flops},
+    {"Concat", NULL, 1, -1, 1, 1, 1, 21, concat_infer, concat_run, no_flops},
+    {"Split", NULL, 1, 2, 1, -1, 1, 21, split_infer, split_run, no_flops},
+    {"Slice", NULL, 1, 5, 1, 1, 1, 21, slice_infer, slice_run, no_flops},
     {"Expand", NULL, 2, 2, 1, 1, 8, 21, expand_infer, expand_run, no_flops},
     {"Tile", NULL, 2, 3, 1, 1, 1, 21, tile_infer, tile_run, no_flops},
     {"Pad", NULL, 1, 4, 1, 1, 1, 21, pad_infer, pad_run, no_flops},

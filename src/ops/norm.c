@@ -7,13 +7,11 @@
  * deviations), so variances are never negative.  float32 runs directly on
  * the tensors; float16 / bfloat16 are converted to a float32 buffer, float64
  * runs in double.  The rarely used LRN, MVN and batch statistics of training
- * mode go through a double buffer. */
-#include "op.h"
+ * mode go through a double buffer.  The vectorised float32 row kernels of
+ * Instance-, Layer- and GroupNormalization are src/tactics/norm.c. */
+#include "norm.h"
 
 #include <math.h>
-
-#include "kernels/eltwise/eltwise.h"
-#include "ops/tactic.h"
 
 static const kn_dtype norm_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                       KN_DTYPE_BF16, 0};
@@ -166,26 +164,42 @@ void kn_ref_layernorm_rows(const float *x, float *y, int64_t rows, int64_t len, 
   rownorm_f32(x, y, rows, len, eps, 1, 1, 0, scale, bias, NULL, NULL);
 }
 
-/* Runs the row kernel on x -> y with parameter tensors sc / bi (either may
- * be NULL: 1 / 0) holding np values each. */
+/* Runs the reference row kernel on x -> y as r plans it. */
 static kn_status rownorm_run(kn_op_ctx *ctx, const kn_tensor *x, kn_tensor *y,
-                             int64_t rows, int64_t len, double eps, int64_t seg,
-                             int64_t pmod, int64_t pmul, const void *sc, const void *bi,
-                             double *mean_out, double *inv_out) {
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_layernorm && x->dtype == KN_DTYPE_F32) {
-    kn_ew_norm(ctx->rt, x->data, y->data, rows, len, eps, seg, pmod, pmul, sc, bi, mean_out,
-               inv_out);
-    return KN_OK;
-  }
+                             const kn_norm_rows *r) {
   nbuf b;
   kn_status st = nbuf_begin(ctx, x, y, &b);
   if (st) return st;
   if (b.dbl)
-    rownorm_f64(b.xd, b.yd, rows, len, eps, seg, pmod, pmul, sc, bi, mean_out, inv_out);
+    rownorm_f64(b.xd, b.yd, r->rows, r->len, r->eps, r->seg, r->pmod, r->pmul, r->sc, r->bi,
+                r->mean, r->inv);
   else
-    rownorm_f32(b.xf, b.yf, rows, len, eps, seg, pmod, pmul, sc, bi, mean_out, inv_out);
+    rownorm_f32(b.xf, b.yf, r->rows, r->len, r->eps, r->seg, r->pmod, r->pmul, r->sc, r->bi,
+                r->mean, r->inv);
   nbuf_end(&b, y);
   return KN_OK;
+}
+
+kn_status kn_norm_rows_done(kn_op_ctx *ctx, kn_norm_rows *r, kn_status st) {
+  if (!st && r->mean) store_all_f64(kn_out(ctx, 1), r->mean, r->rows);
+  if (!st && r->inv) store_all_f64(kn_out(ctx, 2), r->inv, r->rows);
+  free(r->sc);
+  free(r->bi);
+  free(r->mean);
+  free(r->inv);
+  memset(r, 0, sizeof *r);
+  return st == KN_ERR_OOM ? oom(ctx) : st;
+}
+
+/* The reference run of a row normalisation planned by `plan`. */
+static kn_status rows_run(kn_op_ctx *ctx,
+                          kn_status (*plan)(kn_op_ctx *, const kn_tensor *, kn_norm_rows *)) {
+  const kn_tensor *x = kn_in(ctx, 0);
+  kn_tensor *y = kn_out(ctx, 0);
+  kn_norm_rows r;
+  kn_status st = plan(ctx, x, &r);
+  if (st || r.skip) return st;
+  return kn_norm_rows_done(ctx, &r, rownorm_run(ctx, x, y, &r));
 }
 
 /* Checks that parameter input i has exactly n elements (when known). */
@@ -389,28 +403,29 @@ static kn_status in_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-static kn_status in_run(kn_op_ctx *ctx) {
-  const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *y = kn_out(ctx, 0);
+kn_status kn_norm_rows_instance(kn_op_ctx *ctx, const kn_tensor *x, kn_norm_rows *r) {
+  memset(r, 0, sizeof *r);
   int64_t C = x->dims[1], n = kn_tensor_numel(x);
   int64_t rows = x->dims[0] * C;
-  if (rows <= 0) return KN_OK;
+  if (rows <= 0) {
+    r->skip = true;
+    return KN_OK;
+  }
   int64_t len = n / rows;
   bool dbl = x->dtype == KN_DTYPE_F64;
-  void *sc = load_params(kn_in(ctx, 1), C, dbl, 1);
-  void *bi = load_params(kn_in(ctx, 2), C, dbl, 0);
-  kn_status st = KN_ERR_OOM;
-  if (sc && bi)
-    st = rownorm_run(ctx, x, y, rows, len, kn_attr_float(ctx, "epsilon", 1e-5f), len, C, 1,
-                     sc, bi, NULL, NULL);
-  free(sc);
-  free(bi);
-  return st == KN_ERR_OOM ? oom(ctx) : st;
+  *r = (kn_norm_rows){.rows = rows, .len = len, .eps = kn_attr_float(ctx, "epsilon", 1e-5f),
+                      .seg = len, .pmod = C, .pmul = 1};
+  r->sc = load_params(kn_in(ctx, 1), C, dbl, 1);
+  r->bi = load_params(kn_in(ctx, 2), C, dbl, 0);
+  if (!r->sc || !r->bi) return kn_norm_rows_done(ctx, r, KN_ERR_OOM);
+  return KN_OK;
 }
+
+static kn_status in_run(kn_op_ctx *ctx) { return rows_run(ctx, kn_norm_rows_instance); }
 
 /* ---- LayerNormalization -------------------------------------------------- */
 
-static kn_status ln_axis(kn_op_ctx *ctx, int32_t rank, int32_t *axis) {
+kn_status kn_layernorm_axis(kn_op_ctx *ctx, int32_t rank, int32_t *axis) {
   return kn_axis(ctx, kn_attr_int(ctx, "axis", -1), rank, axis);
 }
 
@@ -461,7 +476,7 @@ static kn_status ln_infer(kn_op_ctx *ctx) {
     return KN_OK;
   }
   int32_t axis;
-  st = ln_axis(ctx, x->rank, &axis);
+  st = kn_layernorm_axis(ctx, x->rank, &axis);
   if (!st) st = ln_check_bcast(ctx, 1, x, axis);
   if (!st) st = ln_check_bcast(ctx, 2, x, axis);
   if (st) return st;
@@ -494,11 +509,10 @@ static void *ln_params(const kn_tensor *t, int32_t nr, const int64_t *nd, int64_
   return p;
 }
 
-static kn_status ln_run(kn_op_ctx *ctx) {
-  const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *y = kn_out(ctx, 0);
+kn_status kn_norm_rows_layer(kn_op_ctx *ctx, const kn_tensor *x, kn_norm_rows *r) {
+  memset(r, 0, sizeof *r);
   int32_t axis;
-  kn_status st = ln_axis(ctx, x->rank, &axis);
+  kn_status st = kn_layernorm_axis(ctx, x->rank, &axis);
   if (st) return st;
   int64_t rows = 1, len = 1;
   for (int32_t i = 0; i < x->rank; i++) {
@@ -508,32 +522,18 @@ static kn_status ln_run(kn_op_ctx *ctx) {
   bool dbl = x->dtype == KN_DTYPE_F64;
   int32_t nr = x->rank - axis;
   bool want_m = kn_out_wanted(ctx, 1), want_i = kn_out_wanted(ctx, 2);
-  const kn_tensor *ts = kn_in(ctx, 1), *tb = kn_in(ctx, 2);
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_layernorm && x->dtype == KN_DTYPE_F32 &&
-      !want_m && !want_i && ts && tb && ts->dtype == KN_DTYPE_F32 &&
-      tb->dtype == KN_DTYPE_F32 && kn_tensor_numel(ts) == len && kn_tensor_numel(tb) == len) {
-    /* scale and bias already hold one value per normalised element */
-    kn_ew_norm(ctx->rt, x->data, y->data, rows, len, kn_attr_float(ctx, "epsilon", 1e-5f), 1,
-               1, 0, ts->data, tb->data, NULL, NULL);
-    return KN_OK;
-  }
-  void *sc = ln_params(ts, nr, x->dims + axis, len, dbl, 1);
-  void *bi = ln_params(tb, nr, x->dims + axis, len, dbl, 0);
-  double *mo = want_m ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
-  double *io = want_i ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
-  st = KN_ERR_OOM;
-  if (sc && bi && (mo || !want_m) && (io || !want_i)) {
-    st = rownorm_run(ctx, x, y, rows, len, kn_attr_float(ctx, "epsilon", 1e-5f), 1, 1, 0, sc,
-                     bi, mo, io);
-    if (!st && mo) store_all_f64(kn_out(ctx, 1), mo, rows);
-    if (!st && io) store_all_f64(kn_out(ctx, 2), io, rows);
-  }
-  free(sc);
-  free(bi);
-  free(mo);
-  free(io);
-  return st == KN_ERR_OOM ? oom(ctx) : st;
+  *r = (kn_norm_rows){.rows = rows, .len = len, .eps = kn_attr_float(ctx, "epsilon", 1e-5f),
+                      .seg = 1, .pmod = 1, .pmul = 0};
+  r->sc = ln_params(kn_in(ctx, 1), nr, x->dims + axis, len, dbl, 1);
+  r->bi = ln_params(kn_in(ctx, 2), nr, x->dims + axis, len, dbl, 0);
+  r->mean = want_m ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
+  r->inv = want_i ? kn_malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : NULL;
+  if (!r->sc || !r->bi || (!r->mean && want_m) || (!r->inv && want_i))
+    return kn_norm_rows_done(ctx, r, KN_ERR_OOM);
+  return KN_OK;
 }
+
+static kn_status ln_run(kn_op_ctx *ctx) { return rows_run(ctx, kn_norm_rows_layer); }
 
 /* ---- GroupNormalization -------------------------------------------------- */
 
@@ -569,29 +569,31 @@ static kn_status gn_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-static kn_status gn_run(kn_op_ctx *ctx) {
-  const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *y = kn_out(ctx, 0);
+kn_status kn_norm_rows_group(kn_op_ctx *ctx, const kn_tensor *x, kn_norm_rows *r) {
+  memset(r, 0, sizeof *r);
   int64_t G;
   kn_status st = gn_groups(ctx, x, &G);
   if (st) return st;
   int64_t N = x->dims[0], C = x->dims[1], n = kn_tensor_numel(x);
-  if (N * C <= 0) return KN_OK;
+  if (N * C <= 0) {
+    r->skip = true;
+    return KN_OK;
+  }
   int64_t sp = n / (N * C), cpg = C / G;
   bool per_channel = ctx->opset >= 21;
   bool dbl = x->dtype == KN_DTYPE_F64;
   int64_t np = per_channel ? C : G;
-  void *sc = load_params(kn_in(ctx, 1), np, dbl, 1);
-  void *bi = load_params(kn_in(ctx, 2), np, dbl, 0);
-  st = KN_ERR_OOM;
-  if (sc && bi)
-    st = rownorm_run(ctx, x, y, N * G, cpg * sp, kn_attr_float(ctx, "epsilon", 1e-5f),
-                     per_channel ? (sp > 0 ? sp : 1) : cpg * sp, G, per_channel ? cpg : 1,
-                     sc, bi, NULL, NULL);
-  free(sc);
-  free(bi);
-  return st == KN_ERR_OOM ? oom(ctx) : st;
+  *r = (kn_norm_rows){.rows = N * G, .len = cpg * sp,
+                      .eps = kn_attr_float(ctx, "epsilon", 1e-5f),
+                      .seg = per_channel ? (sp > 0 ? sp : 1) : cpg * sp, .pmod = G,
+                      .pmul = per_channel ? cpg : 1};
+  r->sc = load_params(kn_in(ctx, 1), np, dbl, 1);
+  r->bi = load_params(kn_in(ctx, 2), np, dbl, 0);
+  if (!r->sc || !r->bi) return kn_norm_rows_done(ctx, r, KN_ERR_OOM);
+  return KN_OK;
 }
+
+static kn_status gn_run(kn_op_ctx *ctx) { return rows_run(ctx, kn_norm_rows_group); }
 
 /* ---- LRN ----------------------------------------------------------------- */
 
@@ -866,21 +868,11 @@ static kn_status dropout_run(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* float32 Layer/Instance/GroupNormalization: the vectorised row kernels. */
-static int32_t norm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_layernorm : 0;
-}
-
 const kn_op_def kn_ops_norm[] = {
     {"BatchNormalization", NULL, 5, 5, 1, 5, 1, 22, bn_infer, bn_run, NULL},
-    {"InstanceNormalization", NULL, 3, 3, 1, 1, 1, 22, in_infer, in_run, NULL,
-     .select = norm_select},
-    {"LayerNormalization", NULL, 2, 3, 1, 3, 17, 22, ln_infer, ln_run, NULL,
-     .select = norm_select},
-    {"GroupNormalization", NULL, 3, 3, 1, 1, 18, 22, gn_infer, gn_run, NULL,
-     .select = norm_select},
+    {"InstanceNormalization", NULL, 3, 3, 1, 1, 1, 22, in_infer, in_run, NULL},
+    {"LayerNormalization", NULL, 2, 3, 1, 3, 17, 22, ln_infer, ln_run, NULL},
+    {"GroupNormalization", NULL, 3, 3, 1, 1, 18, 22, gn_infer, gn_run, NULL},
     {"LRN", NULL, 1, 1, 1, 1, 1, 22, lrn_infer, lrn_run, NULL},
     {"MeanVarianceNormalization", NULL, 1, 1, 1, 1, 9, 22, mvn_infer, mvn_run, NULL},
     {"Dropout", NULL, 1, 3, 1, 2, 1, 22, dropout_infer, dropout_run, NULL},

@@ -15,33 +15,23 @@
  * column-major over the spatial dims when storage_order = 1).
  *
  * The kernels run on float (float32, and float16 / bfloat16 / int8 / uint8
- * converted to float, all exact for those types) or on double for float64. */
-#include "op.h"
+ * converted to float, all exact for those types) or on double for float64.
+ * The vectorised float32 pools (and those of the channels-last steps) are
+ * src/tactics/pooling.c. */
+#include "pooling.h"
 
 #include <math.h>
 
-#include "kernels/pool/pool-kernels.h"
-#include "pooling.h"
-#include "ops/tactic.h"
-
-#define POOL_MAX_SP (KN_MAX_RANK - 2)
+#define POOL_MAX_SP KN_POOL_MAX_SP
 /* Bounds on attributes so that window arithmetic cannot overflow int64. */
 #define POOL_ATTR_MAX ((int64_t)1 << 31)
 
-typedef enum pool_mode { POOL_MAX, POOL_AVG, POOL_LP } pool_mode;
-
-typedef struct pool_geo {
-  int32_t ns; /* spatial rank */
-  int64_t in[POOL_MAX_SP], out[POOL_MAX_SP], k[POOL_MAX_SP], s[POOL_MAX_SP],
-      d[POOL_MAX_SP], pb[POOL_MAX_SP], pe[POOL_MAX_SP];
-} pool_geo;
-
-typedef struct pool_opts {
-  pool_mode mode;
-  bool count_include_pad;
-  double p;          /* LpPool exponent */
-  int storage_order; /* MaxPool Indices layout */
-} pool_opts;
+typedef kn_pool_mode pool_mode;
+#define POOL_MAX KN_POOL_MAX
+#define POOL_AVG KN_POOL_AVG
+#define POOL_LP KN_POOL_LP
+typedef kn_pool_geo pool_geo;
+typedef kn_pool_opts pool_opts;
 
 static const kn_dtype pool_float_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                             KN_DTYPE_BF16, 0};
@@ -71,10 +61,7 @@ static kn_status pool_attr_list(kn_op_ctx *ctx, const char *name, int32_t want,
   return KN_OK;
 }
 
-/* Fills g from the attributes and x's shape.  Output dims whose input dim is
- * unknown are -1.  has_dil: this op version has a dilations attribute. */
-static kn_status pool_geometry(kn_op_ctx *ctx, const kn_tensor *x, pool_geo *g,
-                               bool has_dil) {
+kn_status kn_pool_geometry(kn_op_ctx *ctx, const kn_tensor *x, pool_geo *g, bool has_dil) {
   const int64_t *ks;
   int32_t ns = kn_attr_ints(ctx, "kernel_shape", &ks);
   if (!kn_attr_get(ctx, "kernel_shape") || ns < 1)
@@ -323,7 +310,7 @@ static bool pool_has_dilations(const kn_op_ctx *ctx, pool_mode m) {
   return ctx->opset >= 18;
 }
 
-static kn_status pool_opts_of(kn_op_ctx *ctx, pool_mode m, pool_opts *o) {
+kn_status kn_pool_opts_of(kn_op_ctx *ctx, pool_mode m, pool_opts *o) {
   memset(o, 0, sizeof *o);
   o->mode = m;
   int64_t cip = kn_attr_int(ctx, "count_include_pad", 0);
@@ -351,10 +338,10 @@ static kn_status pool_infer(kn_op_ctx *ctx) {
   st = kn_check_dtype(ctx, 0, x, m == POOL_MAX ? pool_max_types : pool_float_types);
   if (st) return st;
   pool_opts o;
-  st = pool_opts_of(ctx, m, &o);
+  st = kn_pool_opts_of(ctx, m, &o);
   if (st) return st;
   pool_geo g;
-  st = pool_geometry(ctx, x, &g, pool_has_dilations(ctx, m));
+  st = kn_pool_geometry(ctx, x, &g, pool_has_dilations(ctx, m));
   if (st) return st;
   int64_t dims[KN_MAX_RANK];
   pool_out_dims(x, &g, dims);
@@ -367,62 +354,25 @@ static kn_status pool_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* The fast kernel (tactic pool): float32 2-D MaxPool without Indices and
- * AveragePool.  False when this run is not such a case (then the reference
- * runs; it writes every output element, so nothing needs zeroing). */
-static kn_status pool_fast(kn_op_ctx *ctx, const pool_geo *g, const pool_opts *o,
-                           const kn_tensor *x, kn_tensor *y, bool *done) {
-  *done = false;
-  if (g->ns != 2 || x->dtype != KN_DTYPE_F32 || o->mode == POOL_LP) return KN_OK;
-  int64_t planes = x->dims[0] * x->dims[1];
-  kn_pool2d p = {.planes = planes, .h = g->in[0], .w = g->in[1], .oh = g->out[0],
-                 .ow = g->out[1], .kh = g->k[0], .kw = g->k[1], .sh = g->s[0],
-                 .sw = g->s[1], .dh = g->d[0], .dw = g->d[1], .pt = g->pb[0],
-                 .pl = g->pb[1], .pb = g->pe[0], .pr = g->pe[1],
-                 .is_max = o->mode == POOL_MAX, .count_include_pad = o->count_include_pad};
-  kn_rt *rt = ctx->rt;
-  void *scratch =
-      kn_rt_scratch(rt, kn_f32_pool2d_scratch(rt->isa, &p, kn_rt_threads(rt), &rt->caches));
-  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for pooling scratch");
-  kn_f32_pool2d(rt->isa, rt->pool, &p, x->data, y->data, scratch, &rt->caches);
-  *done = true;
+kn_status kn_pool_plan(kn_op_ctx *ctx, const kn_tensor *x, pool_opts *o, pool_geo *g,
+                       int64_t **ind) {
+  pool_mode m = pool_mode_of(ctx);
+  kn_status st = kn_pool_opts_of(ctx, m, o);
+  if (!st) st = kn_pool_geometry(ctx, x, g, pool_has_dilations(ctx, m));
+  if (st) return st;
+  *ind = NULL;
+  if (m == POOL_MAX && kn_out_wanted(ctx, 1)) *ind = kn_out(ctx, 1)->data;
   return KN_OK;
 }
 
 static kn_status pool_run(kn_op_ctx *ctx) {
-  pool_mode m = pool_mode_of(ctx);
   const kn_tensor *x = kn_in(ctx, 0);
   pool_opts o;
   pool_geo g;
-  kn_status st = pool_opts_of(ctx, m, &o);
-  if (!st) st = pool_geometry(ctx, x, &g, pool_has_dilations(ctx, m));
+  int64_t *ind;
+  kn_status st = kn_pool_plan(ctx, x, &o, &g, &ind);
   if (st) return st;
-  int64_t *ind = NULL;
-  if (m == POOL_MAX && kn_out_wanted(ctx, 1)) ind = kn_out(ctx, 1)->data;
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_pool && !ind && kn_tensor_numel(x) > 0) {
-    bool done;
-    if ((st = pool_fast(ctx, &g, &o, x, kn_out(ctx, 0), &done)) || done) return st;
-  }
   return pool_apply(ctx, &g, &o, x, kn_out(ctx, 0), ind);
-}
-
-/* Tactic pool for float32 4-D MaxPool (without Indices) and AveragePool. */
-static int32_t pool_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  const kn_type *t = &g->values[n->inputs[0]].type;
-  if (t->dtype != KN_DTYPE_F32 || t->rank != 4) return 0;
-  if (strcmp(n->op_type, "MaxPool") && strcmp(n->op_type, "AveragePool")) return 0;
-  if (n->n_outputs > 1 && n->outputs[1] >= 0) return 0;
-  return KN_TACTIC_pool;
-}
-
-/* Tactic pool for float32 GlobalMaxPool / GlobalAveragePool. */
-static int32_t gpool_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  if (strcmp(n->op_type, "GlobalMaxPool") && strcmp(n->op_type, "GlobalAveragePool")) return 0;
-  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_pool : 0;
 }
 
 static double pool_flops(const kn_op_ctx *ctx) {
@@ -472,12 +422,6 @@ static kn_status gpool_run(kn_op_ctx *ctx) {
   int64_t n = kn_tensor_numel(x);
   if (planes <= 0) return KN_OK;
   int64_t sp = n / planes;
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_pool && x->dtype == KN_DTYPE_F32 &&
-      m != POOL_LP) {
-    kn_f32_global_pool(ctx->rt->isa, ctx->rt->pool, m == POOL_MAX, planes, sp, x->data,
-                       y->data);
-    return KN_OK;
-  }
   bool own;
   const float *xf = NULL;
   if (x->dtype != KN_DTYPE_F64) {
@@ -522,7 +466,7 @@ static kn_status unpool_shape(kn_op_ctx *ctx, const kn_tensor *x, int64_t *infer
   kn_tensor probe = *x;
   if (probe.rank >= 0)
     for (int32_t i = 2; i < probe.rank; i++) probe.dims[i] = -1;
-  kn_status st = pool_geometry(ctx, &probe, &g, false);
+  kn_status st = kn_pool_geometry(ctx, &probe, &g, false);
   if (st) return st;
   int32_t r = g.ns + 2;
   for (int32_t i = 0; i < r; i++) {
@@ -722,67 +666,12 @@ static kn_status roipool_run(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* ---- channels-last pools (the fast runs of src/ops/layout.c's steps) ---- */
-
-int32_t kn_pool_nhwc_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  const kn_type *t = &g->values[n->inputs[0]].type;
-  return t->dtype == KN_DTYPE_F32 && t->rank == 4 ? KN_TACTIC_pool_nhwc : 0;
-}
-
-kn_status kn_pool_nhwc_fast(kn_op_ctx *ctx, bool *done) {
-  *done = false;
-  const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *y = kn_out(ctx, 0);
-  if (!x || x->dtype != KN_DTYPE_F32 || x->rank != 4 || y->rank != 4 ||
-      ctx->node->tactic != KN_TACTIC_pool_nhwc)
-    return KN_OK;
-  const char *op = ctx->node->op_type;
-  kn_rt *rt = ctx->rt;
-  int64_t n = x->dims[0], c = x->dims[3];
-  if (!strcmp(op, "NhwcGlobalAveragePool") || !strcmp(op, "NhwcGlobalMaxPool")) {
-    int64_t size = x->dims[1] * x->dims[2];
-    void *scratch = kn_rt_scratch(rt, kn_f32_global_pool_nhwc_scratch(n, size, c));
-    if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for global pooling scratch");
-    if (n * c > 0)
-      kn_f32_global_pool_nhwc(rt->isa, rt->pool, !strcmp(op, "NhwcGlobalMaxPool"), n, size, c,
-                              x->data, y->data, scratch);
-    *done = true;
-    return KN_OK;
-  }
-  pool_mode m = !strcmp(op, "NhwcMaxPool") ? POOL_MAX : POOL_AVG;
-  kn_tensor xv = *x; /* the NCHW view the geometry reads */
-  kn_dims_to_nchw(x->dims, xv.dims);
-  pool_opts o;
-  pool_geo g;
-  kn_status st = pool_opts_of(ctx, m, &o);
-  if (!st) st = pool_geometry(ctx, &xv, &g, true);
-  if (st) return st;
-  if (g.ns != 2) return KN_OK;
-  *done = true;
-  if (kn_tensor_numel(x) == 0 || kn_tensor_numel(y) == 0) return KN_OK;
-  kn_pool2d p = {.planes = n, .h = g.in[0], .w = g.in[1], .oh = g.out[0], .ow = g.out[1],
-                 .kh = g.k[0], .kw = g.k[1], .sh = g.s[0], .sw = g.s[1], .dh = g.d[0],
-                 .dw = g.d[1], .pt = g.pb[0], .pl = g.pb[1], .pb = g.pe[0], .pr = g.pe[1],
-                 .is_max = m == POOL_MAX, .count_include_pad = o.count_include_pad};
-  void *scratch =
-      kn_rt_scratch(rt, kn_f32_pool2d_nhwc_scratch(rt->isa, &p, c, kn_rt_threads(rt)));
-  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for pooling scratch");
-  kn_f32_pool2d_nhwc(rt->isa, rt->pool, &p, c, x->data, y->data, scratch);
-  return KN_OK;
-}
-
 const kn_op_def kn_ops_pooling[] = {
-    {"MaxPool", NULL, 1, 1, 1, 2, 1, 22, pool_infer, pool_run, pool_flops,
-     .select = pool_select},
-    {"AveragePool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops,
-     .select = pool_select},
+    {"MaxPool", NULL, 1, 1, 1, 2, 1, 22, pool_infer, pool_run, pool_flops},
+    {"AveragePool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops},
     {"LpPool", NULL, 1, 1, 1, 1, 1, 22, pool_infer, pool_run, pool_flops},
-    {"GlobalAveragePool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL,
-     .select = gpool_select},
-    {"GlobalMaxPool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL,
-     .select = gpool_select},
+    {"GlobalAveragePool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL},
+    {"GlobalMaxPool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL},
     {"GlobalLpPool", NULL, 1, 1, 1, 1, 1, 22, gpool_infer, gpool_run, NULL},
     {"MaxUnpool", NULL, 2, 3, 1, 1, 9, 22, unpool_infer, unpool_run, NULL},
     {"MaxRoiPool", NULL, 2, 2, 1, 1, 1, 22, roipool_infer, roipool_run, NULL},

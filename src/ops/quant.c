@@ -5,11 +5,11 @@
  * Quantize: y = saturate(round_half_even(x / scale) + zero_point)
  * Dequantize: y = (x - zero_point) * scale
  * float32 data is computed in float32, as the ONNX reference does, so that
- * ties round the same way.
+ * ties round the same way.  The float32 QuantizeLinear and
+ * DynamicQuantizeLinear on the int8 GEMM family's vector kernels are
+ * src/tactics/quant.c.
  */
-#include "op.h"
-#include "kernels/qgemm/qgemm.h"
-#include "ops/tactic.h"
+#include "quant.h"
 
 #include <math.h>
 
@@ -164,32 +164,11 @@ static kn_status quant_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* fp32 x: per-tensor quantization on the int8 GEMM family's vector
- * quantizer (the Q/DQ pairs ONNX Runtime's quantizer leaves around Add,
- * pools and concatenations run 25x faster than the loop below did) */
-static int32_t quant_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  return n->n_inputs >= 2 && n->inputs[0] >= 0 &&
-                 g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32
-             ? KN_TACTIC_eltwise
-             : 0;
-}
-
-/* y = saturate(round_half_even(x / scale) + zero) into u8 or s8, per tensor,
- * on the vector quantizers: the loop of quant_run bit for bit.  False: not
- * such a case. */
-static bool quant_fast(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *s,
-                       const kn_tensor *zp, const qlayout *L, kn_tensor *y) {
-  if (!ctx->rt || L->mode != Q_TENSOR || x->dtype != KN_DTYPE_F32 ||
-      s->dtype != KN_DTYPE_F32 || (y->dtype != KN_DTYPE_U8 && y->dtype != KN_DTYPE_I8))
-    return false;
-  float sv = *(const float *)s->data;
-  int32_t z = zp ? (int32_t)kn_load_i64(zp->data, zp->dtype, 0) : 0;
-  int64_t n = kn_tensor_numel(x);
-  kn_qgemm_impl impl = kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features);
-  if (y->dtype == KN_DTYPE_I8) kn_qgemm_quantize_s8(impl, n, x->data, sv, z, y->data);
-  else kn_qgemm_quantize(impl, 1, n, x->data, n, sv, z, y->data, n);
-  return true;
+kn_status kn_quant_per_tensor(kn_op_ctx *ctx, bool *per_tensor) {
+  qlayout L;
+  kn_status st = q_layout(ctx, kn_in(ctx, 0), kn_in(ctx, 1), kn_in(ctx, 2), &L);
+  *per_tensor = !st && L.mode == Q_TENSOR;
+  return st;
 }
 
 static kn_status quant_run(kn_op_ctx *ctx) {
@@ -198,7 +177,6 @@ static kn_status quant_run(kn_op_ctx *ctx) {
   kn_status st = q_layout(ctx, x, s, zp, &L);
   if (st) return st;
   kn_tensor *y = kn_out(ctx, 0);
-  if (quant_fast(ctx, x, s, zp, &L, y)) return KN_OK;
   double lo, hi;
   q_range(y->dtype, &lo, &hi);
   bool xf32 = x->dtype == KN_DTYPE_F32, xint = x->dtype == KN_DTYPE_I32;
@@ -307,15 +285,18 @@ static float clamp_u8(float v) {
   return v > 255.0f ? 255.0f : v;
 }
 
-/* fp32 x: the range and the quantization on the int8 GEMM family's vector
- * kernels (kn_qgemm_range, kn_qgemm_quantize: the same results as the
- * loops below) */
-static int32_t dynq_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  return n->n_inputs == 1 && n->inputs[0] >= 0 &&
-                 g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32
-             ? KN_TACTIC_eltwise
-             : 0;
+void kn_dynq_scale(float mn, float mx, float *scale, float *zero) {
+  float s = (mx - mn) / 255.0f;
+  /* An all-zero input has no range; any scale represents it exactly. */
+  if (!(s > 0.0f) || isinf(s)) s = s == 0.0f ? 1.0f : s;
+  *scale = s;
+  *zero = clamp_u8(nearbyintf((0.0f - mn) / s));
+}
+
+void kn_dynq_store(kn_op_ctx *ctx, float scale, float zero) {
+  kn_tensor *ts = kn_out(ctx, 1), *tz = kn_out(ctx, 2);
+  if (ts->data) *(float *)ts->data = scale;
+  if (tz->data) *(uint8_t *)tz->data = (uint8_t)zero;
 }
 
 static kn_status dynq_run(kn_op_ctx *ctx) {
@@ -323,35 +304,21 @@ static kn_status dynq_run(kn_op_ctx *ctx) {
   const float *xd = x->data;
   int64_t n = kn_tensor_numel(x);
   float mn = 0.0f, mx = 0.0f; /* the range always includes 0; NaNs are left out */
-  if (ctx->rt) {
-    kn_qgemm_range(kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features), n, xd, &mn, &mx);
-  } else {
-    for (int64_t i = 0; i < n; i++) {
-      if (xd[i] < mn) mn = xd[i];
-      if (xd[i] > mx) mx = xd[i];
-    }
+  for (int64_t i = 0; i < n; i++) {
+    if (xd[i] < mn) mn = xd[i];
+    if (xd[i] > mx) mx = xd[i];
   }
-  float scale = (mx - mn) / 255.0f;
-  /* An all-zero input has no range; any scale represents it exactly. */
-  if (!(scale > 0.0f) || isinf(scale)) scale = scale == 0.0f ? 1.0f : scale;
-  float zp = clamp_u8(nearbyintf((0.0f - mn) / scale));
+  float scale, zp;
+  kn_dynq_scale(mn, mx, &scale, &zp);
   uint8_t *y = kn_out(ctx, 0)->data;
-  if (ctx->rt && n > 0)
-    kn_qgemm_quantize(kn_qgemm_impl_for(ctx->rt->isa, ctx->rt->features), 1, n, xd, n, scale,
-                      (int32_t)zp, y, n);
-  else
-    for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)clamp_u8(nearbyintf(xd[i] / scale) + zp);
-  kn_tensor *ts = kn_out(ctx, 1), *tz = kn_out(ctx, 2);
-  if (ts->data) *(float *)ts->data = scale;
-  if (tz->data) *(uint8_t *)tz->data = (uint8_t)zp;
+  for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)clamp_u8(nearbyintf(xd[i] / scale) + zp);
+  kn_dynq_store(ctx, scale, zp);
   return KN_OK;
 }
 
 const kn_op_def kn_ops_quant[] = {
-    {"QuantizeLinear", NULL, 2, 3, 1, 1, 10, 21, quant_infer, quant_run, NULL,
-     .select = quant_select},
+    {"QuantizeLinear", NULL, 2, 3, 1, 1, 10, 21, quant_infer, quant_run, NULL},
     {"DequantizeLinear", NULL, 2, 3, 1, 1, 10, 21, dequant_infer, dequant_run, NULL},
-    {"DynamicQuantizeLinear", NULL, 1, 1, 3, 3, 11, 22, dynq_infer, dynq_run, NULL,
-     .select = dynq_select},
+    {"DynamicQuantizeLinear", NULL, 1, 1, 3, 3, 11, 22, dynq_infer, dynq_run, NULL},
     KN_OP_END,
 };

@@ -14,15 +14,14 @@
  *
  * Linear and cubic run one pass per resized axis over a float64 buffer; an
  * axis whose map is the identity is skipped.  Nearest is a gather through
- * one index table per axis and works for every dtype. */
-#include "op.h"
+ * one index table per axis and works for every dtype.  The float32 2-D
+ * kernels are src/tactics/resize.c. */
+#include "resize.h"
 
 #include <math.h>
 
-#include "kernels/resize/resize.h"
-#include "ops/tactic.h"
-
-enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
+enum { MODE_NEAREST = KN_RESIZE_NEAREST, MODE_LINEAR = KN_RESIZE_LINEAR,
+       MODE_CUBIC = KN_RESIZE_CUBIC };
 enum {
   CT_HALF_PIXEL,
   CT_HALF_PIXEL_SYMMETRIC,
@@ -34,16 +33,7 @@ enum {
 };
 enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL, NM_SIMPLE };
 
-typedef struct rs_params {
-  int mode, ctm, nearest;
-  double cubic_a, extrap;
-  bool exclude_outside, antialias;
-  bool known; /* scales/sizes known: out[] and scale[] are set */
-  int32_t rank;
-  int64_t in[KN_MAX_RANK], out[KN_MAX_RANK];
-  double scale[KN_MAX_RANK];
-  double roi_lo[KN_MAX_RANK], roi_hi[KN_MAX_RANK];
-} rs_params;
+typedef kn_resize_params rs_params;
 
 static int lookup(const char *s, const char *const *names, int n) {
   for (int i = 0; i < n; i++)
@@ -400,16 +390,9 @@ static double cubic_w(double x, double a) {
   return 0;
 }
 
-/* Taps of one axis: for output o, ntaps (index, weight) pairs; a NaN first
- * weight marks an output outside the roi. */
-typedef struct axis_taps {
-  int32_t ntaps;
-  int64_t *idx;
-  double *w;
-  bool identity;
-} axis_taps;
+typedef kn_resize_axis_taps axis_taps;
 
-static kn_status build_taps(kn_op_ctx *ctx, const rs_params *p, int32_t d, axis_taps *t) {
+kn_status kn_resize_build_taps(kn_op_ctx *ctx, const rs_params *p, int32_t d, axis_taps *t) {
   double s = p->scale[d];
   double sa = p->antialias && s < 1 ? s : 1; /* filter scale */
   int64_t start;
@@ -511,7 +494,7 @@ static kn_status run_interp(kn_op_ctx *ctx, const rs_params *p, const kn_tensor 
   memset(taps, 0, sizeof taps);
   double *a = NULL, *b = NULL;
   for (int32_t d = 0; d < r; d++)
-    if ((st = build_taps(ctx, p, d, &taps[d]))) goto done;
+    if ((st = kn_resize_build_taps(ctx, p, d, &taps[d]))) goto done;
   /* Buffers big enough for every intermediate shape. */
   int64_t cur[KN_MAX_RANK], maxn = kn_tensor_numel(x);
   memcpy(cur, p->in, sizeof(int64_t) * (size_t)r);
@@ -565,146 +548,44 @@ done:
   return st;
 }
 
-/* ---- the fast paths (tactic resize) --------------------------------------- */
-
-/* fp32 nearest and linear (not antialiased) Resize/Upsample; whether the
- * resized axes are only the last two is known at run time. */
-static int32_t resize_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
-  const kn_type *t = &g->values[n->inputs[0]].type;
-  if (t->dtype != KN_DTYPE_F32 || (t->rank >= 0 && t->rank < 2)) return 0;
-  const kn_attr *m = kn_node_attr(n, "mode");
-  const char *mode = m && m->s ? m->s : "nearest";
-  const kn_attr *aa = kn_node_attr(n, "antialias");
-  if (strcmp(mode, "nearest") == 0) return KN_TACTIC_resize;
-  if ((strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0) && !(aa && aa->i))
-    return KN_TACTIC_resize;
-  return 0;
-}
-
 /* Nearest source index of output o along axis d, -1 outside the roi (what
  * run_nearest's map holds, divided by the stride). */
-static int64_t nearest_src(const rs_params *p, int32_t d, int64_t o) {
+int64_t kn_resize_nearest_src(const rs_params *p, int32_t d, int64_t o) {
   bool outside;
   double c = src_coord(p, d, o, &outside);
   return outside ? -1 : clamp_idx(nearest_idx(p, d, c), p->in[d]);
 }
 
-/* The 2-D kernels of src/kernels/resize when only the last two axes are
- * resized; *done stays false (and nothing is written) otherwise.  The
- * tables come from the reference's own functions (nearest_src,
- * build_taps), so indices and weights are the reference's. */
-static kn_status resize_fast(kn_op_ctx *ctx, const rs_params *p, const kn_tensor *x,
-                             kn_tensor *y, bool *done) {
-  *done = false;
-  int32_t r = p->rank;
-  if (x->dtype != KN_DTYPE_F32 || r < 2 || p->mode == MODE_CUBIC ||
-      (p->mode == MODE_LINEAR && p->antialias))
-    return KN_OK;
-  int64_t ih = p->in[r - 2], iw = p->in[r - 1], oh = p->out[r - 2], ow = p->out[r - 1];
-  if (ih > INT32_MAX || iw > INT32_MAX) return KN_OK;
-  int64_t planes = 1;
-  for (int32_t d = 0; d < r - 2; d++) {
-    if (p->in[d] != p->out[d]) return KN_OK;
-    planes *= p->in[d];
-  }
-  kn_rt *rt = ctx->rt;
-  kn_resize_taps h = {ih, oh, NULL, NULL, NULL, NULL, false};
-  kn_resize_taps w = {iw, ow, NULL, NULL, NULL, NULL, false};
-  if (p->mode == MODE_NEAREST) {
-    for (int32_t d = 0; d < r - 2; d++)
-      for (int64_t o = 0; o < p->out[d]; o++)
-        if (nearest_src(p, d, o) != o) return KN_OK;
-    int32_t *tab = kn_rt_scratch(rt, (size_t)(oh + ow) * sizeof *tab);
-    if (!tab) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
-    for (int64_t o = 0; o < oh; o++) tab[o] = (int32_t)nearest_src(p, r - 2, o);
-    for (int64_t o = 0; o < ow; o++) tab[oh + o] = (int32_t)nearest_src(p, r - 1, o);
-    h.i0 = tab;
-    w.i0 = tab + oh;
-    kn_f32_resize_nearest2d(rt->isa, rt->pool, x->data, y->data, planes, &h, &w,
-                            (float)p->extrap);
-    *done = true;
+kn_status kn_resize_plan(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *y, rs_params *p,
+                         bool *empty) {
+  kn_status st;
+  *empty = false;
+  if ((st = setup(ctx, x, p))) return st;
+  if (!p->known) return kn_op_fail(ctx, KN_ERR_INTERNAL, "output size is unknown at run time");
+  if (kn_tensor_numel(y) == 0) {
+    *empty = true;
     return KN_OK;
   }
-  kn_status st = KN_OK;
-  axis_taps taps[KN_MAX_RANK];
-  memset(taps, 0, sizeof taps);
-  bool ok = true;
-  for (int32_t d = 0; d < r && ok && !st; d++) {
-    st = build_taps(ctx, p, d, &taps[d]);
-    if (!st && (taps[d].ntaps != 2 || (d < r - 2 && !taps[d].identity))) ok = false;
-  }
-  if (st || !ok) goto done;
-  /* tables: i0, i1 (int32) then w0, w1 (double) for H and for W, then the
-   * kernel's row buffers */
-  size_t n_tab = (size_t)(oh + ow);
-  size_t tab_bytes = (n_tab * 2 * sizeof(int32_t) + 63) & ~(size_t)63;
-  size_t bytes = tab_bytes + n_tab * 2 * sizeof(double) +
-                 kn_f32_resize_linear2d_scratch(iw, kn_rt_threads(rt));
-  char *mem = kn_rt_scratch(rt, bytes);
-  if (!mem) {
-    st = kn_op_fail(ctx, KN_ERR_OOM, "out of memory");
-    goto done;
-  }
-  int32_t *ix = (int32_t *)mem;
-  double *wt = (double *)(mem + tab_bytes);
-  kn_resize_taps *tt[2] = {&h, &w};
-  for (int32_t a = 0; a < 2; a++) {
-    const axis_taps *src = &taps[r - 2 + a];
-    kn_resize_taps *t = tt[a];
-    int64_t n = t->n_out;
-    int32_t *i0 = ix, *i1 = ix + n;
-    double *w0 = wt, *w1 = wt + n;
-    for (int64_t o = 0; o < n; o++) {
-      i0[o] = (int32_t)src->idx[2 * o];
-      i1[o] = (int32_t)src->idx[2 * o + 1];
-      w0[o] = src->w[2 * o];
-      w1[o] = src->w[2 * o + 1];
-    }
-    t->i0 = i0;
-    t->i1 = i1;
-    t->w0 = w0;
-    t->w1 = w1;
-    t->identity = src->identity;
-    ix += 2 * n;
-    wt += 2 * n;
-  }
-  kn_f32_resize_linear2d(rt->isa, rt->pool, x->data, y->data, planes, &h, &w, p->extrap,
-                         mem + tab_bytes + n_tab * 2 * sizeof(double));
-  *done = true;
-done:
-  for (int32_t d = 0; d < r; d++) {
-    free(taps[d].idx);
-    free(taps[d].w);
-  }
-  return st;
+  for (int32_t i = 0; i < p->rank; i++)
+    if (p->in[i] == 0)
+      return kn_op_fail(ctx, KN_ERR_SHAPE, "cannot resize an empty axis %d to %lld",
+                        (int)i, (long long)p->out[i]);
+  return KN_OK;
 }
 
 static kn_status resize_run(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   kn_tensor *y = kn_out(ctx, 0);
-  kn_status st;
   rs_params p;
-  if ((st = setup(ctx, x, &p))) return st;
-  if (!p.known) return kn_op_fail(ctx, KN_ERR_INTERNAL, "output size is unknown at run time");
-  if (kn_tensor_numel(y) == 0) return KN_OK;
-  for (int32_t i = 0; i < p.rank; i++)
-    if (p.in[i] == 0)
-      return kn_op_fail(ctx, KN_ERR_SHAPE, "cannot resize an empty axis %d to %lld",
-                        (int)i, (long long)p.out[i]);
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_resize) {
-    bool done;
-    if ((st = resize_fast(ctx, &p, x, y, &done)) || done) return st;
-  }
+  bool empty;
+  kn_status st = kn_resize_plan(ctx, x, y, &p, &empty);
+  if (st || empty) return st;
   if (p.mode == MODE_NEAREST) return run_nearest(ctx, &p, x, y);
   return run_interp(ctx, &p, x, y);
 }
 
 const kn_op_def kn_ops_resize[] = {
-    {"Resize", NULL, 1, 4, 1, 1, 10, 21, resize_infer, resize_run, NULL, 0, KN_DATA_SHAPE_ARGS,
-     .select = resize_select},
-    {"Upsample", NULL, 1, 2, 1, 1, 7, 10, resize_infer, resize_run, NULL, 0, KN_DATA_SHAPE_ARGS,
-     .select = resize_select},
+    {"Resize", NULL, 1, 4, 1, 1, 10, 21, resize_infer, resize_run, NULL, 0, KN_DATA_SHAPE_ARGS},
+    {"Upsample", NULL, 1, 2, 1, 1, 7, 10, resize_infer, resize_run, NULL, 0, KN_DATA_SHAPE_ARGS},
     KN_OP_END,
 };

@@ -14,29 +14,13 @@
  * all time steps, and each step adds H_{t-1}*R^T per batch row.  Batch rows
  * with a shorter sequence_lens stop early: their Y rows past the end stay 0
  * and Y_h/Y_c hold the last valid step (a reverse pass starts at len-1).
+ * The layers on the packed GEMM (tactic rnn_gemm) are src/tactics/rnn.c.
  */
-#include "op.h"
+#include "rnn.h"
 
 #include <math.h>
 
-#include "kernels/rnn/rnn.h"
-#include "ops/tactic.h"
-
-enum { RNN_KIND_RNN, RNN_KIND_GRU, RNN_KIND_LSTM };
-
-typedef enum {
-  ACT_RELU,
-  ACT_TANH,
-  ACT_SIGMOID,
-  ACT_AFFINE,
-  ACT_LEAKYRELU,
-  ACT_THRESHOLDEDRELU,
-  ACT_SCALEDTANH,
-  ACT_HARDSIGMOID,
-  ACT_ELU,
-  ACT_SOFTSIGN,
-  ACT_SOFTPLUS,
-} act_kind;
+typedef kn_rnn_act_kind act_kind;
 
 /* Name, whether it reads alpha / beta from the attribute lists, defaults. */
 static const struct {
@@ -44,38 +28,22 @@ static const struct {
   bool uses_alpha, uses_beta;
   float alpha, beta;
 } act_table[] = {
-    [ACT_RELU] = {"Relu", false, false, 0, 0},
-    [ACT_TANH] = {"Tanh", false, false, 0, 0},
-    [ACT_SIGMOID] = {"Sigmoid", false, false, 0, 0},
-    [ACT_AFFINE] = {"Affine", true, true, 1.0f, 0.0f},
-    [ACT_LEAKYRELU] = {"LeakyRelu", true, false, 0.01f, 0},
-    [ACT_THRESHOLDEDRELU] = {"ThresholdedRelu", true, false, 1.0f, 0},
-    [ACT_SCALEDTANH] = {"ScaledTanh", true, true, 1.0f, 1.0f},
-    [ACT_HARDSIGMOID] = {"HardSigmoid", true, true, 0.2f, 0.5f},
-    [ACT_ELU] = {"Elu", true, false, 1.0f, 0},
-    [ACT_SOFTSIGN] = {"Softsign", false, false, 0, 0},
-    [ACT_SOFTPLUS] = {"Softplus", false, false, 0, 0},
+    [KN_RNN_ACT_RELU] = {"Relu", false, false, 0, 0},
+    [KN_RNN_ACT_TANH] = {"Tanh", false, false, 0, 0},
+    [KN_RNN_ACT_SIGMOID] = {"Sigmoid", false, false, 0, 0},
+    [KN_RNN_ACT_AFFINE] = {"Affine", true, true, 1.0f, 0.0f},
+    [KN_RNN_ACT_LEAKYRELU] = {"LeakyRelu", true, false, 0.01f, 0},
+    [KN_RNN_ACT_THRESHOLDEDRELU] = {"ThresholdedRelu", true, false, 1.0f, 0},
+    [KN_RNN_ACT_SCALEDTANH] = {"ScaledTanh", true, true, 1.0f, 1.0f},
+    [KN_RNN_ACT_HARDSIGMOID] = {"HardSigmoid", true, true, 0.2f, 0.5f},
+    [KN_RNN_ACT_ELU] = {"Elu", true, false, 1.0f, 0},
+    [KN_RNN_ACT_SOFTSIGN] = {"Softsign", false, false, 0, 0},
+    [KN_RNN_ACT_SOFTPLUS] = {"Softplus", false, false, 0, 0},
 };
 #define N_ACTS ((int)(sizeof act_table / sizeof act_table[0]))
 
-typedef struct {
-  act_kind kind;
-  float alpha, beta;
-} rnn_act;
-
-typedef struct {
-  int kind;          /* RNN_KIND_* */
-  int gates;         /* G */
-  int n_acts;        /* activations per direction */
-  int dirs;          /* 1 or 2 */
-  bool reverse;      /* direction == "reverse" */
-  int64_t hidden;    /* H, -1 when unknown (static inference) */
-  int layout;
-  float clip;        /* <= 0: no clipping */
-  bool input_forget; /* LSTM */
-  bool linear_before_reset; /* GRU */
-  rnn_act act[2][3];
-} rnn_params;
+typedef kn_rnn_act rnn_act;
+typedef kn_rnn_params rnn_params;
 
 static bool name_eq_nocase(const char *a, const char *b) {
   for (; *a && *b; a++, b++) {
@@ -87,11 +55,11 @@ static bool name_eq_nocase(const char *a, const char *b) {
   return *a == *b;
 }
 
-static kn_status rnn_parse(kn_op_ctx *ctx, int kind, rnn_params *p) {
+kn_status kn_rnn_parse(kn_op_ctx *ctx, int kind, rnn_params *p) {
   memset(p, 0, sizeof *p);
   p->kind = kind;
-  p->gates = kind == RNN_KIND_RNN ? 1 : kind == RNN_KIND_GRU ? 3 : 4;
-  p->n_acts = kind == RNN_KIND_RNN ? 1 : kind == RNN_KIND_GRU ? 2 : 3;
+  p->gates = kind == KN_RNN_OP_RNN ? 1 : kind == KN_RNN_OP_GRU ? 3 : 4;
+  p->n_acts = kind == KN_RNN_OP_RNN ? 1 : kind == KN_RNN_OP_GRU ? 2 : 3;
 
   const char *dir = kn_attr_str(ctx, "direction", "forward");
   if (!strcmp(dir, "forward")) {
@@ -127,15 +95,15 @@ static kn_status rnn_parse(kn_op_ctx *ctx, int kind, rnn_params *p) {
       return kn_op_fail(ctx, KN_ERR_INVALID_ARG, "clip %g must be positive",
                         (double)p->clip);
   }
-  p->input_forget = kind == RNN_KIND_LSTM && kn_attr_int(ctx, "input_forget", 0);
+  p->input_forget = kind == KN_RNN_OP_LSTM && kn_attr_int(ctx, "input_forget", 0);
   p->linear_before_reset =
-      kind == RNN_KIND_GRU && kn_attr_int(ctx, "linear_before_reset", 0);
+      kind == KN_RNN_OP_GRU && kn_attr_int(ctx, "linear_before_reset", 0);
 
   /* Default activations per op, for each direction. */
   static const act_kind dflt[3][3] = {
-      [RNN_KIND_RNN] = {ACT_TANH},
-      [RNN_KIND_GRU] = {ACT_SIGMOID, ACT_TANH},
-      [RNN_KIND_LSTM] = {ACT_SIGMOID, ACT_TANH, ACT_TANH},
+      [KN_RNN_OP_RNN] = {KN_RNN_ACT_TANH},
+      [KN_RNN_OP_GRU] = {KN_RNN_ACT_SIGMOID, KN_RNN_ACT_TANH},
+      [KN_RNN_OP_LSTM] = {KN_RNN_ACT_SIGMOID, KN_RNN_ACT_TANH, KN_RNN_ACT_TANH},
   };
   const kn_attr *acts = kn_attr_get(ctx, "activations");
   const float *alphas = NULL, *betas = NULL;
@@ -218,15 +186,12 @@ static int64_t mul_or_unknown(int64_t a, int64_t b) {
   return (a < 0 || b < 0) ? -1 : a * b;
 }
 
-typedef struct {
-  int64_t seq, batch, input, hidden;
-} rnn_dims;
+typedef kn_rnn_dims rnn_dims;
 
-static kn_status rnn_infer_common(kn_op_ctx *ctx, int kind, rnn_params *p,
-                                  rnn_dims *dm) {
-  kn_status st = rnn_parse(ctx, kind, p);
+kn_status kn_rnn_check(kn_op_ctx *ctx, int kind, rnn_params *p, rnn_dims *dm) {
+  kn_status st = kn_rnn_parse(ctx, kind, p);
   if (st) return st;
-  int n_in_max = kind == RNN_KIND_LSTM ? 8 : 6;
+  int n_in_max = kind == KN_RNN_OP_LSTM ? 8 : 6;
   for (int32_t i = 0; i < ctx->n_in && i < n_in_max; i++) {
     if (!ctx->in[i] || ctx->in[i]->kind == KN_KIND_NONE) continue;
     if (ctx->in[i]->kind != KN_KIND_TENSOR)
@@ -274,7 +239,7 @@ static kn_status rnn_infer_common(kn_op_ctx *ctx, int kind, rnn_params *p,
     wh[1] = D;
   }
   if ((st = check_shape(ctx, 5, "initial_h", 3, wh))) return st;
-  if (kind == RNN_KIND_LSTM) {
+  if (kind == KN_RNN_OP_LSTM) {
     if ((st = check_shape(ctx, 6, "initial_c", 3, wh))) return st;
     int64_t wp[2] = {D, mul_or_unknown(3, H)};
     if ((st = check_shape(ctx, 7, "P", 2, wp))) return st;
@@ -295,7 +260,7 @@ static kn_status rnn_infer_common(kn_op_ctx *ctx, int kind, rnn_params *p,
   }
   kn_out_set(ctx, 0, dt, 4, y);
   kn_out_set(ctx, 1, dt, 3, yh);
-  if (kind == RNN_KIND_LSTM) kn_out_set(ctx, 2, dt, 3, yh);
+  if (kind == KN_RNN_OP_LSTM) kn_out_set(ctx, 2, dt, 3, yh);
   return KN_OK;
 }
 
@@ -303,20 +268,20 @@ static kn_status rnn_infer_common(kn_op_ctx *ctx, int kind, rnn_params *p,
 
 static inline float act_apply(const rnn_act *a, float x) {
   switch (a->kind) {
-  case ACT_RELU: return x > 0 ? x : 0;
-  case ACT_TANH: return tanhf(x);
-  case ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-  case ACT_AFFINE: return a->alpha * x + a->beta;
-  case ACT_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
-  case ACT_THRESHOLDEDRELU: return x > a->alpha ? x : 0;
-  case ACT_SCALEDTANH: return a->alpha * tanhf(a->beta * x);
-  case ACT_HARDSIGMOID: {
+  case KN_RNN_ACT_RELU: return x > 0 ? x : 0;
+  case KN_RNN_ACT_TANH: return tanhf(x);
+  case KN_RNN_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+  case KN_RNN_ACT_AFFINE: return a->alpha * x + a->beta;
+  case KN_RNN_ACT_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
+  case KN_RNN_ACT_THRESHOLDEDRELU: return x > a->alpha ? x : 0;
+  case KN_RNN_ACT_SCALEDTANH: return a->alpha * tanhf(a->beta * x);
+  case KN_RNN_ACT_HARDSIGMOID: {
     float v = a->alpha * x + a->beta;
     return v < 0 ? 0 : v > 1 ? 1 : v;
   }
-  case ACT_ELU: return x >= 0 ? x : a->alpha * (expf(x) - 1.0f);
-  case ACT_SOFTSIGN: return x / (1.0f + fabsf(x));
-  case ACT_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));
+  case KN_RNN_ACT_ELU: return x >= 0 ? x : a->alpha * (expf(x) - 1.0f);
+  case KN_RNN_ACT_SOFTSIGN: return x / (1.0f + fabsf(x));
+  case KN_RNN_ACT_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));
   }
   return x;
 }
@@ -396,230 +361,15 @@ typedef struct {
   int64_t *rows, *tidx;       /* active batch rows; time index per row */
 } rnn_work;
 
-/* ---- the fast path (tactic rnn_gemm, src/kernels/rnn) -------------------- */
-
-static const int kernel_kind[3] = {[RNN_KIND_RNN] = KN_RNN_RNN, [RNN_KIND_GRU] = KN_RNN_GRU,
-                                   [RNN_KIND_LSTM] = KN_RNN_LSTM};
-
-/* Attributes the kernel runs: layout 0, no clip, the default activations
- * (their default alpha/beta are unused). */
-static bool fast_params_ok(const rnn_params *p) {
-  static const act_kind dflt[3][3] = {
-      [RNN_KIND_RNN] = {ACT_TANH},
-      [RNN_KIND_GRU] = {ACT_SIGMOID, ACT_TANH},
-      [RNN_KIND_LSTM] = {ACT_SIGMOID, ACT_TANH, ACT_TANH},
-  };
-  if (p->layout != 0 || p->clip > 0) return false;
-  for (int d = 0; d < p->dirs; d++)
-    for (int k = 0; k < p->n_acts; k++)
-      if (p->act[d][k].kind != dflt[p->kind][k]) return false;
-  return true;
-}
-
-/* Attributes of node n without a run (select and pack). */
-static bool node_params(const kn_node *n, int kind, rnn_params *p) {
-  kn_error err;
-  kn_op_ctx ctx = {.node = n, .opset = n->opset, .err = &err, .static_infer = true};
-  return rnn_parse(&ctx, kind, p) == KN_OK;
-}
-
-static int32_t rnn_select_common(const kn_graph *g, const kn_node *n, int kind) {
-  rnn_params p;
-  if (n->n_inputs < 3 || n->inputs[0] < 0) return 0;
-  if (g->values[n->inputs[0]].type.dtype != KN_DTYPE_F32) return 0;
-  if (!node_params(n, kind, &p) || !fast_params_ok(&p)) return 0;
-  return KN_TACTIC_rnn_gemm;
-}
-
-static int32_t rnn_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  return rnn_select_common(g, n, RNN_KIND_RNN);
-}
-static int32_t gru_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  return rnn_select_common(g, n, RNN_KIND_GRU);
-}
-static int32_t lstm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  return rnn_select_common(g, n, RNN_KIND_LSTM);
-}
-
-/* The packed weights: one relocatable block (kn_packed, op.h), sizes and
- * flags in the header, the kernel's packed memory at data_off. */
-typedef struct rnn_block {
-  kn_packed hdr;
-  int32_t kind, dirs, gru_split, peep;
-  int64_t input, hidden;
-  uint64_t data_off;
-} rnn_block;
-
-#define RNN_DATA_OFF ((sizeof(rnn_block) + 63) & ~(size_t)63)
-
-/* fp32 constant input i of n, or NULL. */
-static const kn_tensor *const_f32(const kn_graph *g, const kn_node *n, int32_t i) {
-  if (i >= n->n_inputs || n->inputs[i] < 0) return NULL;
-  const kn_tensor *t = g->values[n->inputs[i]].constant;
-  return t && t->dtype == KN_DTYPE_F32 ? t : NULL;
-}
-
-/* Dims of W and R a kernel can take: [D, G*H, I] and [D, G*H, H]. */
-static bool weight_dims_ok(const kn_tensor *w, const kn_tensor *r, const rnn_params *p,
-                           int64_t *I, int64_t *H) {
-  if (w->rank != 3 || r->rank != 3 || w->dims[0] != p->dirs || r->dims[0] != p->dirs) return false;
-  *H = r->dims[2];
-  *I = w->dims[2];
-  if (*H <= 0 || (p->hidden >= 0 && p->hidden != *H)) return false;
-  return w->dims[1] == p->gates * *H && r->dims[1] == p->gates * *H;
-}
-
-/* Packs W, R, B and P once when they are constants (else the run packs). */
-static kn_status rnn_pack_common(const kn_graph *g, const kn_node *n, int kind, int32_t isa,
-                                 void **packed, kn_error *err) {
-  *packed = NULL;
-  rnn_params p;
-  if (!node_params(n, kind, &p) || !fast_params_ok(&p)) return KN_OK;
-  const kn_tensor *w = const_f32(g, n, 1), *r = const_f32(g, n, 2);
-  const kn_tensor *b = const_f32(g, n, 3), *pp = kind == RNN_KIND_LSTM ? const_f32(g, n, 7) : NULL;
-  bool b_given = n->n_inputs > 3 && n->inputs[3] >= 0;
-  bool p_given = kind == RNN_KIND_LSTM && n->n_inputs > 7 && n->inputs[7] >= 0;
-  int64_t I, H;
-  if (!w || !r || (b_given && !b) || (p_given && !pp) || !weight_dims_ok(w, r, &p, &I, &H))
-    return KN_OK;
-  int64_t GH = p.gates * H;
-  if ((b && kn_tensor_numel(b) != p.dirs * 2 * GH) || (pp && kn_tensor_numel(pp) != p.dirs * 3 * H))
-    return KN_OK;
-  bool split = kind == RNN_KIND_GRU && !p.linear_before_reset;
-  size_t floats = kn_rnn_weights_floats((kn_isa)isa, kernel_kind[kind], p.dirs, I, H, split);
-  rnn_block *blk = kn_packed_alloc(RNN_DATA_OFF + floats * sizeof(float), isa,
-                                   KN_TACTIC_rnn_gemm);
-  if (!blk)
-    return kn_fail(err, KN_ERR_OOM, "node '%s' (%s): out of memory packing weights", n->name,
-                   n->op_type);
-  blk->kind = kernel_kind[kind];
-  blk->dirs = p.dirs;
-  blk->gru_split = split;
-  blk->peep = pp != NULL;
-  blk->input = I;
-  blk->hidden = H;
-  blk->data_off = RNN_DATA_OFF;
-  kn_rnn_weights unused;
-  kn_rnn_weights_pack((kn_isa)isa, kernel_kind[kind], p.dirs, I, H, split, w->data, r->data,
-                      b ? b->data : NULL, pp ? pp->data : NULL,
-                      (float *)((char *)blk + RNN_DATA_OFF), &unused);
-  *packed = blk;
-  return KN_OK;
-}
-
-static kn_status rnn_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                          void **packed, kn_error *err) {
-  return rnn_pack_common(g, n, RNN_KIND_RNN, target->isa, packed, err);
-}
-static kn_status gru_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                          void **packed, kn_error *err) {
-  return rnn_pack_common(g, n, RNN_KIND_GRU, target->isa, packed, err);
-}
-static kn_status lstm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
-                           void **packed, kn_error *err) {
-  return rnn_pack_common(g, n, RNN_KIND_LSTM, target->isa, packed, err);
-}
-
-static void rnn_unpack(void *packed) { kn_packed_free(packed); }
-
-/* An fp32 input of the expected element count, or NULL. */
-static const float *f32_in(const kn_op_ctx *ctx, int32_t i, int64_t numel, bool *bad) {
-  const kn_tensor *t = kn_in(ctx, i);
-  if (!t) return NULL;
-  if (t->dtype != KN_DTYPE_F32 || kn_tensor_numel(t) != numel) *bad = true;
-  return t->data;
-}
-
-/* Runs the kernel when this run is a case it takes (*done); otherwise
- * leaves everything to the reference. */
-static kn_status rnn_fast(kn_op_ctx *ctx, int kind, bool *done) {
-  *done = false;
-  rnn_params p;
-  rnn_dims dm;
-  kn_status st = rnn_infer_common(ctx, kind, &p, &dm);
-  if (st) return st;
-  const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *r = kn_in(ctx, 2);
-  if (!fast_params_ok(&p) || !x || !w || !r || x->dtype != KN_DTYPE_F32 || x->rank != 3 ||
-      w->dtype != KN_DTYPE_F32 || r->dtype != KN_DTYPE_F32)
-    return KN_OK;
-  int64_t I, H;
-  if (!weight_dims_ok(w, r, &p, &I, &H) || I != x->dims[2]) return KN_OK;
-  const int64_t S = x->dims[0], B = x->dims[1], GH = p.gates * H, D = p.dirs;
-  /* sequence_lens shorter than seq_length: the reference handles them */
-  const kn_tensor *sl = kn_in(ctx, 4);
-  for (int64_t i = 0; sl && i < B; i++)
-    if (kn_load_i64(sl->data, sl->dtype, i) != S) return KN_OK;
-  bool bad = false;
-  const float *bias = f32_in(ctx, 3, D * 2 * GH, &bad), *h0 = f32_in(ctx, 5, D * B * H, &bad);
-  const float *c0 = kind == RNN_KIND_LSTM ? f32_in(ctx, 6, D * B * H, &bad) : NULL;
-  const float *peep = kind == RNN_KIND_LSTM ? f32_in(ctx, 7, D * 3 * H, &bad) : NULL;
-  if (bad) return KN_OK;
-  kn_tensor *y = kn_out_wanted(ctx, 0) ? kn_out(ctx, 0) : NULL;
-  kn_tensor *yh = kn_out_wanted(ctx, 1) ? kn_out(ctx, 1) : NULL;
-  kn_tensor *yc = kind == RNN_KIND_LSTM && kn_out_wanted(ctx, 2) ? kn_out(ctx, 2) : NULL;
-  if ((y && !y->data) || (yh && !yh->data) || (yc && !yc->data)) return KN_OK;
-
-  kn_rt *rt = ctx->rt;
-  bool split = kind == RNN_KIND_GRU && !p.linear_before_reset;
-  /* the block packed at build, when it was packed for this run */
-  const rnn_block *blk = ctx->packed;
-  kn_rnn_weights local;
-  const kn_rnn_weights *wt = NULL;
-  if (blk && blk->hdr.isa == (int32_t)rt->isa && blk->kind == kernel_kind[kind] &&
-      blk->dirs == D && blk->input == I && blk->hidden == H && (bool)blk->gru_split == split) {
-    kn_rnn_weights_map(rt->isa, blk->kind, blk->dirs, I, H, split, blk->peep,
-                       (const float *)((const char *)blk + blk->data_off), &local);
-    wt = &local;
-  }
-  kn_rnn_args a = {.seq = S, .batch = B, .reverse = p.reverse, .input_forget = p.input_forget,
-                   .lbr = p.linear_before_reset, .x = x->data, .h0 = h0, .c0 = c0,
-                   .y = y ? y->data : NULL, .yh = yh ? yh->data : NULL,
-                   .yc = yc ? yc->data : NULL};
-  size_t pack_bytes = wt ? 0
-                         : (kn_rnn_weights_floats(rt->isa, kernel_kind[kind], (int)D, I, H, split) *
-                                sizeof(float) + 63) & ~(size_t)63;
-  /* the scratch size depends on sizes only: size it with a stand-in */
-  kn_rnn_weights shape = {.isa = rt->isa, .kind = kernel_kind[kind], .dirs = (int)D,
-                          .input = I, .hidden = H, .gru_split = split};
-  shape.d[0].w = shape.d[0].r = (const float *)&shape; /* packed operands */
-  shape.d[0].r_h = split ? (const float *)&shape : NULL;
-  size_t run_bytes =
-      kn_rnn_scratch_size(rt->isa, &a, wt ? wt : &shape, kn_rt_threads(rt), &rt->caches);
-  char *mem = kn_rt_scratch(rt, pack_bytes + run_bytes);
-  if (!mem) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for %s work buffers",
-                              ctx->node->op_type);
-  if (!wt) {
-    kn_rnn_weights_pack(rt->isa, kernel_kind[kind], (int)D, I, H, split, w->data, r->data,
-                        bias, peep, (float *)mem, &local);
-    wt = &local;
-  }
-  kn_f32_rnn(rt->isa, rt->pool, &a, wt, mem + pack_bytes, &rt->caches);
-  *done = true;
-  return KN_OK;
-}
-
 static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_rnn_gemm) {
-    bool done;
-    kn_status fst = rnn_fast(ctx, kind, &done);
-    if (fst || done) return fst;
-    /* the reference leaves Y past a sequence's end as it found it: zero,
-     * which the executor does not do for fast tactics */
-    for (int32_t o = 0; o < ctx->n_out; o++)
-      if (kn_out_wanted(ctx, o) && ctx->out[o]->kind == KN_KIND_TENSOR && ctx->out[o]->t.data)
-        memset(ctx->out[o]->t.data, 0, ctx->out[o]->t.nbytes);
-  }
   rnn_params p;
   rnn_dims dm;
-  kn_status st = rnn_infer_common(ctx, kind, &p, &dm);
+  kn_status st = kn_rnn_check(ctx, kind, &p, &dm);
   if (st) return st;
   const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *r = kn_in(ctx, 2);
   const kn_tensor *b = kn_in(ctx, 3), *sl = kn_in(ctx, 4), *h0 = kn_in(ctx, 5);
-  const kn_tensor *c0 = kind == RNN_KIND_LSTM ? kn_in(ctx, 6) : NULL;
-  const kn_tensor *pp = kind == RNN_KIND_LSTM ? kn_in(ctx, 7) : NULL;
+  const kn_tensor *c0 = kind == KN_RNN_OP_LSTM ? kn_in(ctx, 6) : NULL;
+  const kn_tensor *pp = kind == KN_RNN_OP_LSTM ? kn_in(ctx, 7) : NULL;
   if (!w || !r)
     return kn_op_fail(ctx, KN_ERR_MISSING, "inputs W and R are required");
   if (x->rank != 3 || w->rank != 3 || r->rank != 3)
@@ -681,7 +431,7 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
 
   kn_tensor *y = kn_out_wanted(ctx, 0) ? kn_out(ctx, 0) : NULL;
   kn_tensor *yh = kn_out_wanted(ctx, 1) ? kn_out(ctx, 1) : NULL;
-  kn_tensor *yc = kind == RNN_KIND_LSTM && kn_out_wanted(ctx, 2) ? kn_out(ctx, 2) : NULL;
+  kn_tensor *yc = kind == KN_RNN_OP_LSTM && kn_out_wanted(ctx, 2) ? kn_out(ctx, 2) : NULL;
   if (y && (!y->data && S * B * D * H != 0)) y = NULL;
   if (yh && !yh->data && B * D * H != 0) yh = NULL;
   if (yc && !yc->data && B * D * H != 0) yc = NULL;
@@ -706,7 +456,7 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
     for (int64_t row = 0; row < S * B; row++) {
       float *o = wk.xw + row * GH;
       for (int64_t j = 0; j < GH; j++) {
-        bool gru_h = kind == RNN_KIND_GRU && j >= 2 * H;
+        bool gru_h = kind == KN_RNN_OP_GRU && j >= 2 * H;
         o[j] += wb[j] + (gru_h ? 0 : rb[j]);
       }
     }
@@ -723,9 +473,9 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
         wk.tidx[bb] = rev ? lens[bb] - 1 - step : step;
       }
       /* recurrent products H_{t-1} R^T for the gates that read H directly */
-      int64_t jr = kind == RNN_KIND_GRU && !p.linear_before_reset ? 2 * H : GH;
+      int64_t jr = kind == KN_RNN_OP_GRU && !p.linear_before_reset ? 2 * H : GH;
       rec_gemm(wk.h, wk.rows, n_act, H, wk.r, 0, jr, wk.gates, GH);
-      if (kind == RNN_KIND_GRU && !p.linear_before_reset) {
+      if (kind == KN_RNN_OP_GRU && !p.linear_before_reset) {
         /* h gate reads (r . H_{t-1}) R_h^T: r first, then the product */
         for (int64_t i = 0; i < n_act; i++) {
           int64_t bb = wk.rows[i];
@@ -742,9 +492,9 @@ static kn_status rnn_run_common(kn_op_ctx *ctx, int kind) {
         int64_t bb = wk.rows[i], t = wk.tidx[bb];
         const float *xw = wk.xw + (t * B + bb) * GH;
         float *h = wk.h + bb * H, *c = wk.c + bb * H, *g = wk.gates + bb * GH;
-        if (kind == RNN_KIND_RNN) {
+        if (kind == KN_RNN_OP_RNN) {
           for (int64_t j = 0; j < H; j++) h[j] = act_apply(af, clipf(xw[j] + g[j], p.clip));
-        } else if (kind == RNN_KIND_GRU) {
+        } else if (kind == KN_RNN_OP_GRU) {
           const float *rbh = rb + 2 * H;
           for (int64_t j = 0; j < H; j++) {
             float z = act_apply(af, clipf(xw[j] + g[j], p.clip));
@@ -803,21 +553,21 @@ done:
 static kn_status rnn_infer(kn_op_ctx *ctx) {
   rnn_params p;
   rnn_dims d;
-  return rnn_infer_common(ctx, RNN_KIND_RNN, &p, &d);
+  return kn_rnn_check(ctx, KN_RNN_OP_RNN, &p, &d);
 }
 static kn_status gru_infer(kn_op_ctx *ctx) {
   rnn_params p;
   rnn_dims d;
-  return rnn_infer_common(ctx, RNN_KIND_GRU, &p, &d);
+  return kn_rnn_check(ctx, KN_RNN_OP_GRU, &p, &d);
 }
 static kn_status lstm_infer(kn_op_ctx *ctx) {
   rnn_params p;
   rnn_dims d;
-  return rnn_infer_common(ctx, RNN_KIND_LSTM, &p, &d);
+  return kn_rnn_check(ctx, KN_RNN_OP_LSTM, &p, &d);
 }
-static kn_status rnn_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, RNN_KIND_RNN); }
-static kn_status gru_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, RNN_KIND_GRU); }
-static kn_status lstm_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, RNN_KIND_LSTM); }
+static kn_status rnn_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, KN_RNN_OP_RNN); }
+static kn_status gru_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, KN_RNN_OP_GRU); }
+static kn_status lstm_run(kn_op_ctx *ctx) { return rnn_run_common(ctx, KN_RNN_OP_LSTM); }
 
 /* 2 flops per multiply-add of X W^T and H R^T, for every direction. */
 static double rnn_flops(const kn_op_ctx *ctx) {
@@ -830,11 +580,8 @@ static double rnn_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_rnn[] = {
-    {"RNN", NULL, 3, 6, 0, 2, 1, 22, rnn_infer, rnn_run, rnn_flops, .select = rnn_select,
-     .pack = rnn_pack, .unpack = rnn_unpack},
-    {"GRU", NULL, 3, 6, 0, 2, 1, 22, gru_infer, gru_run, rnn_flops, .select = gru_select,
-     .pack = gru_pack, .unpack = rnn_unpack},
-    {"LSTM", NULL, 3, 8, 0, 3, 1, 22, lstm_infer, lstm_run, rnn_flops, .select = lstm_select,
-     .pack = lstm_pack, .unpack = rnn_unpack},
+    {"RNN", NULL, 3, 6, 0, 2, 1, 22, rnn_infer, rnn_run, rnn_flops},
+    {"GRU", NULL, 3, 6, 0, 2, 1, 22, gru_infer, gru_run, rnn_flops},
+    {"LSTM", NULL, 3, 8, 0, 3, 1, 22, lstm_infer, lstm_run, rnn_flops},
     KN_OP_END,
 };

@@ -5,21 +5,18 @@
  * Opset >= 13 normalises along the single axis `axis` (default -1).  Both
  * map onto one (outer, len, inner) geometry: len elements at stride inner.
  * Softmax subtracts the lane maximum before exponentiating so large inputs
- * do not overflow.  float16/bfloat16 compute in float32, float64 in double. */
-#include "op.h"
+ * do not overflow.  float16/bfloat16 compute in float32, float64 in double.
+ * The vectorised float32 Softmax and LogSoftmax are src/tactics/softmax.c. */
+#include "softmax.h"
 
 #include <math.h>
-
-#include "kernels/eltwise/eltwise.h"
-#include "ops/tactic.h"
 
 typedef enum sm_kind { SM_SOFT, SM_LOG, SM_HARD } sm_kind;
 
 static const kn_dtype sm_types[] = {KN_DTYPE_F32, KN_DTYPE_F16, KN_DTYPE_F64,
                                     KN_DTYPE_BF16, 0};
 
-/* Geometry of the normalised lanes (x's rank and dims must be known). */
-static kn_status sm_geometry(kn_op_ctx *ctx, const kn_tensor *x, int64_t *outer,
+kn_status kn_softmax_geometry(kn_op_ctx *ctx, const kn_tensor *x, int64_t *outer,
                              int64_t *len, int64_t *inner) {
   bool coerce = ctx->opset < 13;
   int64_t axis = kn_attr_int(ctx, "axis", coerce ? 1 : -1);
@@ -59,9 +56,9 @@ static kn_status sm_infer(kn_op_ctx *ctx) {
       /* Validate the axis only; dims are not needed for that. */
       kn_tensor probe = *x;
       for (int32_t i = 0; i < probe.rank; i++) probe.dims[i] = 1;
-      st = sm_geometry(ctx, &probe, &o, &l, &in);
+      st = kn_softmax_geometry(ctx, &probe, &o, &l, &in);
     } else {
-      st = sm_geometry(ctx, x, &o, &l, &in);
+      st = kn_softmax_geometry(ctx, x, &o, &l, &in);
     }
     if (st) return st;
   }
@@ -162,15 +159,10 @@ static kn_status sm_run_kind(kn_op_ctx *ctx, sm_kind kind) {
   const kn_tensor *x = kn_in(ctx, 0);
   kn_tensor *y = kn_out(ctx, 0);
   int64_t outer, len, inner;
-  kn_status st = sm_geometry(ctx, x, &outer, &len, &inner);
+  kn_status st = kn_softmax_geometry(ctx, x, &outer, &len, &inner);
   if (st) return st;
   int64_t n = kn_tensor_numel(x);
   if (n <= 0) return KN_OK;
-  if (ctx->rt && ctx->node->tactic == KN_TACTIC_softmax && x->dtype == KN_DTYPE_F32 &&
-      kind != SM_HARD) {
-    kn_ew_softmax(ctx->rt, x->data, y->data, outer, len, inner, kind == SM_LOG);
-    return KN_OK;
-  }
   bool dbl = x->dtype == KN_DTYPE_F64 || (kind == SM_HARD && len >= SM_F32_MAX_LEN);
   size_t esz = dbl ? sizeof(double) : sizeof(float);
   void *acc = kn_malloc((size_t)(inner > 1 ? 2 * inner : 1) * esz);
@@ -207,13 +199,6 @@ static kn_status softmax_run(kn_op_ctx *ctx) { return sm_run_kind(ctx, SM_SOFT);
 static kn_status logsoftmax_run(kn_op_ctx *ctx) { return sm_run_kind(ctx, SM_LOG); }
 static kn_status hardmax_run(kn_op_ctx *ctx) { return sm_run_kind(ctx, SM_HARD); }
 
-/* float32 Softmax / LogSoftmax: the vectorised kernels (Hardmax stays). */
-static int32_t sm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0 || strcmp(n->op_type, "Hardmax") == 0) return 0;
-  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_softmax : 0;
-}
-
 static double sm_flops(const kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   int64_t n = x ? kn_tensor_numel(x) : 0;
@@ -221,9 +206,8 @@ static double sm_flops(const kn_op_ctx *ctx) {
 }
 
 const kn_op_def kn_ops_softmax[] = {
-    {"Softmax", NULL, 1, 1, 1, 1, 1, 22, sm_infer, softmax_run, sm_flops, .select = sm_select},
-    {"LogSoftmax", NULL, 1, 1, 1, 1, 1, 22, sm_infer, logsoftmax_run, sm_flops,
-     .select = sm_select},
+    {"Softmax", NULL, 1, 1, 1, 1, 1, 22, sm_infer, softmax_run, sm_flops},
+    {"LogSoftmax", NULL, 1, 1, 1, 1, 1, 22, sm_infer, logsoftmax_run, sm_flops},
     {"Hardmax", NULL, 1, 1, 1, 1, 1, 22, sm_infer, hardmax_run, sm_flops},
     KN_OP_END,
 };

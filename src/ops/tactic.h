@@ -14,10 +14,4 @@ enum {
 /* Name of a tactic id, or NULL when this kiln has no such tactic. */
 const char *kn_tactic_name(int32_t id);
 
-struct kn_ir_model;
-/* Give every node of the model (subgraphs included) its tactic: its op's
- * `select` hook for `isa` (a kn_isa), or 0 (reference) when the op has
- * none or `reference` is set. */
-void kn_tactics_select(struct kn_ir_model *m, int32_t isa, bool reference);
-
 #endif

@@ -5,19 +5,15 @@
  * integers, a function on int64 (unsigned dtypes flagged so that u64
  * values above INT64_MAX stay right).  float16/bfloat16 run through the
  * float32 loop in chunks.  IsNaN, IsInf, Not, BitwiseNot and Clip have
- * their own entry points.
+ * their own entry points.  The vectorised float32 kernels of the common
+ * activations and Clip are src/tactics/unary.c.
  */
-#include "op.h"
+#include "unary.h"
 
 #include <float.h>
 #include <tgmath.h>
 
-#include "kernels/eltwise/eltwise.h"
-#include "ops/tactic.h"
-
-typedef struct uparams {
-  float alpha, beta, gamma, lambd, bias;
-} uparams;
+typedef kn_unary_params uparams;
 
 typedef void (*un_f32)(int64_t n, const float *x, float *y, const uparams *p);
 typedef void (*un_f64)(int64_t n, const double *x, double *y, const uparams *p);
@@ -165,37 +161,6 @@ static const un_def *find_un(const kn_op_ctx *ctx) {
   return NULL;
 }
 
-/* Ops with a vectorised float32 kernel (src/kernels/eltwise), -1 for the
- * others. */
-static int un_vop(const char *name) {
-  static const struct {
-    const char *name;
-    int op;
-  } map[] = {
-      {"Relu", KN_ACT_RELU},        {"Sigmoid", KN_ACT_SIGMOID},
-      {"Tanh", KN_ACT_TANH},        {"LeakyRelu", KN_ACT_LEAKYRELU},
-      {"HardSigmoid", KN_ACT_HARDSIGMOID}, {"HardSwish", KN_ACT_HARDSWISH},
-      {"Clip", KN_ACT_CLIP},        {"Exp", KN_VOP_EXP},
-      {"Erf", KN_VOP_ERF},          {"Neg", KN_VOP_NEG},
-      {"Abs", KN_VOP_ABS},          {"Sqrt", KN_VOP_SQRT},
-      {"Reciprocal", KN_VOP_RECIPROCAL},
-  };
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(map[i].name, name) == 0) return map[i].op;
-  return -1;
-}
-
-/* float32 inputs of the ops above take the vectorised kernels. */
-static int32_t un_select(const kn_graph *g, const kn_node *n, int32_t isa) {
-  (void)isa;
-  if (n->n_inputs < 1 || n->inputs[0] < 0 || un_vop(n->op_type) < 0) return 0;
-  return g->values[n->inputs[0]].type.dtype == KN_DTYPE_F32 ? KN_TACTIC_eltwise : 0;
-}
-
-static bool un_fast(const kn_op_ctx *ctx, const kn_tensor *x) {
-  return ctx->rt && ctx->node->tactic == KN_TACTIC_eltwise && x->dtype == KN_DTYPE_F32;
-}
-
 static bool dtype_unsigned(kn_dtype t) {
   return t == KN_DTYPE_U8 || t == KN_DTYPE_U16 || t == KN_DTYPE_U32 ||
          t == KN_DTYPE_U64;
@@ -251,26 +216,34 @@ static void run_half(un_f32 f, const uparams *p, kn_dtype dt, int64_t n,
   }
 }
 
-static kn_status un_run(kn_op_ctx *ctx) {
-  const un_def *d = find_un(ctx);
+static kn_status un_begin(kn_op_ctx *ctx, const un_def *d, const kn_tensor **xp, kn_tensor **o,
+                          uparams *p) {
   const kn_tensor *x;
   kn_status st = kn_in_req(ctx, 0, &x);
   if (st) return st;
   st = un_infer(ctx);
   if (st) return st;
-  kn_tensor *o;
-  st = out_like_checked(ctx, x, x->dtype, &o);
+  st = out_like_checked(ctx, x, x->dtype, o);
   if (st) return st;
-  uparams p = {kn_attr_float(ctx, "alpha", d->alpha), kn_attr_float(ctx, "beta", d->beta),
-               kn_attr_float(ctx, "gamma", d->gamma), kn_attr_float(ctx, "lambd", 0.5f),
-               kn_attr_float(ctx, "bias", 0.0f)};
+  *p = (uparams){kn_attr_float(ctx, "alpha", d->alpha), kn_attr_float(ctx, "beta", d->beta),
+                 kn_attr_float(ctx, "gamma", d->gamma), kn_attr_float(ctx, "lambd", 0.5f),
+                 kn_attr_float(ctx, "bias", 0.0f)};
+  *xp = x;
+  return KN_OK;
+}
+
+kn_status kn_unary_begin(kn_op_ctx *ctx, const kn_tensor **x, kn_tensor **o, uparams *p) {
+  return un_begin(ctx, find_un(ctx), x, o, p);
+}
+
+static kn_status un_run(kn_op_ctx *ctx) {
+  const un_def *d = find_un(ctx);
+  const kn_tensor *x;
+  kn_tensor *o;
+  uparams p;
+  kn_status st = un_begin(ctx, d, &x, &o, &p);
+  if (st) return st;
   int64_t n = kn_tensor_numel(x);
-  int vop = un_fast(ctx, x) ? un_vop(d->name) : -1;
-  if (vop >= 0) {
-    kn_act_params ap = {.alpha = p.alpha, .beta = p.beta};
-    kn_ew_unary(ctx->rt, vop, &ap, x->data, o->data, n);
-    return KN_OK;
-  }
   switch (x->dtype) {
   case KN_DTYPE_F32: d->f32(n, x->data, o->data, &p); break;
   case KN_DTYPE_F64: d->f64(n, x->data, o->data, &p); break;
@@ -390,18 +363,36 @@ static void clip_f32(int64_t n, const float *x, float *y, float lo, float hi) {
   }
 }
 
-static kn_status clip_run(kn_op_ctx *ctx) {
-  const kn_tensor *x, *lo = NULL, *hi = NULL;
+kn_status kn_clip_begin(kn_op_ctx *ctx, const kn_tensor **xp, kn_tensor **o) {
+  const kn_tensor *x;
   kn_status st = kn_in_req(ctx, 0, &x);
   if (!st) st = clip_infer(ctx);
+  if (!st) st = out_like_checked(ctx, x, x->dtype, o);
+  if (!st) *xp = x;
+  return st;
+}
+
+void kn_clip_bounds(const kn_op_ctx *ctx, double *l, double *h) {
+  const kn_tensor *lo = ctx->opset >= 11 ? kn_in(ctx, 1) : NULL;
+  const kn_tensor *hi = ctx->opset >= 11 ? kn_in(ctx, 2) : NULL;
+  if (ctx->opset < 11) {
+    *l = kn_attr_float(ctx, "min", -FLT_MAX);
+    *h = kn_attr_float(ctx, "max", FLT_MAX);
+  } else {
+    *l = lo ? kn_scalar_f64(lo) : -INFINITY;
+    *h = hi ? kn_scalar_f64(hi) : INFINITY;
+  }
+}
+
+static kn_status clip_run(kn_op_ctx *ctx) {
+  const kn_tensor *x, *lo = NULL, *hi = NULL;
+  kn_tensor *o;
+  kn_status st = kn_clip_begin(ctx, &x, &o);
   if (st) return st;
   if (ctx->opset >= 11) {
     lo = kn_in(ctx, 1);
     hi = kn_in(ctx, 2);
   }
-  kn_tensor *o;
-  st = out_like_checked(ctx, x, x->dtype, &o);
-  if (st) return st;
   int64_t n = kn_tensor_numel(x);
   if (kn_dtype_is_int(x->dtype)) {
     if (dtype_unsigned(x->dtype)) {
@@ -424,17 +415,8 @@ static kn_status clip_run(kn_op_ctx *ctx) {
     return KN_OK;
   }
   double l, h;
-  if (ctx->opset < 11) {
-    l = kn_attr_float(ctx, "min", -FLT_MAX);
-    h = kn_attr_float(ctx, "max", FLT_MAX);
-  } else {
-    l = lo ? kn_scalar_f64(lo) : -INFINITY;
-    h = hi ? kn_scalar_f64(hi) : INFINITY;
-  }
-  if (un_fast(ctx, x)) {
-    kn_act_params ap = {.lo = (float)l, .hi = (float)h};
-    kn_ew_unary(ctx->rt, KN_ACT_CLIP, &ap, x->data, o->data, n);
-  } else if (x->dtype == KN_DTYPE_F32) {
+  kn_clip_bounds(ctx, &l, &h);
+  if (x->dtype == KN_DTYPE_F32) {
     clip_f32(n, x->data, o->data, (float)l, (float)h);
   } else if (x->dtype == KN_DTYPE_F64) {
     const double *xd = x->data;
@@ -456,8 +438,7 @@ static kn_status clip_run(kn_op_ctx *ctx) {
 }
 
 #define UN(NAME, SINCE)                                                        \
-  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, un_infer, un_run, NULL, KN_INPLACE_ELEMWISE,     \
-   .select = un_select}
+  {NAME, NULL, 1, 1, 1, 1, SINCE, 22, un_infer, un_run, NULL, KN_INPLACE_ELEMWISE}
 #define PRED(NAME, SINCE)                                                      \
   {NAME, NULL, 1, 1, 1, 1, SINCE, 22, pred_infer, pred_run, NULL, KN_INPLACE_ELEMWISE}
 
@@ -502,7 +483,6 @@ const kn_op_def kn_ops_unary[] = {
     PRED("IsInf", 10),
     PRED("Not", 1),
     PRED("BitwiseNot", 18),
-    {"Clip", NULL, 1, 3, 1, 1, 1, 22, clip_infer, clip_run, NULL, KN_INPLACE_ELEMWISE,
-     .select = un_select},
+    {"Clip", NULL, 1, 3, 1, 1, 1, 22, clip_infer, clip_run, NULL, KN_INPLACE_ELEMWISE},
     KN_OP_END,
 };

@@ -44,7 +44,7 @@
  */
 #include "pattern.h"
 
-#include "ops/conv_fast.h"
+#include "tactics/conv/conv_fast.h"
 #include "ops/layout.h"
 
 typedef struct cl_state {

@@ -28,6 +28,7 @@
 
 #include "pattern.h"
 #include "cost/iomodel.h"
+#include "tactics/tactics.h"
 
 static bool is_kiln(const kn_node *n, const char *op) {
   return !n->dead && !strcmp(n->domain, KN_DOMAIN) && !strcmp(n->op_type, op);
@@ -63,11 +64,14 @@ static int64_t last_axis_norm(const kn_pat *p, const kn_node *ln) {
 }
 
 /* The fused step's loop nest: the GEMM's with the norm's whole rows, scale
- * and bias, and flops (gemm_tactic.c's kn_gemm_loops does the same for a
- * FusedGemm that has its norm: one description of the fused step). */
+ * and bias, and flops (kn_gemm_loops, src/tactics/gemm/gemm_tactic.c, does
+ * the same for a FusedGemm that has its norm: one description of the fused
+ * step). */
 static bool fused_nest(const kn_graph *g, const kn_node *gemm, kn_loopnest *l) {
   memset(l, 0, sizeof *l);
-  if (!gemm->op || !gemm->op->loops || !gemm->op->loops(g, gemm, l)) return false;
+  bool (*loops)(const kn_graph *, const kn_node *, kn_loopnest *) =
+      KN_TACTICS_HOOK(gemm, loops);
+  if (!loops || !loops(g, gemm, l)) return false;
   kn_loops_add_row_norm(l);
   return true;
 }

@@ -1,7 +1,7 @@
 /* Helpers for the fast-kernel tests (test_copy_kernels.c, test_rnn_kernels.c):
  * run the one node of a tiny testkit graph directly through its op, either
  * with the reference kernel (ctx->rt NULL, outputs zeroed as the executor
- * does) or with a kn_rt and the tactic its `select` hook picks (outputs
+ * does) or with a kn_rt and the tactic its tactics' `select` picks (outputs
  * poisoned with 0xff bytes first, since the executor does not zero them for
  * fast tactics: an element the fast path forgets to write shows up).
  * Header-only so each test executable stays one file plus the testkit. */
@@ -76,7 +76,9 @@ static inline void fk_run(const kn_ir_model *m, const kn_graph *g, const kn_node
     pout[o] = &outs[o];
   }
   kn_error err;
-  kn_op_ctx ctx = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
+  kn_node bound = *n; /* with its tactics, whether or not they were selected */
+  bound.impl = kn_tactics_of(n);
+  kn_op_ctx ctx = {.node = &bound, .opset = n->opset, .n_in = n->n_inputs, .in = pin,
                    .n_out = n->n_outputs, .out = pout, .err = &err, .label = m->label,
                    .rt = rt, .packed = packed};
   if (n->op->infer(&ctx)) fail_msg("infer: %s", err.msg);
@@ -87,7 +89,7 @@ static inline void fk_run(const kn_ir_model *m, const kn_graph *g, const kn_node
     assert_int_equal(kn_tensor_alloc(&s->t, shape.dtype, shape.rank, shape.dims, NULL), KN_OK);
     if (rt) memset(s->t.data, 0xff, s->t.nbytes);
   }
-  if (n->op->run(&ctx)) fail_msg("run: %s", err.msg);
+  if (kn_tactics_run(&ctx)) fail_msg("run: %s", err.msg);
 }
 
 /* The ISAs this machine runs, portable first; returns the count. */

@@ -356,7 +356,7 @@ static void test_op_tactic(void **state) {
     tk_output(g, y);
     tk_prepare(m);
     n = &g->nodes[0];
-    assert_int_equal(n->op->select(g, n, KN_ISA_AVX512), KN_TACTIC_attention_streamed);
+    assert_int_equal(kn_tactics_of(n)->select(g, n, KN_ISA_AVX512), KN_TACTIC_attention_streamed);
     tk_results ref = tk_run(m, TK_FILL_SEEDED);
     uint64_t f = kn_cpu_features();
     for (int isa = 0; isa < KN_ISA_COUNT; isa++) {

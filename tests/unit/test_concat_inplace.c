@@ -183,7 +183,7 @@ static void check_graph(const kn_ir_model *opt, const kn_ir_model *kept, const c
     }
     for (int32_t isa = 0; isa < KN_ISA_COUNT; isa++) {
       if (!kn_isa_available((kn_isa)isa, kn_cpu_features())) continue;
-      int32_t t = n->op->select(g, n, isa);
+      int32_t t = kn_tactics_of(n)->select(g, n, isa);
       assert_true(t == KN_TACTIC_conv_igemm_nhwc || t == KN_TACTIC_conv_winograd_nhwc);
       winograd |= t == KN_TACTIC_conv_winograd_nhwc;
     }

@@ -88,7 +88,7 @@ static void run_node(one_node *o, kn_rt *rt, const void *packed, kn_slot *out) {
   kn_op_ctx ctx = {.node = o->node, .opset = o->node->opset, .n_in = o->n_in, .in = o->pin,
                    .n_out = 1, .out = outs, .err = &err, .label = "test", .rt = rt,
                    .packed = packed};
-  if (o->node->op->run(&ctx)) fail_msg("%s", err.msg);
+  if (kn_tactics_run(&ctx)) fail_msg("%s", err.msg);
 }
 
 static void check_close(const kn_tensor *a, const kn_tensor *ref, double tol, const char *what) {
@@ -110,7 +110,7 @@ static void check_same(const kn_tensor *a, const kn_tensor *b, const char *what)
 static void compare_fast(one_node *o, int32_t want, bool force, double tol, const char *what) {
   kn_slot ref;
   run_node(o, NULL, NULL, &ref);
-  const kn_op_def *op = o->node->op;
+  const kn_op_tactics *op = o->node->impl = kn_tactics_of(o->node);
   uint64_t feat = kn_cpu_features();
   kn_pool *pool2;
   kn_error err;
@@ -147,7 +147,7 @@ static void compare_fast(one_node *o, int32_t want, bool force, double tol, cons
         }
       }
     kn_slot_release(&first);
-    if (op->unpack) op->unpack(packed);
+    kn_packed_free(packed);
   }
   kn_pool_free(pool2);
   kn_slot_release(&ref);
@@ -431,7 +431,7 @@ static void test_winograd_select(void **state) {
     tk_output(g, y);
     tk_prepare(m);
     for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
-      int32_t t = n->op->select(g, n, isa);
+      int32_t t = kn_tactics_of(n)->select(g, n, isa);
       if (t != cases[i].want)
         fail_msg("select on %lld->%lld @%lld stride %lld (%s): tactic %d, expected %d",
                  (long long)cases[i].c, (long long)cases[i].m, (long long)cases[i].h,

@@ -25,7 +25,7 @@
 
 #include "core/cpu.h"
 #include "kernels/kernels.h"
-#include "ops/gemm_tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 #include "ops/op.h"
 #include "ops/tactic.h"
 
@@ -359,10 +359,10 @@ static void test_precisions_hook(void **state) {
   tk_output(g, y2);
   tk_prepare(m);
   const kn_node *full = &g->nodes[0], *dw = &g->nodes[1];
-  uint32_t pf = full->op->precisions(g, full, KN_ISA_PORTABLE);
+  uint32_t pf = kn_tactics_of(full)->precisions(g, full, KN_ISA_PORTABLE);
   assert_true(pf & (1u << KN_PRECISION_INT8));
   assert_true(pf & (1u << KN_PRECISION_BF16));
-  assert_int_equal(dw->op->precisions(g, dw, KN_ISA_PORTABLE), 0);
+  assert_int_equal(kn_tactics_of(dw)->precisions(g, dw, KN_ISA_PORTABLE), 0);
   kn_ir_model_free(m);
 }
 

@@ -31,7 +31,7 @@ static void check_node(kn_ir_model *m, int32_t tactic, uint32_t seed) {
   kn_isa isas[KN_ISA_COUNT];
   int32_t ni = fk_isas(isas);
   for (int32_t i = 0; i < ni; i++) {
-    assert_int_equal(n->op->select(g, n, isas[i]), tactic);
+    assert_int_equal(kn_tactics_of(n)->select(g, n, isas[i]), tactic);
     n->tactic = tactic;
     for (int32_t th = 1; th <= 2; th++) {
       kn_rt rt = {.isa = isas[i], .pool = th == 2 ? pool2 : NULL};

@@ -26,7 +26,7 @@
 
 #include "core/cpu.h"
 #include "kernels/kernels.h"
-#include "ops/gemm_tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 #include "ops/op.h"
 #include "builder/step_precision.h"
 #include "ops/tactic.h"
@@ -226,11 +226,11 @@ static void test_precisions_hook(void **state) {
   tk_node(g, "MatMul", 2, in2);
   tk_prepare(m);
   const kn_node *c = &g->nodes[0], *r = &g->nodes[1];
-  uint32_t pc = c->op->precisions(g, c, KN_ISA_PORTABLE);
+  uint32_t pc = kn_tactics_of(c)->precisions(g, c, KN_ISA_PORTABLE);
   assert_true(pc & (1u << KN_PRECISION_INT8));
   assert_true(pc & (1u << KN_PRECISION_BF16));
   assert_true(pc & (1u << KN_PRECISION_INT8_WEIGHTS));
-  assert_int_equal(r->op->precisions(g, r, KN_ISA_PORTABLE), 0);
+  assert_int_equal(kn_tactics_of(r)->precisions(g, r, KN_ISA_PORTABLE), 0);
   kn_ir_model_free(m);
 }
 

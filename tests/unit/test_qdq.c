@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
-#include "ops/gemm_tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 #include "passes/pass.h"
 #include "builder/step_precision.h"
 

@@ -40,13 +40,14 @@ static void check_rnn(kn_ir_model *m, int32_t want_tactic, const char *what) {
   kn_isa isas[KN_ISA_COUNT];
   int32_t ni = fk_isas(isas);
   for (int32_t i = 0; i < ni; i++) {
-    int32_t t = n->op->select(g, n, isas[i]);
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    int32_t t = tt->select(g, n, isas[i]);
     assert_int_equal(t, want_tactic);
     if (!t) continue;
     n->tactic = t;
     void *packed = NULL;
     kn_error err;
-    if (n->op->pack(g, n, &(kn_target){isas[i], NULL}, &packed, &err)) fail_msg("pack: %s", err.msg);
+    if (tt->pack(g, n, &(kn_target){isas[i], NULL}, &packed, &err)) fail_msg("pack: %s", err.msg);
     for (int32_t pk = 0; pk < 2; pk++)
       for (int32_t th = 1; th <= 2; th++) {
         kn_rt rt = {.isa = isas[i], .pool = th == 2 ? pool2 : NULL};
@@ -67,7 +68,7 @@ static void check_rnn(kn_ir_model *m, int32_t want_tactic, const char *what) {
           kn_slot_release(&got[o]);
         }
       }
-    if (packed) n->op->unpack(packed);
+    kn_packed_free(packed);
   }
   for (int32_t o = 0; o < n->n_outputs; o++) kn_slot_release(&ref[o]);
   fk_inputs_free(&in);

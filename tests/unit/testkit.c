@@ -176,6 +176,7 @@ void tk_prepare(kn_ir_model *m) {
   kn_status st = kn_graph_finish(m->graph, m->label, &err);
   if (!st) st = kn_ops_prepare(m, &err);
   if (st) fail_msg("%s", err.msg);
+  kn_tactics_bind(m); /* tests may give nodes their tactic directly */
 }
 
 /* ---- running passes and graphs ------------------------------------------ */
@@ -227,7 +228,9 @@ tk_results tk_run_fast_tactic(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t
   kn_tactics_select(m, isa, false);
   for (int32_t i = 0; tactic && i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];
-    int32_t cand[8], nc = n->op && n->op->candidates ? n->op->candidates(g, n, isa, cand, 8) : 0;
+    int32_t (*candidates)(const kn_graph *, const kn_node *, int32_t, int32_t *, int32_t) =
+        KN_TACTICS_HOOK(n, candidates);
+    int32_t cand[8], nc = candidates ? candidates(g, n, isa, cand, 8) : 0;
     for (int32_t k = 0; k < nc; k++)
       if (cand[k] == tactic) n->tactic = tactic;
   }
@@ -236,14 +239,16 @@ tk_results tk_run_fast_tactic(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t
   kn_error err;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
-    if (n->tactic && n->op->pack && n->op->pack(g, n, &(kn_target){isa, NULL}, &packed[i], &err))
+    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
+                      kn_error *) = KN_TACTICS_HOOK(n, pack);
+    if (n->tactic && pack && pack(g, n, &(kn_target){isa, NULL}, &packed[i], &err))
       fail_msg("%s", err.msg);
   }
   kn_rt rt = {.isa = (kn_isa)isa, .features = features};
   if (threads > 1 && kn_pool_create(threads, &rt.pool, &err)) fail_msg("%s", err.msg);
   tk_results r = run_with(m, fill, &rt, (const void *const *)packed);
   for (int32_t i = 0; i < g->n_nodes; i++)
-    if (packed[i]) g->nodes[i].op->unpack(packed[i]);
+    kn_packed_free(packed[i]);
   free(packed);
   kn_pool_free(rt.pool);
   free(rt.scratch);
@@ -255,7 +260,9 @@ int32_t tk_fast_tactic(const kn_ir_model *m, const char *op, int32_t isa) {
   const kn_graph *g = m->graph;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
-    if (!n->dead && !strcmp(n->op_type, op)) return n->op->select ? n->op->select(g, n, isa) : 0;
+    if (n->dead || strcmp(n->op_type, op)) continue;
+    int32_t (*select)(const kn_graph *, const kn_node *, int32_t) = KN_TACTICS_HOOK(n, select);
+    return select ? select(g, n, isa) : 0;
   }
   return -1;
 }

@@ -15,6 +15,7 @@
 #include "engine/exec.h"
 #include "kernels/kernels.h"
 #include "ops/tactic.h"
+#include "tactics/tactics.h"
 #include "passes/pass.h"
 
 #include <stdlib.h>
@@ -102,7 +103,7 @@ int32_t tk_node(kn_graph *g, const char *op, int32_t n_in, const int32_t *in);
 /* The node added last. */
 kn_node *tk_last(kn_graph *g);
 
-/* kn_graph_finish then kn_ops_prepare. */
+/* kn_graph_finish, kn_ops_prepare, and kn_tactics_bind. */
 void tk_prepare(kn_ir_model *m);
 
 /* ---- running passes and graphs ------------------------------------------ */

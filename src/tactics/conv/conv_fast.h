@@ -1,19 +1,24 @@
-/* The fast convolution tactics (src/kernels/conv) behind Conv,
- * ConvTranspose and FusedConv: the ops' select / pack / unpack hooks and
- * the run-time dispatch, in src/ops/conv.c. */
+/* The conv tactics (src/tactics/conv): Conv, ConvTranspose, FusedConv,
+ * NhwcFusedConv and NhwcExpandDwConv on the fast convolution kernels
+ * (src/kernels/conv).  conv.c: the hooks, the float32 runs and the table
+ * kn_tactics_conv; fused_conv.c: FusedConv's and NhwcFusedConv's runs;
+ * expand_dw.c: NhwcExpandDwConv's; conv_lowp.c: reduced precision.  The
+ * channels_last pass asks kn_conv_prefers_nchw. */
 #ifndef KN_CONV_FAST_H
 #define KN_CONV_FAST_H
 
-#include "conv_ref.h"
 #include "kernels/conv/conv.h"
 #include "kernels/kernels.h"
+#include "ops/conv_ref.h"
+#include "tactics/tactics.h"
 
 /* Tactic for a Conv, FusedConv or ConvTranspose node from its static
  * types: conv_depthwise, conv_winograd, conv_gemm or conv_transpose_gemm
  * for float32 4-D tensors, else 0 (reference). */
 int32_t kn_conv_select(const kn_graph *g, const kn_node *n, int32_t isa);
-/* Prepacks a constant float32 weight for the node's tactic (*packed NULL
- * when the tactic needs no packing or W is not a constant). */
+/* The `tiling` hook of the convolutions: Winograd's block of tile lanes
+ * (from the packed block), or the channels-last kernels' plan on the
+ * target's capacities. */
 void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
                     const kn_target *target, char *buf, size_t len);
 /* The `loops` hook of the convolutions (Conv, FusedConv, NhwcFusedConv):
@@ -28,9 +33,10 @@ bool kn_conv_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l);
  * where both can run it. */
 int32_t kn_conv_candidates(const kn_graph *g, const kn_node *n, int32_t isa, int32_t *out,
                            int32_t max);
+/* Prepacks a constant float32 weight for the node's tactic (*packed NULL
+ * when the tactic needs no packing or W is not a constant). */
 kn_status kn_conv_pack(const kn_graph *g, const kn_node *n, const kn_target *target, void **packed,
                        kn_error *err) KN_WUR;
-void kn_conv_unpack(void *packed);
 
 /* Runs the node's fast tactic on float32 x, w into y (geometry geo, from
  * kn_conv_geometry; transpose: ConvTranspose) with the epilogue ep (the
@@ -84,5 +90,14 @@ kn_conv2d kn_conv2d_of(const kn_conv_geom *geo);
  * cannot (none today: kept so that a future channels-first-only tactic has
  * one place to say so).  The channels_last pass asks it. */
 bool kn_conv_prefers_nchw(const kn_graph *g, const kn_node *n);
+
+/* The runs of FusedConv and NhwcFusedConv (fused_conv.c) and the hooks
+ * and run of NhwcExpandDwConv (expand_dw.c), for the table. */
+kn_status kn_fused_conv_fast(kn_op_ctx *ctx);
+kn_status kn_nhwc_conv_fast(kn_op_ctx *ctx);
+int32_t kn_edw_select(const kn_graph *g, const kn_node *n, int32_t isa);
+kn_status kn_edw_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                      void **packed, kn_error *err) KN_WUR;
+kn_status kn_edw_fast(kn_op_ctx *ctx);
 
 #endif

@@ -39,8 +39,6 @@ kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_tar
   return KN_OK;
 }
 
-void kn_gemm_unpack(void *packed) { kn_packed_free(packed); }
-
 static bool known_f32(const kn_graph *g, int32_t v, int32_t min_rank) {
   if (v < 0) return false;
   const kn_type *t = &g->values[v].type;
@@ -82,7 +80,7 @@ bool kn_gemm_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
   l->flops = 2.0 * (double)batch * (double)m * (double)nn * (double)k;
   const kn_attr *norm = kn_node_attr(n, "norm");
   if (!matmul && norm && norm->type == KN_ATTR_STRING && *norm->s) {
-    /* a LayerNormalization of whole rows after the epilogue (fused.c) */
+    /* a LayerNormalization of whole rows after the epilogue (fused_gemm.c) */
     kn_loops_add_row_norm(l);
   }
   return true;

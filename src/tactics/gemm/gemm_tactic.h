@@ -1,18 +1,23 @@
 /*
- * The fast GEMM tactics (gemm_packed, gemm) as MatMul, Gemm and FusedGemm
- * use them: prepacking a constant B in the ops' `pack` hooks, finding it
- * again at run, and running kn_sgemm on the context's runtime.
+ * The GEMM tactics (src/tactics/gemm): MatMul, Gemm, MatMulInteger,
+ * MatMulIntegerToFloat (matmul.c, with the family's table kn_tactics_gemm)
+ * and FusedGemm (fused_gemm.c) on the packed GEMM (gemm_packed, gemm) and
+ * the int8 GEMM (qgemm_integer).  What they share (gemm_tactic.c):
+ * prepacking a constant B in their `pack` hooks, finding it again at run,
+ * and running kn_sgemm on the context's runtime, in the node's precision
+ * (gemm_lowp.c); the convolutions' reduced precisions use the weight
+ * quantization and the input quantization attributes too.
  */
 #ifndef KN_GEMM_TACTIC_H
 #define KN_GEMM_TACTIC_H
 
 #include "kernels/gemm/gemm.h"
-#include "op.h"
+#include "tactics/tactics.h"
 
 /* What a pack hook stores: op(B) (k x n) packed for `isa`, and the cache
  * blocking of the machine it was packed on (read once, here). */
 typedef struct kn_gemm_packed {
-  kn_packed hdr; /* a relocatable block (op.h): no pointers inside */
+  kn_packed hdr; /* a relocatable block (kn_packed): no pointers inside */
   int64_t k, n;
   kn_sgemm_blocking blocking;
   uint64_t b_off; /* packed B, from the block's start (64-byte aligned) */
@@ -26,7 +31,6 @@ static inline const float *kn_gemm_packed_b(const kn_gemm_packed *p) {
  * packs op(B) (trans: stored n x k) into a new kn_gemm_packed. */
 kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_target *target,
                                int32_t input, bool trans, void **packed, kn_error *err) KN_WUR;
-void kn_gemm_unpack(void *packed);
 /* The `loops` hook of MatMul, Gemm and FusedGemm: batch, rows m, columns
  * n, depth k (loop order), A[batch?, m, k], B[batch?, k, n] (weights when
  * constant), C[batch, m, n] and a residual Z[batch, m, n] when present. */
@@ -83,5 +87,12 @@ void kn_gemm_run(kn_op_ctx *ctx, const kn_sgemm_args *g, void *scratch);
  * given): reduced precisions for a 2-D fp32 constant B without transA. */
 uint32_t kn_gemm_precisions(const kn_graph *g, const kn_node *n, bool trans_b);
 
+
+/* FusedGemm's hooks and run (fused_gemm.c), for the family's table. */
+int32_t kn_fgemm_select(const kn_graph *g, const kn_node *n, int32_t isa);
+kn_status kn_fgemm_pack(const kn_graph *g, const kn_node *n, const kn_target *target,
+                        void **packed, kn_error *err) KN_WUR;
+uint32_t kn_fgemm_precisions(const kn_graph *g, const kn_node *n, int32_t isa);
+kn_status kn_fgemm_fast(kn_op_ctx *ctx);
 
 #endif

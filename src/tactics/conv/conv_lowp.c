@@ -30,10 +30,9 @@
 #include "conv_fast.h"
 
 #include "core/cpu.h"
-#include "gemm_tactic.h"
 #include "kernels/conv/conv-lowp.h"
 #include "kernels/hgemm/hgemm.h"
-#include "ops/tactic.h"
+#include "tactics/gemm/gemm_tactic.h"
 
 typedef struct conv_lowp_packed {
   kn_packed hdr; /* tactic conv_igemm_nhwc, the ISA */

@@ -1,5 +1,5 @@
-/* The portable float32 GEMM of the reference kernels (src/ops/matmul.c),
- * shared by MatMul, Gemm and the convolutions. */
+/* The portable float32 GEMM of the reference kernels (ref-gemm.c): what
+ * MatMul, Gemm and the convolutions of src/ops compute with, tactic 0. */
 #ifndef KN_REF_GEMM_H
 #define KN_REF_GEMM_H
 

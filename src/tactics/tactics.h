@@ -1,0 +1,121 @@
+/*
+ * Tactics: the fast paths of the ops, one place per op family, between the
+ * reference ops (src/ops: the ONNX contract, inference and the reference
+ * kernel) and the kernels (src/kernels).
+ *
+ * Each family that has fast kernels defines a table kn_tactics_<family>[]
+ * (src/tactics/<family>.c, or src/tactics/<family>/ for the big ones) of
+ * kn_op_tactics, one entry per op it serves, ended by KN_TACTICS_END;
+ * families are listed once in src/tactics/families.inc.  An entry names
+ * its op by domain and op_type (kn_tactics_for looks it up) and holds the
+ * op's hooks:
+ *
+ *  select      the tactic (tactic.h, tactics.inc) for node n of graph g,
+ *              from the static types of its values and the ISA; 0 keeps
+ *              the reference kernel.  Called at build for every node
+ *              (kn_tactics_select).
+ *  pack        prepacks the node's constant inputs (weights) for its tactic
+ *              and ISA into *packed, a kn_packed block (kn_packed_alloc;
+ *              NULL: nothing to pack).  Called once at build (and at engine
+ *              load when the file holds no block for this machine's ISA)
+ *              for top-level nodes whose tactic is not 0; the run gets it
+ *              as ctx->packed.  The run must still work (packing per run,
+ *              or the reference kernel) when ctx->packed is NULL.  Blocks
+ *              are freed with kn_packed_free.
+ *  tiling      the cache tiling node n runs with on target's machine, into
+ *              buf: the blocking its pack hook chose ("kc 256 mc 144 nc
+ *              3072"), or what its kernel plans from the capacities on one
+ *              thread (more threads split that plan); an empty string:
+ *              none.  `packed` is the node's block (NULL when it has none).
+ *  loops       node n's loop nest for the IO model (loops.h), from the
+ *              static types of g; false when the shapes are not known (or
+ *              the op has no reuse to model: then it is counted as
+ *              streaming its tensors once).
+ *  candidates  every tactic that can run node n on `isa`, the `select`
+ *              choice first, into out (at most max); returns the count.
+ *              NULL: the select choice is the only one.  The builder times
+ *              them (src/builder/timing.c).
+ *  precisions  bit p (1u << kn_precision) for every precision node n can
+ *              run in with some tactic on `isa`; fp32 is always allowed.
+ *              NULL: fp32 only.  The builder sets n->precision (src/builder/
+ *              step_precision.c) before tactics are selected: `select`,
+ *              `candidates` and `pack` then honour it, and `run` reads it
+ *              from ctx->node.
+ *  run         the fast run: called instead of the op's reference run when
+ *              the node's tactic is not 0 and the run has a runtime
+ *              (ctx->rt: ISA, thread pool, scratch; ctx->packed: the
+ *              node's block or NULL).  Outputs are allocated as for the
+ *              reference run but not zeroed: the run writes every element.
+ *              A case the tactic does not take (a dtype, a broadcast, a
+ *              run-time shape it does not cover, a tactic id that is not
+ *              one of its own: engines name them) is handed to the op's
+ *              reference run, ctx->node->op->run, unchanged.
+ *
+ * Every hook is optional.  Nodes point at their entry (kn_node.impl), set
+ * with their tactic (kn_tactics_select) and when an engine is loaded
+ * (kn_tactics_bind); passes and the IO model, which also see nodes before
+ * tactics are selected, use kn_tactics_of.
+ */
+#ifndef KN_TACTICS_H
+#define KN_TACTICS_H
+
+#include "ops/op.h"
+#include "ops/tactic.h"
+
+typedef struct kn_op_tactics {
+  const char *domain;  /* NULL or "" for the default domain */
+  const char *op_type; /* NULL: the end of a table */
+  int32_t (*select)(const kn_graph *g, const kn_node *n, int32_t isa);
+  kn_status (*pack)(const kn_graph *g, const kn_node *n, const kn_target *target,
+                    void **packed, kn_error *err);
+  void (*tiling)(const kn_graph *g, const kn_node *n, const void *packed,
+                 const kn_target *target, char *buf, size_t len);
+  bool (*loops)(const kn_graph *g, const kn_node *n, kn_loopnest *out);
+  int32_t (*candidates)(const kn_graph *g, const kn_node *n, int32_t isa, int32_t *out,
+                        int32_t max);
+  uint32_t (*precisions)(const kn_graph *g, const kn_node *n, int32_t isa);
+  kn_op_fn run;
+} kn_op_tactics;
+
+#define KN_TACTICS_END {NULL, NULL}
+
+#define KN_TACTICS_FAMILY(f) extern const kn_op_tactics kn_tactics_##f[];
+#include "families.inc"
+#undef KN_TACTICS_FAMILY
+
+/* The tactics of op `op_type` of `domain`, or NULL when it has none
+ * (domains "", NULL and "ai.onnx" are one). */
+const kn_op_tactics *kn_tactics_for(const char *domain, const char *op_type);
+
+/* n's entry: the one it was bound to, else looked up (nodes not bound yet:
+ * passes and the IO model run before tactics are selected). */
+static inline const kn_op_tactics *kn_tactics_of(const kn_node *n) {
+  return n->impl ? n->impl : kn_tactics_for(n->domain, n->op_type);
+}
+
+/* Transitional, while op families move here: hook h of n's entry, else
+ * the same hook of its op (a family not moved yet). */
+#define KN_TACTICS_HOOK(n, h)                                                   \
+  (kn_tactics_of(n) ? kn_tactics_of(n)->h : (n)->op ? (n)->op->h : NULL)
+
+struct kn_ir_model;
+/* Points every node of the model (subgraphs included) at its entry
+ * (kn_node.impl; NULL when its op has none).  kn_tactics_select does it
+ * too; an engine's nodes get theirs when it is loaded. */
+void kn_tactics_bind(struct kn_ir_model *m);
+
+/* Gives every node of the model (subgraphs included) its tactic: its
+ * entry's `select` for `isa` (a kn_isa), or 0 (reference) when it has
+ * none or `reference` is set; binds the nodes (kn_tactics_bind). */
+void kn_tactics_select(struct kn_ir_model *m, int32_t isa, bool reference);
+
+/* Runs the step in ctx: its tactics' fast run when it has a runtime
+ * (ctx->rt) and a tactic other than the reference one, else its op's
+ * reference run. */
+static inline kn_status kn_tactics_run(kn_op_ctx *ctx) {
+  const kn_node *n = ctx->node;
+  const kn_op_tactics *t = n->impl;
+  return ctx->rt && n->tactic && t && t->run ? t->run(ctx) : n->op->run(ctx);
+}
+
+#endif
