@@ -37,8 +37,6 @@ static void select_graph(kn_graph *g, int32_t isa, bool reference) {
     n->impl = kn_tactics_for(n->domain, n->op_type);
     int32_t t = 0;
     if (!reference && n->impl && n->impl->select) t = n->impl->select(g, n, isa);
-    /* transitional: families whose hooks are still on their op */
-    else if (!reference && !n->impl && n->op && n->op->select) t = n->op->select(g, n, isa);
     n->tactic = kn_tactic_name(t) ? t : 0;
     for (int32_t a = 0; a < n->n_attrs; a++) {
       kn_attr *at = &n->attrs[a];
