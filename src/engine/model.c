@@ -108,7 +108,7 @@ static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err) {
     kn_ir_model_free(ir);
     return st;
   }
-  kn_tactics_bind(ir); /* an engine's steps have their tactics: their runs */
+  kn_tactics_bind(ir); /* the steps of an engine come with their tactics: their runs */
   kn_model *m = kn_calloc(1, sizeof *m);
   const kn_graph *g = ir->graph;
   if (m) m->inputs = kn_calloc((size_t)g->n_inputs + 1, sizeof *m->inputs);

@@ -16,6 +16,11 @@ const kn_op_tactics *kn_tactics_for(const char *domain, const char *op_type) {
   return NULL;
 }
 
+void kn_tactics_foreach(void (*fn)(const kn_op_tactics *t, void *arg), void *arg) {
+  for (size_t f = 0; families[f]; f++)
+    for (const kn_op_tactics *t = families[f]; t->op_type; t++) fn(t, arg);
+}
+
 static void bind_graph(kn_graph *g) {
   for (int32_t i = 0; i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];

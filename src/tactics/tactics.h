@@ -140,6 +140,9 @@ typedef struct kn_op_tactics {
  * (domains "", NULL and "ai.onnx" are one). */
 const kn_op_tactics *kn_tactics_for(const char *domain, const char *op_type);
 
+/* Calls fn for every entry of every family. */
+void kn_tactics_foreach(void (*fn)(const kn_op_tactics *t, void *arg), void *arg);
+
 /* n's entry: the one it was bound to, else looked up (nodes not bound yet:
  * passes and the IO model run before tactics are selected). */
 static inline const kn_op_tactics *kn_tactics_of(const kn_node *n) {
