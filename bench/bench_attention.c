@@ -22,7 +22,7 @@
 #include "core/cpu.h"
 #include "engine/exec.h"
 #include "kernels/attention/attention.h"
-#include "ops/tactic.h"
+#include "tactics/tactics.h"
 
 static double now_s(void) {
   struct timespec t;
@@ -87,6 +87,7 @@ static void make(bench *b, const shape *s) {
     fprintf(stderr, "%s\n", err.msg);
     exit(1);
   }
+  kn_tactics_bind(m); /* run_once gives the node its tactic directly */
   b->m = m;
   uint32_t seed = 1;
   for (int32_t i = 0; i < 4; i++) {

@@ -23,7 +23,7 @@
 #include "ir/ir.h"
 #include "kernels/kernels.h"
 #include "ops/op.h"
-#include "ops/tactic.h"
+#include "tactics/tactics.h"
 
 static double now_s(void) {
   struct timespec t;
@@ -146,7 +146,7 @@ static void run_once(bcase *c, kn_rt *rt) {
       if (kn_tensor_alloc(&c->out[o].t, s.dtype, s.rank, s.dims, &err)) die("alloc", &err);
     }
   }
-  if (n->op->run(&ctx)) die("run", &err);
+  if (kn_tactics_run(&ctx)) die("run", &err);
 }
 
 typedef struct timing {
@@ -186,10 +186,11 @@ static void report(const char *what, bcase *c, int reps, kn_pool *pool2, bool gb
   else printf("  %7.2f GFLOP/s\n", flops / ref.best_s * 1e-9);
   for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
     if (!kn_isa_available((kn_isa)isa, f)) continue;
-    c->n->tactic = c->n->op->select(c->m->graph, c->n, isa);
+    const kn_op_tactics *tt = c->n->impl = kn_tactics_of(c->n);
+    c->n->tactic = tt->select(c->m->graph, c->n, isa);
     void *packed = NULL;
     kn_error err;
-    if (c->n->op->pack && c->n->op->pack(c->m->graph, c->n, &(kn_target){isa, NULL}, &packed, &err))
+    if (tt->pack && tt->pack(c->m->graph, c->n, &(kn_target){isa, NULL}, &packed, &err))
       die("pack", &err);
     c->packed = packed;
     for (int th = 1; th <= 2; th++) {
@@ -208,7 +209,7 @@ static void report(const char *what, bcase *c, int reps, kn_pool *pool2, bool gb
       free(t.out);
       free(rt.scratch);
     }
-    if (packed) c->n->op->unpack(packed);
+    kn_packed_free(packed);
     c->packed = NULL;
   }
   free(ref.out);

@@ -1,6 +1,6 @@
 /*
  * bench_gemm: GFLOP/s of kn_sgemm on shapes from real models, next to the
- * reference GEMM (src/ops/matmul.c), for each ISA, on 1 and 2 threads.
+ * reference GEMM (src/kernels/gemm/ref-gemm.c), for each ISA, on 1 and 2 threads.
  *
  *   bench_gemm [--reps N] [--isa portable|avx2|avx512] [--threads T]
  *              [--kc KC --mc MC --nc NC] [--shape MxNxK] [--raw] [--cold] [--cpu]

@@ -123,9 +123,8 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
   for (int32_t i = 0; i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];
     n->precision = KN_PRECISION_FP32;
-    uint32_t (*precisions)(const kn_graph *, const kn_node *, int32_t) =
-        KN_TACTICS_HOOK(n, precisions);
-    uint32_t can = precisions ? precisions(g, n, o->isa) : 0;
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    uint32_t can = tt && tt->precisions ? tt->precisions(g, n, o->isa) : 0;
     can |= 1u << KN_PRECISION_FP32;
     int32_t forced = -1;
     for (int32_t k = 0; k < o->n_overrides; k++)
@@ -155,9 +154,7 @@ kn_status kn_precision_assign(kn_ir_model *m, const kn_precision_options *o, kn_
          * convolutions: Winograd, a reduced precision: the implicit GEMM) */
         n->precision = p;
         int32_t tactic = n->tactic;
-        int32_t (*select)(const kn_graph *, const kn_node *, int32_t) =
-            KN_TACTICS_HOOK(n, select);
-        if (select) n->tactic = select(g, n, o->isa);
+        if (tt && tt->select) n->tactic = tt->select(g, n, o->isa);
         kn_io_step io;
         kn_io_predict(m, i, o->machine, o->threads, &io);
         n->tactic = tactic;

@@ -374,13 +374,10 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
   if (!key) st = kn_fail(err, KN_ERR_OOM, "out of memory");
   for (int32_t i = 0; i < g->n_nodes && !st; i++) {
     kn_node *n = &g->nodes[i];
-    int32_t (*candidates)(const kn_graph *, const kn_node *, int32_t, int32_t *, int32_t) =
-        KN_TACTICS_HOOK(n, candidates);
-    if (!n->tactic || !candidates) continue;
-    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
-                      kn_error *) = KN_TACTICS_HOOK(n, pack);
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    if (!n->tactic || !tt || !tt->candidates) continue;
     int32_t cand[MAX_CANDIDATES];
-    int32_t nc = candidates(g, n, o->isa, cand, MAX_CANDIDATES);
+    int32_t nc = tt->candidates(g, n, o->isa, cand, MAX_CANDIDATES);
     if (nc < 2) continue;
     rep->steps_with_choice++;
     int32_t first = cand[0];
@@ -433,7 +430,7 @@ kn_status kn_tactics_time(kn_ir_model *m, const kn_timing_options *o, kn_timing_
       n->tactic = cand[k];
       void *packed = NULL;
       kn_error perr;
-      if (pack && pack(g, n, &target, &packed, &perr)) continue;
+      if (tt->pack && tt->pack(g, n, &target, &packed, &perr)) continue;
       double s;
       bool timed = time_node(m, n, &rt, packed, &s);
       if (timed && cold && packed) s += (double)((const kn_packed *)packed)->bytes / dram_bw;
@@ -499,20 +496,18 @@ kn_status kn_precisions_time(kn_ir_model *m, const kn_timing_options *o,
     if (!revocable[i] || n->precision == KN_PRECISION_FP32 || !n->op) continue;
     if (!rt.pool && o->threads > 1 && (st = kn_pool_create(o->threads, &rt.pool, err))) break;
     int32_t prec = n->precision, tactic = n->tactic;
-    int32_t (*select)(const kn_graph *, const kn_node *, int32_t) = KN_TACTICS_HOOK(n, select);
-    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
-                      kn_error *) = KN_TACTICS_HOOK(n, pack);
+    const kn_op_tactics *tt = kn_tactics_of(n);
     double took[2];
     bool ok = true;
     for (int32_t k = 0; k < 2 && ok; k++) {
       if (k == 1) {
         n->precision = KN_PRECISION_FP32;
-        int32_t t = select ? select(g, n, o->isa) : 0;
+        int32_t t = tt && tt->select ? tt->select(g, n, o->isa) : 0;
         n->tactic = kn_tactic_name(t) ? t : 0;
       }
       void *packed = NULL;
       kn_error perr;
-      if (pack && pack(g, n, &target, &packed, &perr)) {
+      if (tt && tt->pack && tt->pack(g, n, &target, &packed, &perr)) {
         ok = false;
         break;
       }

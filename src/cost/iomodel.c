@@ -301,8 +301,8 @@ static double precision_compute_scale(const kn_machine *mach, int32_t threads, i
 
 /* Node n's loop nest: its tactics' `loops` hook; false when it has none. */
 static bool node_loops(const kn_graph *g, const kn_node *n, kn_loopnest *l) {
-  bool (*loops)(const kn_graph *, const kn_node *, kn_loopnest *) = KN_TACTICS_HOOK(n, loops);
-  return loops && loops(g, n, l);
+  const kn_op_tactics *tt = kn_tactics_of(n);
+  return tt && tt->loops && tt->loops(g, n, l);
 }
 
 void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int32_t threads,

@@ -29,7 +29,7 @@
 
 #include "core/core.h"
 #include "ir/ir.h"
-#include "ops/loops.h"
+#include "tactics/loops.h"
 
 /* Bytes the tiles of one innermost iteration hold together. */
 double kn_io_footprint(const kn_loopnest *l, const int64_t *tiles);

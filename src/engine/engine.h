@@ -39,8 +39,8 @@ struct kn_model {
   char precision[48]; /* "fp32", "int8", "best weights=fp16", ... */
   /* per model input: the profile's range (rank -1: no profile) */
   kn_value_info *prof_min, *prof_max;
-  /* per top-level node: its prepacked weights (op->pack), or NULL */
-  void **packed;       /* kn_packed blocks (src/ops/op.h) */
+  /* per top-level node: its prepacked weights (its tactics' pack), or NULL */
+  void **packed;       /* kn_packed blocks (src/tactics/tactics.h) */
   bool *packed_owned;  /* false: in packed_copy (or mapped from the engine) */
   int32_t n_packed;
   /* an engine's blocks for this ISA, copied out of the mapping into one

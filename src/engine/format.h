@@ -124,7 +124,7 @@
  *    bytes.
  *
  * 8. PACKED section (optional, version 2): weights prepacked at build time
- *    for the steps' fast kernels (the op's `pack` hook), stored as made so
+ *    for the steps' fast kernels (their tactics' `pack`), stored as made so
  *    a loader maps them in place and never repacks.
  *      u32 count, u32 reserved (0), then per entry 32 bytes:
  *        0  u32  step: node index in the top-level graph

@@ -108,7 +108,7 @@ static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err) {
     kn_ir_model_free(ir);
     return st;
   }
-  kn_tactics_bind(ir); /* an engine's steps have their tactics: their runs */
+  kn_tactics_bind(ir); /* the steps of an engine come with their tactics: their runs */
   kn_model *m = kn_calloc(1, sizeof *m);
   const kn_graph *g = ir->graph;
   if (m) m->inputs = kn_calloc((size_t)g->n_inputs + 1, sizeof *m->inputs);
@@ -187,9 +187,8 @@ kn_status kn_model_pack(kn_model *m, kn_error *err) {
   if (m->packed && m->n_packed != g->n_nodes) unpack_all(m);
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
-    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
-                      kn_error *) = KN_TACTICS_HOOK(n, pack);
-    if (!n->tactic || !pack) continue;
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    if (!n->tactic || !tt || !tt->pack) continue;
     if (!m->packed) {
       m->packed = kn_calloc((size_t)g->n_nodes, sizeof *m->packed);
       m->packed_owned = kn_calloc((size_t)g->n_nodes, sizeof *m->packed_owned);
@@ -205,7 +204,7 @@ kn_status kn_model_pack(kn_model *m, kn_error *err) {
     m->packed[i] = NULL;
     m->packed_owned[i] = false;
     void *p = NULL;
-    kn_status st = pack(g, n, &(kn_target){isa, machine}, &p, err);
+    kn_status st = tt->pack(g, n, &(kn_target){isa, machine}, &p, err);
     if (st) {
       kn_error_prefix(err, "%s: node '%s' (%s): packing weights", m->ir->label, n->name,
                       n->op_type);

@@ -184,15 +184,14 @@ kn_status kn_model_step_info(const kn_model *model, int32_t i, kn_step_info *out
   kn_ops_node_cost(report_ir(model), i, &out->flops, &out->bytes_read, &out->bytes_written);
   out->arena_live_bytes = arena_live(&model->plan, i);
   const void *packed = model->packed && i < model->n_packed ? model->packed[i] : NULL;
-  void (*tiling)(const kn_graph *, const kn_node *, const void *, const kn_target *, char *,
-                 size_t) = KN_TACTICS_HOOK(n, tiling);
-  if (tiling && n->tactic) {
+  const kn_op_tactics *tt = kn_tactics_of(n);
+  if (tt && tt->tiling && n->tactic) {
     kn_machine fb;
     const kn_machine *mach = io_machine(model, &fb);
     uint64_t feat = kn_cpu_features() & (model->has_machine ? mach->features : ~(uint64_t)0);
     kn_target target = {packed ? ((const kn_packed *)packed)->isa : (int32_t)kn_isa_detect(feat),
                         mach};
-    tiling(g, n, packed, &target, out->tiling, sizeof out->tiling);
+    tt->tiling(g, n, packed, &target, out->tiling, sizeof out->tiling);
   }
   return KN_OK;
 }

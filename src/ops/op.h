@@ -65,7 +65,6 @@
 #include "core/core.h"
 #include "core/slot.h"
 #include "ir/ir.h"
-#include "loops.h"
 
 typedef struct kn_op_ctx kn_op_ctx;
 
@@ -91,26 +90,16 @@ struct kn_op_ctx {
   const char *label;          /* model file name, for messages */
   kn_subgraph_fn run_subgraph; /* NULL during static inference */
   void *exec;                 /* executor state, for run_subgraph */
-  /* Fast kernels (src/kernels): set when the node's tactic is not the
-   * reference one and the run has a runtime (ISA, thread pool, scratch);
-   * NULL means: run the reference kernel. */
+  /* For the fast runs of src/tactics (tactics.h), which the executor calls
+   * instead of `run` for steps whose tactic is not the reference one: the
+   * fast kernels' runtime (ISA, thread pool, scratch; src/kernels), set for
+   * such steps, and the node's prepacked constant inputs (its tactics'
+   * `pack`, made once at build or engine load, shared read-only by every
+   * context) or NULL.  An op's own `run` is the reference kernel and
+   * ignores both (a fast run hands it the cases it does not take). */
   struct kn_rt *rt;
-  /* The node's prepacked constant inputs (its op's `pack` hook, made once
-   * at build or engine load, shared read-only by every context), or NULL
-   * (not packed: the op packs per run or uses the reference path). */
   const void *packed;
 };
-
-/* What a pack hook packs for: the ISA of the kernels, and the machine
- * whose capacities choose their blocking (NULL: this machine as the OS
- * reports it, kn_machine_from_os). */
-typedef struct kn_target {
-  int32_t isa;
-  const kn_machine *machine;
-} kn_target;
-
-/* One core's L1d and L2 and the L3 of t's machine (kn_machine_caches). */
-void kn_target_caches(const kn_target *t, size_t *l1d, size_t *l2, size_t *l3);
 
 typedef kn_status (*kn_op_fn)(kn_op_ctx *ctx);
 
@@ -136,46 +125,8 @@ typedef struct kn_op_def {
    * signature only when they cannot change with those values; other steps
    * are inferred on every run (src/engine/exec.h). */
   uint8_t data_shape;
-  /* ---- fast kernels (optional) ----
-   * select: the tactic (src/ops/tactics.inc) for node n of graph g, from
-   * the static types of its values and the ISA; 0 keeps the reference
-   * kernel.  Called at build (kn_model_build) for every node.
-   * pack: prepack the node's constant inputs (weights) for its tactic and
-   * ISA into *packed, a kn_packed block (kn_packed_alloc; NULL: nothing to
-   * pack).  Called once at build (and at engine load when the file holds
-   * no block for this machine's ISA) for top-level nodes whose tactic is
-   * not 0; the run gets it as ctx->packed.  The run must still work
-   * (packing per run, or the reference kernel) when ctx->packed is NULL.
-   * unpack: unused by the engine (blocks are freed with free()); kept for
-   * ops whose tests free what they packed. */
-  int32_t (*select)(const kn_graph *g, const kn_node *n, int32_t isa);
-  kn_status (*pack)(const kn_graph *g, const kn_node *n, const kn_target *target,
-                    void **packed, kn_error *err);
-  void (*unpack)(void *packed);
-  /* tiling: the cache tiling node n runs with on target's machine, into
-   * buf: the blocking its pack hook chose ("kc 256 mc 144 nc 3072"), or
-   * what its kernel plans from the capacities on one thread (more threads
-   * split that plan); NULL or an empty string: none.  `packed` is the
-   * node's block (NULL when it has none). */
-  void (*tiling)(const kn_graph *g, const kn_node *n, const void *packed,
-                 const kn_target *target, char *buf, size_t len);
-  /* loops: node n's loop nest for the IO model (loops.h), from the static
-   * types of g; false when the shapes are not known (or the op has no
-   * reuse to model: then it is counted as streaming its tensors once). */
-  bool (*loops)(const kn_graph *g, const kn_node *n, kn_loopnest *out);
-  /* candidates: every tactic that can run node n on `isa`, the `select`
-   * choice first, into out (at most max); returns the count.  NULL: the
-   * select choice is the only one.  The builder times them (timing.c). */
-  int32_t (*candidates)(const kn_graph *g, const kn_node *n, int32_t isa, int32_t *out,
-                        int32_t max);
   /* The input output 0 may share with `inplace` (0 unless set). */
   uint8_t inplace_input;
-  /* precisions: bit p (1u << kn_precision) for every precision node n can
-   * run in with some tactic on `isa`; fp32 is always allowed.  NULL: fp32
-   * only.  The builder sets n->precision (src/builder/step_precision.c) before
-   * tactics are selected: `select`, `candidates` and `pack` then honour
-   * it, and `run` reads it from ctx->node. */
-  uint32_t (*precisions)(const kn_graph *g, const kn_node *n, int32_t isa);
 } kn_op_def;
 
 /* kn_op_def.inplace */
@@ -187,44 +138,6 @@ typedef struct kn_op_def {
  * like); run only copies them, so the executor skips it when the two
  * buffers are the same. */
 #define KN_INPLACE_ALIAS 2
-
-/* Prepacked weights (kn_op_def.pack) are one relocatable block: a single
- * 64-byte-aligned allocation (kn_packed_alloc) that holds no pointers and
- * starts with this header; the op finds its data by offsets from the
- * block's start.  Engine files store blocks verbatim (PACKED section) and
- * a loaded engine maps them in place, so nothing is repacked at load.
- * Blocks are freed with free() unless mapped. */
-typedef struct kn_packed {
-  uint64_t bytes; /* the whole block, this header included */
-  int32_t isa;    /* the kn_isa it was packed for */
-  int32_t tactic; /* the step's tactic */
-} kn_packed;
-
-/* Blocks from this size up live in their own huge-page mapping
- * (kn_big_alloc: prefaulted, few TLB misses while a step streams them). */
-#define KN_PACKED_BIG ((size_t)1 << 20)
-
-/* A zeroed block of `bytes` (header included, rounded up to 64) with its
- * header filled; NULL when out of memory.  Freed with kn_packed_free. */
-static inline void *kn_packed_alloc(size_t bytes, int32_t isa, int32_t tactic) {
-  size_t n = (bytes + 63) & ~(size_t)63;
-  if (!n || n < bytes) return NULL;
-  kn_packed *p = n >= KN_PACKED_BIG ? kn_big_alloc(n) : aligned_alloc(64, n);
-  if (!p) return NULL;
-  if (n < KN_PACKED_BIG) memset(p, 0, n);
-  p->bytes = n;
-  p->isa = isa;
-  p->tactic = tactic;
-  return p;
-}
-
-/* Frees a block from kn_packed_alloc (not one mapped from an engine). */
-static inline void kn_packed_free(void *block) {
-  kn_packed *p = block;
-  if (!p) return;
-  if (p->bytes >= KN_PACKED_BIG) kn_big_free(p, p->bytes);
-  else free(p);
-}
 
 /* kn_op_def.data_shape: inputs whose values decide output shapes, for
  * every value (NonZero) or not (Resize: a scales input that is a constant,

@@ -69,9 +69,8 @@ static int64_t last_axis_norm(const kn_pat *p, const kn_node *ln) {
  * step). */
 static bool fused_nest(const kn_graph *g, const kn_node *gemm, kn_loopnest *l) {
   memset(l, 0, sizeof *l);
-  bool (*loops)(const kn_graph *, const kn_node *, kn_loopnest *) =
-      KN_TACTICS_HOOK(gemm, loops);
-  if (!loops || !loops(g, gemm, l)) return false;
+  const kn_op_tactics *tt = kn_tactics_of(gemm);
+  if (!tt || !tt->loops || !tt->loops(g, gemm, l)) return false;
   kn_loops_add_row_norm(l);
   return true;
 }

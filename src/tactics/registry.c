@@ -16,6 +16,11 @@ const kn_op_tactics *kn_tactics_for(const char *domain, const char *op_type) {
   return NULL;
 }
 
+void kn_tactics_foreach(void (*fn)(const kn_op_tactics *t, void *arg), void *arg) {
+  for (size_t f = 0; families[f]; f++)
+    for (const kn_op_tactics *t = families[f]; t->op_type; t++) fn(t, arg);
+}
+
 static void bind_graph(kn_graph *g) {
   for (int32_t i = 0; i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];
@@ -37,8 +42,6 @@ static void select_graph(kn_graph *g, int32_t isa, bool reference) {
     n->impl = kn_tactics_for(n->domain, n->op_type);
     int32_t t = 0;
     if (!reference && n->impl && n->impl->select) t = n->impl->select(g, n, isa);
-    /* transitional: families whose hooks are still on their op */
-    else if (!reference && !n->impl && n->op && n->op->select) t = n->op->select(g, n, isa);
     n->tactic = kn_tactic_name(t) ? t : 0;
     for (int32_t a = 0; a < n->n_attrs; a++) {
       kn_attr *at = &n->attrs[a];

@@ -52,7 +52,7 @@ static int32_t lstm_select(const kn_graph *g, const kn_node *n, int32_t isa) {
   return rnn_select_common(g, n, KN_RNN_OP_LSTM);
 }
 
-/* The packed weights: one relocatable block (kn_packed, op.h), sizes and
+/* The packed weights: one relocatable block (kn_packed), sizes and
  * flags in the header, the kernel's packed memory at data_off. */
 typedef struct rnn_block {
   kn_packed hdr;

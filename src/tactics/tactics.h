@@ -10,7 +10,7 @@
  * its op by domain and op_type (kn_tactics_for looks it up) and holds the
  * op's hooks:
  *
- *  select      the tactic (tactic.h, tactics.inc) for node n of graph g,
+ *  select      the tactic (src/ops/tactics.inc) for node n of graph g,
  *              from the static types of its values and the ISA; 0 keeps
  *              the reference kernel.  Called at build for every node
  *              (kn_tactics_select).
@@ -52,15 +52,68 @@
  *              reference run, ctx->node->op->run, unchanged.
  *
  * Every hook is optional.  Nodes point at their entry (kn_node.impl), set
- * with their tactic (kn_tactics_select) and when an engine is loaded
- * (kn_tactics_bind); passes and the IO model, which also see nodes before
- * tactics are selected, use kn_tactics_of.
+ * with their tactic (kn_tactics_select) and when a model or engine is
+ * loaded (kn_tactics_bind); passes and the IO model, which also see nodes
+ * before tactics are selected, use kn_tactics_of.  Code that gives nodes a
+ * tactic by hand (tests, benchmarks) binds them too: kn_tactics_run runs
+ * an unbound node's reference.
  */
 #ifndef KN_TACTICS_H
 #define KN_TACTICS_H
 
 #include "ops/op.h"
 #include "ops/tactic.h"
+#include "tactics/loops.h"
+
+/* What a pack hook packs for: the ISA of the kernels, and the machine
+ * whose capacities choose their blocking (NULL: this machine as the OS
+ * reports it, kn_machine_from_os). */
+typedef struct kn_target {
+  int32_t isa;
+  const kn_machine *machine;
+} kn_target;
+
+/* One core's L1d and L2 and the L3 of t's machine (kn_machine_caches;
+ * target.c). */
+void kn_target_caches(const kn_target *t, size_t *l1d, size_t *l2, size_t *l3);
+
+/* Prepacked weights (a `pack` hook's) are one relocatable block: a single
+ * 64-byte-aligned allocation (kn_packed_alloc) that holds no pointers and
+ * starts with this header; the fast run finds its data by offsets from the
+ * block's start.  Engine files store blocks verbatim (PACKED section) and
+ * a loaded engine maps them in place, so nothing is repacked at load.
+ * Blocks are freed with free() unless mapped. */
+typedef struct kn_packed {
+  uint64_t bytes; /* the whole block, this header included */
+  int32_t isa;    /* the kn_isa it was packed for */
+  int32_t tactic; /* the step's tactic */
+} kn_packed;
+
+/* Blocks from this size up live in their own huge-page mapping
+ * (kn_big_alloc: prefaulted, few TLB misses while a step streams them). */
+#define KN_PACKED_BIG ((size_t)1 << 20)
+
+/* A zeroed block of `bytes` (header included, rounded up to 64) with its
+ * header filled; NULL when out of memory.  Freed with kn_packed_free. */
+static inline void *kn_packed_alloc(size_t bytes, int32_t isa, int32_t tactic) {
+  size_t n = (bytes + 63) & ~(size_t)63;
+  if (!n || n < bytes) return NULL;
+  kn_packed *p = n >= KN_PACKED_BIG ? kn_big_alloc(n) : aligned_alloc(64, n);
+  if (!p) return NULL;
+  if (n < KN_PACKED_BIG) memset(p, 0, n);
+  p->bytes = n;
+  p->isa = isa;
+  p->tactic = tactic;
+  return p;
+}
+
+/* Frees a block from kn_packed_alloc (not one mapped from an engine). */
+static inline void kn_packed_free(void *block) {
+  kn_packed *p = block;
+  if (!p) return;
+  if (p->bytes >= KN_PACKED_BIG) kn_big_free(p, p->bytes);
+  else free(p);
+}
 
 typedef struct kn_op_tactics {
   const char *domain;  /* NULL or "" for the default domain */
@@ -87,16 +140,14 @@ typedef struct kn_op_tactics {
  * (domains "", NULL and "ai.onnx" are one). */
 const kn_op_tactics *kn_tactics_for(const char *domain, const char *op_type);
 
+/* Calls fn for every entry of every family. */
+void kn_tactics_foreach(void (*fn)(const kn_op_tactics *t, void *arg), void *arg);
+
 /* n's entry: the one it was bound to, else looked up (nodes not bound yet:
  * passes and the IO model run before tactics are selected). */
 static inline const kn_op_tactics *kn_tactics_of(const kn_node *n) {
   return n->impl ? n->impl : kn_tactics_for(n->domain, n->op_type);
 }
-
-/* Transitional, while op families move here: hook h of n's entry, else
- * the same hook of its op (a family not moved yet). */
-#define KN_TACTICS_HOOK(n, h)                                                   \
-  (kn_tactics_of(n) ? kn_tactics_of(n)->h : (n)->op ? (n)->op->h : NULL)
 
 struct kn_ir_model;
 /* Points every node of the model (subgraphs included) at its entry
@@ -111,7 +162,7 @@ void kn_tactics_select(struct kn_ir_model *m, int32_t isa, bool reference);
 
 /* Runs the step in ctx: its tactics' fast run when it has a runtime
  * (ctx->rt) and a tactic other than the reference one, else its op's
- * reference run. */
+ * reference run.  What the executor and the tactic timer call. */
 static inline kn_status kn_tactics_run(kn_op_ctx *ctx) {
   const kn_node *n = ctx->node;
   const kn_op_tactics *t = n->impl;

@@ -51,7 +51,7 @@ static inline void fk_inputs_free(fk_inputs *in) {
 }
 
 /* Runs node n of g on `in`; outputs into outs[0..n->n_outputs) (owned).
- * rt NULL: the reference kernel; packed: the op's pack hook's result. */
+ * rt NULL: the reference kernel; packed: its tactics' pack hook's result. */
 static inline void fk_run(const kn_ir_model *m, const kn_graph *g, const kn_node *n,
                           const fk_inputs *in, kn_rt *rt, const void *packed, kn_slot *outs) {
   kn_slot vals[16], *pin[16], *pout[8];

@@ -1,4 +1,4 @@
-/* MatMul, Gemm and FusedGemm in reduced precision (src/ops/gemm_lowp.c),
+/* MatMul, Gemm and FusedGemm in reduced precision (src/tactics/gemm/gemm_lowp.c),
  * for every ISA this machine has, on 1 and 2 threads, over shapes with
  * 1s, primes, vector tails and GEMV rows.
  *

@@ -228,9 +228,8 @@ tk_results tk_run_fast_tactic(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t
   kn_tactics_select(m, isa, false);
   for (int32_t i = 0; tactic && i < g->n_nodes; i++) {
     kn_node *n = &g->nodes[i];
-    int32_t (*candidates)(const kn_graph *, const kn_node *, int32_t, int32_t *, int32_t) =
-        KN_TACTICS_HOOK(n, candidates);
-    int32_t cand[8], nc = candidates ? candidates(g, n, isa, cand, 8) : 0;
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    int32_t cand[8], nc = tt && tt->candidates ? tt->candidates(g, n, isa, cand, 8) : 0;
     for (int32_t k = 0; k < nc; k++)
       if (cand[k] == tactic) n->tactic = tactic;
   }
@@ -239,9 +238,8 @@ tk_results tk_run_fast_tactic(kn_ir_model *m, tk_fill fill, int32_t isa, int32_t
   kn_error err;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
-    kn_status (*pack)(const kn_graph *, const kn_node *, const kn_target *, void **,
-                      kn_error *) = KN_TACTICS_HOOK(n, pack);
-    if (n->tactic && pack && pack(g, n, &(kn_target){isa, NULL}, &packed[i], &err))
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    if (n->tactic && tt && tt->pack && tt->pack(g, n, &(kn_target){isa, NULL}, &packed[i], &err))
       fail_msg("%s", err.msg);
   }
   kn_rt rt = {.isa = (kn_isa)isa, .features = features};
@@ -261,8 +259,8 @@ int32_t tk_fast_tactic(const kn_ir_model *m, const char *op, int32_t isa) {
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
     if (n->dead || strcmp(n->op_type, op)) continue;
-    int32_t (*select)(const kn_graph *, const kn_node *, int32_t) = KN_TACTICS_HOOK(n, select);
-    return select ? select(g, n, isa) : 0;
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    return tt && tt->select ? tt->select(g, n, isa) : 0;
   }
   return -1;
 }

@@ -1,18 +1,6 @@
 #include "gemm_tactic.h"
 
-#include "core/machine.h"
-
 #include <math.h>
-
-void kn_target_caches(const kn_target *t, size_t *l1d, size_t *l2, size_t *l3) {
-  kn_machine os;
-  const kn_machine *m = t->machine;
-  if (!m) {
-    kn_machine_from_os(&os);
-    m = &os;
-  }
-  kn_machine_caches(m, 1, l1d, l2, l3);
-}
 
 kn_status kn_gemm_pack_const_b(const kn_graph *g, const kn_node *n, const kn_target *target,
                                int32_t input, bool trans, void **packed, kn_error *err) {

@@ -1,8 +1,8 @@
 /*
- * Loop nests: how an op's step iterates, for the IO model (src/plan/
+ * Loop nests: how an op's step iterates, for the IO model (src/cost/
  * iomodel.h explains the counting).  An op describes its nodes through
- * its `loops` hook (op.h); ops without one are counted as streaming each
- * input and output once.
+ * its tactics' `loops` hook (tactics.h); ops without one are counted as
+ * streaming each input and output once.
  */
 #ifndef KN_LOOPS_H
 #define KN_LOOPS_H
