@@ -9,20 +9,12 @@
 #include "exec.h"
 #include "tactics/tactics.h"
 
-/* Checking builds (ASan, or -DKN_EXEC_CHECK=1) hold kernels to the output
- * contract of ops/op.h: outputs whose contents are unspecified are filled
- * with 0xff bytes (NaN) instead of being left as they are, a fixed step's
- * prepared shapes are compared with its infer on the real values, and its
- * outputs are checked after the kernel. */
-#ifndef KN_EXEC_CHECK
-#if defined(__SANITIZE_ADDRESS__)
-#define KN_EXEC_CHECK 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KN_EXEC_CHECK 1
-#endif
-#endif
-#endif
+/* Checking builds (cmake -DKILN_EXEC_CHECK=ON, which defines
+ * KN_EXEC_CHECK=1) hold kernels to the output contract of ops/op.h:
+ * outputs whose contents are unspecified are filled with 0xff bytes (NaN)
+ * instead of being left as they are, a fixed step's prepared shapes are
+ * compared with its infer on the real values, and its outputs are checked
+ * after the kernel. */
 #ifndef KN_EXEC_CHECK
 #define KN_EXEC_CHECK 0
 #endif
