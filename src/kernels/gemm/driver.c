@@ -16,8 +16,8 @@ static inline size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
 /* ---- blocking ---------------------------------------------------------------------- */
 
-kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *r, int64_t mr, int64_t nr,
-                                   kn_caches caches) {
+kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *r, int64_t mr,
+                                          int64_t nr, kn_caches caches) {
   /* Unknown sizes (callers with no machine description): the common ones
    * (kernels.h), those of the machines kiln is tuned on. */
   kn_caches c = kn_caches_or_common(&caches);

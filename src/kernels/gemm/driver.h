@@ -88,8 +88,8 @@ typedef struct kn_gemm_block_rule {
 
 /* The blocking of `rule` for an MR x NR tile on caches c (0 in a size:
  * its common size, kernels.h). */
-kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *rule, int64_t mr, int64_t nr,
-                                   kn_caches c);
+kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *rule, int64_t mr,
+                                          int64_t nr, kn_caches c);
 
 /* ---- the descriptor ------------------------------------------------------------ */
 
