@@ -16,8 +16,8 @@ static inline size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
 /* ---- blocking ---------------------------------------------------------------------- */
 
-kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *r, int64_t mr, int64_t nr,
-                                   kn_caches caches) {
+kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *r, int64_t mr,
+                                          int64_t nr, kn_caches caches) {
   /* Unknown sizes (callers with no machine description): the common ones
    * (kernels.h), those of the machines kiln is tuned on. */
   kn_caches c = kn_caches_or_common(&caches);
@@ -252,7 +252,8 @@ static void make_plan(const kn_gemm_op *op, int32_t threads, plan *p) {
     p->a_bytes = align64((size_t)(p->mc / mr + (p->pairs ? 1 : 0)) * d->a_panel_bytes(op, kc));
   if (p->mb == B_PACK) p->b_bytes = align64((size_t)(p->nc / nr * kc) * op->b_kb);
   else if (p->mb == B_DIRECT) p->b_bytes = align64((size_t)kc * op->b_kb);
-  KN_ASSERT(!(d->acc == KN_GEMM_ACC_S32 && op->stage == KN_GEMM_STAGE_BLOCK));
+  /* one block buffer; s32 tiles are whole panels (no shared tiles) */
+  KN_ASSERT(!(d->acc == KN_GEMM_ACC_S32 && (op->stage == KN_GEMM_STAGE_BLOCK || d->row_pairs)));
   if (d->acc == KN_GEMM_ACC_S32)
     p->blk_bytes = align64((size_t)(p->passes ? p->mc * p->nc : mr * nr) * sizeof(int32_t));
   else if (op->stage == KN_GEMM_STAGE_BLOCK)
@@ -319,83 +320,130 @@ static void run_block(const task *t, int64_t ic, int64_t mcur, int64_t pc, int64
       tiles = &rt;
     }
     apb = d->a_panel_bytes(op, kcur);
+    char *dst = t->abuf;
     for (int64_t r = 0, h; r < mcur; r += h) {
       int64_t as;
       h = tile_rows(tiles, mr, mcur, r, &as);
-      d->pack_a(op, ic + r, h, as, pc, kcur,
-                t->abuf + (size_t)(r / mr) * apb + (size_t)(r % mr) * (apb / (size_t)mr));
+      d->pack_a(op, ic + r, h, as, pc, kcur, dst);
+      dst += as == mr ? apb : (size_t)as * (apb / (size_t)mr);
     }
   }
-  kn_gemm_tile tl;
+  /* the store's fields for every tile of the block; per tile, bias_row
+   * and res */
+  kn_sgemm_ustore st;
+  memset(&st, 0, sizeof st);
+  st.alpha = op->alpha;
+  st.scale = op->alpha_in_store;
+  st.accumulate = !first;
+  st.ldr = p->ldr;
+  st.clamp = last && p->clamp;
+  st.lo = p->lo;
+  st.hi = p->hi;
+  /* Per tile, every pointer steps from the block's first tile: no
+   * divisions in the tile loop.  A: prepacked panels of mr rows, the
+   * packed block's tiles (as rows each: a panel, or a shared tile of a
+   * row-linear layout), or raw rows. */
+  const char *a0;
+  size_t arow = 0; /* bytes per row of a packed tile (row-linear layouts) */
+  if (p->ma == A_PACKED) {
+    a0 = (const char *)op->a_packed + (size_t)(ic / mr) * op->a_ld + (size_t)pc * op->a_kb;
+  } else if (p->ma == A_PACK) {
+    a0 = t->abuf;
+    arow = apb / (size_t)mr;
+  } else {
+    a0 = (const char *)op->a + (size_t)ic * op->a_rs + (size_t)pc * op->a_ks;
+  }
+  /* the fp32 result: in C (row stride ldc), the C block buffer (nc), or
+   * the tile buffer (the same for every tile) */
+  const bool has_c = op->stage != KN_GEMM_STAGE_NONE;
+  int64_t crs = 0, ldc = 0; /* crs: floats from tile row r to r + 1 */
+  if (op->stage == KN_GEMM_STAGE_C) ldc = crs = op->ldc;
+  else if (op->stage == KN_GEMM_STAGE_BLOCK) ldc = crs = p->nc;
+  else if (op->stage == KN_GEMM_STAGE_TILE) ldc = nr;
+  const bool s32 = d->acc == KN_GEMM_ACC_S32;
+  const int64_t acc_step = p->passes ? mr * p->nc : 0; /* s32 tiles of one column panel */
+  const float *bias_row = last && p->bias && p->bias_per_row ? p->bias : NULL;
+  const float *bias_col = last && p->bias && !p->bias_per_row ? p->bias + jc : NULL;
+  const float *kres = last ? p->kres : NULL;
+  const float *col_scale = last && op->col_scale ? op->col_scale + jc : NULL;
+  const kn_sgemm_ukernel_fn *f32_fn = d->f32_fn;
+  const kn_gemm_cs_ukernel_fn *cs_fn = d->cs_fn;
+  const bool hooks = !f32_fn && !cs_fn;
+  const bool after = last && has_c && (p->rest || d->finish);
+  /* column panel q: B, the fp32 result and the s32 sums step per panel */
+  const char *b0;
+  size_t b_step;
+  if (p->mb == B_PACKED) {
+    b0 = (const char *)op->b_packed + (size_t)(jc / nr) * op->b_ld + (size_t)pc * op->b_kb;
+    b_step = op->b_ld;
+  } else if (p->mb == B_PACK) {
+    b0 = t->bbuf;
+    b_step = (size_t)kcur * op->b_kb;
+  } else {
+    b0 = (const char *)op->b + (size_t)pc * op->b_rs + (size_t)jc * op->b_cs;
+    b_step = (size_t)nr * op->b_cs;
+  }
+  float *c0 = op->stage == KN_GEMM_STAGE_C       ? (float *)op->c + ic * op->ldc + jc
+              : op->stage == KN_GEMM_STAGE_BLOCK ? (float *)t->blk
+                                                 : t->tbuf;
+  const int64_t c_step = op->stage == KN_GEMM_STAGE_TILE ? 0 : nr;
+  int32_t *acc0 = s32 ? (int32_t *)t->blk : NULL;
+  const int64_t acc_q = p->passes ? mr * nr : 0;
+  kn_gemm_tile tl; /* for the hooks */
   memset(&tl, 0, sizeof tl);
   tl.kc = kcur;
   tl.first = first;
   tl.last = last;
-  tl.st.alpha = op->alpha;
-  tl.st.scale = op->alpha_in_store;
-  tl.st.accumulate = !first;
-  tl.st.ldr = p->ldr;
-  tl.st.clamp = last && p->clamp;
-  tl.st.lo = p->lo;
-  tl.st.hi = p->hi;
-  const bool s32 = d->acc == KN_GEMM_ACC_S32;
-  const char *ablock = (const char *)op->a_packed;
+  tl.ldc = ldc;
+  tl.st = &st;
   for (int64_t q = 0; q < t->npan; q++) {
     int64_t col = jc + q * nr, w = min64(nr, n - col);
-    tl.j = col;
-    tl.w = w;
-    tl.bs = nr;
-    if (p->mb == B_PACKED) {
-      tl.b = (const char *)op->b_packed + (size_t)(col / nr) * op->b_ld + (size_t)pc * op->b_kb;
-    } else if (p->mb == B_PACK) {
-      tl.b = t->bbuf + (size_t)(q * kcur) * op->b_kb;
-    } else if (w == nr) {
-      tl.b = (const char *)op->b + (size_t)pc * op->b_rs + (size_t)col * op->b_cs;
-      tl.bs = op->b_bs;
-    } else {
-      tl.b = t->bbuf;
+    const void *b = b0 + (size_t)q * b_step;
+    int64_t bs = nr;
+    if (p->mb == B_DIRECT) {
+      if (w == nr) bs = op->b_bs;
+      else b = t->bbuf; /* the ragged last panel, packed */
     }
-    tl.st.bias_col = last && p->bias && !p->bias_per_row ? p->bias + col : NULL;
+    st.bias_col = bias_col ? bias_col + q * nr : NULL;
+    const float *cs = col_scale ? col_scale + q * nr : NULL;
+    float *c_q = c0 + q * c_step;
+    int32_t *acc = s32 ? acc0 + q * acc_q : NULL;
+    if (hooks || after) {
+      tl.j = col;
+      tl.w = w;
+      tl.b = b;
+      tl.bs = bs;
+    }
+    const char *a = a0;
     for (int64_t ir = ic, h; ir < ic + mcur; ir += h) {
       int64_t as, r = ir - ic;
       h = tile_rows(tiles, mr, mcur, r, &as);
+      const void *ta = a;
       if (p->ma == A_PACKED) {
-        tl.a = ablock + (size_t)(ir / mr) * op->a_ld + (size_t)pc * op->a_kb;
+        a += op->a_ld;
       } else if (p->ma == A_PACK) {
-        tl.a = t->abuf + (size_t)(r / mr) * apb + (size_t)(r % mr) * (apb / (size_t)mr);
+        a += as == mr ? apb : (size_t)as * arow;
       } else {
-        tl.a = (const char *)op->a + (size_t)ir * op->a_rs + (size_t)pc * op->a_ks;
+        a += (size_t)h * op->a_rs;
         as = op->a_as;
       }
-      tl.as = as;
-      tl.i = ir;
-      tl.h = h;
-      switch (op->stage) {
-      case KN_GEMM_STAGE_C:
-        tl.c = (float *)op->c + ir * op->ldc + col;
-        tl.ldc = op->ldc;
-        break;
-      case KN_GEMM_STAGE_BLOCK:
-        tl.c = (float *)t->blk + r * p->nc + (col - jc);
-        tl.ldc = p->nc;
-        break;
-      case KN_GEMM_STAGE_TILE:
-        tl.c = t->tbuf;
-        tl.ldc = nr;
-        break;
-      default:
-        tl.c = NULL;
-        tl.ldc = 0;
-        break;
+      float *c = has_c ? c_q + r * crs : NULL;
+      st.bias_row = bias_row ? bias_row + ir : NULL;
+      st.res = kres ? kres + ir * p->ldr + col : NULL;
+      if (hooks || after) {
+        tl.i = ir;
+        tl.h = h;
+        tl.a = ta;
+        tl.as = as;
+        tl.c = c;
+        tl.acc = acc;
       }
-      if (s32)
-        tl.acc = p->passes ? (int32_t *)t->blk + (r / mr * (p->nc / nr) + q) * mr * nr
-                           : (int32_t *)t->blk;
-      tl.st.bias_row = last && p->bias && p->bias_per_row ? p->bias + ir : NULL;
-      tl.st.res = last && p->kres ? p->kres + ir * p->ldr + col : NULL;
-      d->kernel(op, &tl);
-      if (!last || op->stage == KN_GEMM_STAGE_NONE) continue;
-      if (p->rest) kn_f32_epilogue(op->isa, p->rest, tl.c, tl.ldc, ir, h, col, w);
+      if (f32_fn) f32_fn[h - 1](kcur, ta, as, b, bs, c, ldc, w, &st);
+      else if (cs_fn) cs_fn[h - 1](kcur, ta, as, b, c, ldc, w, &st, cs);
+      else d->kernel(op, &tl);
+      if (s32) acc += acc_step;
+      if (!after) continue;
+      if (p->rest) kn_f32_epilogue(op->isa, p->rest, c, ldc, ir, h, col, w);
       if (d->finish) d->finish(op, &tl);
     }
   }

@@ -45,13 +45,15 @@
  *  - one row against a raw row-major B streamed row by row (the family's
  *    gemv), split over threads by columns.
  *
- * What a family supplies (kn_gemm_desc): MR x NR and the micro-kernel call
- * of the ISA (kernel: one tile, one pass), its A packer (one tile of rows,
- * one pass, converting as it packs), its B packer when B may come raw, the
- * bytes of a packed A panel, its depth group, its pass rules (kc_scale,
- * kc_one_panel, kc_align, wide_one_pass), loop order, tile-sharing rule,
- * accumulation, whether its store fuses the epilogue, the costs of packing
- * for the thread grid, and its finish (the store to a C of another type).
+ * What a family supplies (kn_gemm_desc): MR x NR and the micro-kernels of
+ * the ISA (called directly where they have the fp32 store's ABI, else
+ * through its kernel hook: one tile, one pass), its A packer (one tile of
+ * rows, one pass, converting as it packs), its B packer when B may come
+ * raw, the bytes of a packed A panel, its depth group, its pass rules
+ * (kc_scale, kc_one_panel, kc_align, wide_one_pass), loop order,
+ * tile-sharing rule, accumulation, whether its store fuses the epilogue,
+ * the costs of packing for the thread grid, and its finish (the store to a
+ * C of another type).
  */
 #ifndef KN_GEMM_DRIVER_H
 #define KN_GEMM_DRIVER_H
@@ -86,8 +88,8 @@ typedef struct kn_gemm_block_rule {
 
 /* The blocking of `rule` for an MR x NR tile on caches c (0 in a size:
  * its common size, kernels.h). */
-kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *rule, int64_t mr, int64_t nr,
-                                   kn_caches c);
+kn_sgemm_blocking kn_gemm_driver_blocking(const kn_gemm_block_rule *rule, int64_t mr,
+                                          int64_t nr, kn_caches c);
 
 /* ---- the descriptor ------------------------------------------------------------ */
 
@@ -122,8 +124,15 @@ typedef struct kn_gemm_tile {
   int32_t *acc;   /* KN_GEMM_ACC_S32: the tile's partial sums */
   /* the fused store (families whose store fuses the epilogue): alpha,
    * accumulate, and on the last pass bias, residual, clamp */
-  kn_sgemm_ustore st;
+  const kn_sgemm_ustore *st;
 } kn_gemm_tile;
+
+/* The micro-kernel ABI of a store with per-column scales (hgemm-ukernel.h's
+ * kn_hgemm_ukernel_fn): kn_sgemm_ukernel_fn's without a B stride, with cs
+ * (the tile's column scales on the last pass, or NULL). */
+typedef void (*kn_gemm_cs_ukernel_fn)(int64_t kc, const void *a, int64_t as, const void *b,
+                                      float *c, int64_t ldc, int64_t nr,
+                                      const kn_sgemm_ustore *s, const float *cs);
 
 typedef struct kn_gemm_desc {
   const void *uk;  /* the ISA's micro-kernel table (the family's type) */
@@ -162,7 +171,13 @@ typedef struct kn_gemm_desc {
    * panel (NR columns, zero past w); NULL when B is always prepacked. */
   void (*pack_b)(const kn_gemm_op *op, int64_t k0, int64_t kc, int64_t j0, int64_t w,
                  void *dst);
-  /* The micro-kernel on one tile for one pass. */
+  /* The micro-kernels, fn[h - 1] for h rows, called by the driver itself
+   * where the family has the fp32 store's ABI (f32_fn: gemm-ukernel.h's)
+   * or that with column scales (cs_fn: op->col_scale), so that a tile
+   * costs no call more than the kernel's; else kernel, a hook that calls
+   * the family's kernel on one tile for one pass. */
+  const kn_sgemm_ukernel_fn *f32_fn;
+  const kn_gemm_cs_ukernel_fn *cs_fn;
   void (*kernel)(const kn_gemm_op *op, const kn_gemm_tile *t);
   /* After the last pass and the epilogue: store the fp32 tile t->c to the
    * output (half C, u8 C); NULL when C is fp32. */
@@ -223,6 +238,7 @@ struct kn_gemm_op {
   kn_gemm_stage stage;
   float alpha;
   bool alpha_in_store; /* st.scale: the store multiplies by alpha */
+  const float *col_scale; /* cs_fn: scales per column of C (the last pass's cs) */
   const kn_epilogue *ep;
   kn_gemm_rows_fn rows_done;
   void *rows_arg;

@@ -158,11 +158,6 @@ static void pack_b(const kn_gemm_op *op, int64_t k0, int64_t kc, int64_t j0, int
   else pack_b_panel(op->desc->nr, g->b, g->ldb, g->trans_b, k0, kc, j0, w, dst);
 }
 
-static void kernel(const kn_gemm_op *op, const kn_gemm_tile *t) {
-  const kn_sgemm_ukernels *uk = op->desc->uk;
-  uk->fn[t->h - 1](t->kc, t->a, t->as, t->b, t->bs, t->c, t->ldc, t->w, &t->st);
-}
-
 static void gemv(const kn_gemm_op *op, int64_t j0, int64_t j1) {
   const kn_sgemm_args *g = args_of(op);
   const kn_sgemm_ukernels *uk = op->desc->uk;
@@ -193,7 +188,7 @@ static void describe(kn_isa isa, const kn_sgemm_args *g, kn_gemm_desc *d, kn_gem
        * gathers as it packs */
       .cost_a = 4.0, .cost_b = 4.0, .cost_b_fn = 8.0, .coarse_shares = false,
       .a_panel_bytes = a_panel_bytes, .pack_a = pack_a, .pack_b = pack_b,
-      .kernel = kernel, .finish = NULL, .gemv = gemv,
+      .f32_fn = uk->fn, .finish = NULL, .gemv = gemv,
   };
   const int64_t mr = uk->mr, nr = uk->nr, k = g->alpha == 0.0f ? 0 : g->k;
   *op = (kn_gemm_op){

@@ -234,7 +234,6 @@ pack_a_mode(const int mode, int64_t mr, const kn_hgemm_args *g, int64_t i0, int6
 typedef struct call {
   const kn_hgemm_args *g;
   int amode;
-  const float *wscale; /* S8W: the column scales; else NULL */
 } call;
 
 static const call *call_of(const kn_gemm_op *op) { return op->ctx; }
@@ -262,13 +261,6 @@ static void pack_a(const kn_gemm_op *op, int64_t i0, int64_t h, int64_t as, int6
   default: pack_a_mode(A_F32, mr, g, i0, h, k0, kc, dst); break;
   }
   if (g->round_a) uk->round_half(dst, mr * kc);
-}
-
-static void kernel(const kn_gemm_op *op, const kn_gemm_tile *t) {
-  const kn_hgemm_ukernels *uk = op->desc->uk;
-  const float *cs = call_of(op)->wscale;
-  uk->fn[t->h - 1](t->kc, t->a, t->as, t->b, t->c, t->ldc, t->w, &t->st,
-                   t->last && cs ? cs + t->j : NULL);
 }
 
 /* A half C: the finished fp32 tile rounded to B's type (nearest even). */
@@ -309,11 +301,10 @@ static void describe(kn_isa isa, const kn_hgemm_args *g, call *cl, kn_gemm_desc 
       .acc = KN_GEMM_ACC_C, .fused_store = true,
       .cost_a = 4.0, .coarse_shares = false,
       .a_panel_bytes = a_panel_bytes, .pack_a = pack_a, .pack_b = NULL,
-      .kernel = kernel, .finish = g->c_half ? finish : NULL, .gemv = NULL,
+      .cs_fn = uk->fn, .finish = g->c_half ? finish : NULL, .gemv = NULL,
   };
   cl->g = g;
   cl->amode = bf16 ? (g->a_half ? A_BF16 : A_F32_TO_BF16) : (g->a_half ? A_F16 : A_F32);
-  cl->wscale = s8 ? (const float *)(const void *)g->b_packed : NULL;
   const int64_t nr = uk->nr, kp = packed_depth(g->type, g->k);
   /* S8W: int8 panels after the scales (hgemm.h); else uint16 halves */
   const char *panels = s8 && g->b_packed
@@ -330,7 +321,9 @@ static void describe(kn_isa isa, const kn_hgemm_args *g, call *cl, kn_gemm_desc 
       .c = g->c, .ldc = g->ldc, .c_esize = g->c_half ? 2 : 4,
       .stage = g->c_half ? KN_GEMM_STAGE_BLOCK : KN_GEMM_STAGE_C,
       /* S8W: alpha goes with the column scales, once, on the last pass */
-      .alpha = g->alpha, .alpha_in_store = g->alpha != 1.0f && !s8, .ep = g->ep,
+      .alpha = g->alpha, .alpha_in_store = g->alpha != 1.0f && !s8,
+      .col_scale = s8 ? (const float *)(const void *)g->b_packed : NULL, /* S8W: first */
+      .ep = g->ep,
       .rows_done = g->rows_done, .rows_arg = g->rows_arg,
   };
 }
