@@ -1,6 +1,7 @@
 /* The reference convolution of src/ops/conv.c, shared with the fused
- * convolution (src/ops/fused.c): geometry from a Conv node's attributes and
- * the float32 forward driver with an epilogue hook. */
+ * convolution (src/ops/fused.c): geometry from a Conv node's attributes
+ * (which the conv tactics, src/tactics/conv, read too) and the float32
+ * forward driver with an epilogue hook. */
 #ifndef KN_CONV_REF_H
 #define KN_CONV_REF_H
 
