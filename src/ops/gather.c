@@ -14,18 +14,6 @@
 
 static const kn_dtype index_types[] = {KN_DTYPE_I32, KN_DTYPE_I64, 0};
 
-kn_status kn_gather_index(kn_op_ctx *ctx, const kn_tensor *t, int64_t i, int64_t dim,
-                          const char *what, int64_t *out) {
-  int64_t v = kn_load_i64(t->data, t->dtype, i);
-  if (v < -dim || v >= dim)
-    return kn_op_fail(ctx, KN_ERR_SHAPE,
-                      "%s index %lld (element %lld) is out of range for a "
-                      "dimension of size %lld",
-                      what, (long long)v, (long long)i, (long long)dim);
-  *out = v < 0 ? v + dim : v;
-  return KN_OK;
-}
-
 static kn_status rank_limit(kn_op_ctx *ctx, int64_t rank) {
   if (rank > KN_MAX_RANK)
     return kn_op_fail(ctx, KN_ERR_LIMIT, "output rank %lld exceeds kiln's limit of %d",

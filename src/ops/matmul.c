@@ -126,18 +126,6 @@ static kn_status mm_shape(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b
   return KN_OK;
 }
 
-void kn_mm_batch_index(const mm_geom *g, int64_t idx, int64_t *ia, int64_t *ib) {
-  int64_t oa = 0, ob = 0;
-  for (int32_t d = g->batch_rank - 1; d >= 0; d--) {
-    int64_t x = idx % g->batch[d];
-    idx /= g->batch[d];
-    oa += x * g->a_bstride[d];
-    ob += x * g->b_bstride[d];
-  }
-  *ia = oa;
-  *ib = ob;
-}
-
 /* ---- MatMul ------------------------------------------------------------ */
 
 static const kn_dtype matmul_types[] = {

@@ -21,7 +21,18 @@ typedef struct kn_mm_geom {
 kn_status kn_matmul_geometry(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b,
                              kn_mm_geom *g) KN_WUR;
 /* Matrix indices of A and B for output batch `idx` (row-major). */
-void kn_mm_batch_index(const kn_mm_geom *g, int64_t idx, int64_t *ia, int64_t *ib);
+static inline void kn_mm_batch_index(const kn_mm_geom *g, int64_t idx, int64_t *ia,
+                                     int64_t *ib) {
+  int64_t oa = 0, ob = 0;
+  for (int32_t d = g->batch_rank - 1; d >= 0; d--) {
+    int64_t x = idx % g->batch[d];
+    idx /= g->batch[d];
+    oa += x * g->a_bstride[d];
+    ob += x * g->b_bstride[d];
+  }
+  *ia = oa;
+  *ib = ob;
+}
 
 /* Gemm's m, n, k from A, B and transA / transB, checked. */
 kn_status kn_gemm_dims(kn_op_ctx *ctx, const kn_tensor *a, const kn_tensor *b, int64_t *m,
