@@ -127,8 +127,9 @@ void kn_exec_decide(const kn_runner *r, const kn_exec_frame *f, int32_t i, int32
   }
 }
 
-/* The bytes value v will occupy in this run when prepare knows them (the
- * view of a fixed step's output, or a value given to the run). */
+/* Where value v's bytes will be in this run, when prepare knows it: the
+ * arena view of a fixed step's output, or a constant's data (NULL for the
+ * rest: values given to the run, outputs allocated per run). */
 static const void *bound_data(const kn_runner *r, int32_t v) {
   int32_t p = r->g->values[v].producer;
   if (p < 0) return r->env[v].kind == KN_KIND_TENSOR ? r->env[v].t.data : NULL;
@@ -205,10 +206,8 @@ static void compute_values(kn_runner *r, int32_t i) {
     if (kn_tensor_numel(&shape[o]) > KN_PREPARE_VALUES_MAX) return;
   }
   kn_status st = KN_OK;
-  int32_t made = 0;
-  for (; made < c->n_out && !st; made++)
-    st = kn_tensor_alloc(&c->out[made]->t, shape[made].dtype, shape[made].rank,
-                         shape[made].dims, NULL);
+  for (int32_t o = 0; o < c->n_out && !st; o++)
+    st = kn_tensor_alloc(&c->out[o]->t, shape[o].dtype, shape[o].rank, shape[o].dims, NULL);
   kn_error quiet;
   c->err = &quiet;
   if (!st) st = kn_tactics_run(c);

@@ -50,8 +50,8 @@
  *            previous run left there): run must write every element, on
  *            every path, including one that falls back to reference code
  *            which accumulates into its output (kn_out_zero_for_ref
- *            first there).  Checking builds (ASan) fill such outputs with NaN
- *            bytes to hold kernels to this.
+ *            first there).  Checking builds (ASan, or KN_EXEC_CHECK) fill
+ *            such outputs with NaN bytes to hold kernels to this.
  *         So a kernel never pays for zeroing it does not need, and only
  *         reference-tactic steps are zeroed by the executor.
  *
