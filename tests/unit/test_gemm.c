@@ -213,6 +213,100 @@ static uint32_t next(uint32_t *s) {
   return *s >> 8;
 }
 
+/* The blocking and the per-product plan of the fp32 family as its own
+ * driver chose them before the shared GEMM driver (src/kernels/gemm/
+ * driver.c) took over its loops, which must reproduce them exactly: the
+ * blocking fixes the depth passes, and so the bits (outputs are compared
+ * build against build by bench/bench_gemm_bits.c).  Blocking from cache
+ * sizes (KiB; 0: the common size), then scratch bytes on 1 and 3 threads
+ * (the buffers follow mc, nc, the passes and the operand modes) with the
+ * common sizes' blocking.  Rows of an ISA whose tile this build lacks (no
+ * x86 kernels) are skipped. */
+static bool sgemm_tile_is(kn_isa isa) {
+  static const int32_t mr[KN_ISA_COUNT] = {6, 6, 14}, nr[KN_ISA_COUNT] = {8, 16, 32};
+  return kn_sgemm_mr(isa) == mr[isa] && kn_sgemm_nr(isa) == nr[isa];
+}
+
+static void test_sgemm_plan(void **state) {
+  (void)state;
+  static const struct {
+    int isa;
+    size_t l1, l2, l3;
+    int32_t mr, nr;
+    int64_t kc, mc, nc;
+  } blk[] = {
+      {0, 0, 0, 0, 6, 8, 512, 252, 512}, {0, 32, 512, 8192, 6, 8, 512, 126, 256},
+      {0, 48, 1024, 32768, 6, 8, 512, 252, 512}, {0, 32, 256, 6144, 6, 8, 512, 60, 128},
+      {0, 64, 2048, 262144, 6, 8, 512, 384, 1024}, {0, 16, 128, 1024, 6, 8, 336, 48, 96},
+      {1, 0, 0, 0, 6, 16, 512, 252, 512}, {1, 32, 512, 8192, 6, 16, 336, 192, 384},
+      {1, 48, 1024, 32768, 6, 16, 512, 252, 512}, {1, 32, 256, 6144, 6, 16, 336, 96, 192},
+      {1, 64, 2048, 262144, 6, 16, 512, 384, 1024}, {1, 16, 128, 1024, 6, 16, 160, 102, 192},
+      {2, 0, 0, 0, 14, 32, 256, 504, 1024}, {2, 32, 512, 8192, 14, 32, 160, 406, 800},
+      {2, 48, 1024, 32768, 14, 32, 256, 504, 1024}, {2, 32, 256, 6144, 14, 32, 160, 196, 384},
+      {2, 64, 2048, 262144, 14, 32, 336, 770, 1536}, {2, 16, 128, 1024, 14, 32, 80, 196, 384},
+  };
+  for (uint32_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
+    kn_isa isa = (kn_isa)blk[i].isa;
+    if (kn_sgemm_mr(isa) != blk[i].mr || kn_sgemm_nr(isa) != blk[i].nr) continue;
+    kn_sgemm_blocking b =
+        kn_sgemm_blocking_for(isa, blk[i].l1 << 10, blk[i].l2 << 10, blk[i].l3 << 10);
+    assert_int_equal(b.kc, blk[i].kc);
+    assert_int_equal(b.mc, blk[i].mc);
+    assert_int_equal(b.nc, blk[i].nc);
+  }
+  /* v: 0 raw A and B, 1 transposed A and B from a callback, 2 both
+   * prepacked, 3 raw A and transposed B; leading dimensions 4096 */
+  static const struct {
+    int isa, v;
+    int64_t m, n, k;
+    size_t s1, s3;
+  } sc[] = {
+      {0, 0, 1, 1000, 2048, 64, 192}, {0, 1, 1, 1000, 2048, 4194368, 12583104},
+      {0, 2, 1, 1000, 2048, 64, 192}, {0, 3, 1, 1000, 2048, 4194368, 12583104},
+      {0, 0, 4, 1024, 256, 20544, 61632}, {0, 1, 4, 1024, 256, 524352, 1573056},
+      {0, 2, 4, 1024, 256, 64, 192}, {0, 3, 4, 1024, 256, 536640, 1609920},
+      {0, 0, 128, 768, 768, 998464, 2995392}, {0, 1, 128, 768, 768, 998464, 2995392},
+      {0, 2, 128, 768, 768, 64, 192}, {0, 3, 128, 768, 768, 998464, 2995392},
+      {0, 0, 300, 64, 576, 371008, 1113024}, {0, 1, 300, 64, 576, 371008, 1113024},
+      {0, 2, 300, 64, 576, 64, 192}, {0, 3, 300, 64, 576, 371008, 1113024},
+      {0, 0, 49, 2048, 4608, 1171520, 3514560}, {0, 1, 49, 2048, 4608, 1171520, 3514560},
+      {0, 2, 49, 2048, 4608, 64, 192}, {0, 3, 49, 2048, 4608, 1171520, 3514560},
+      {1, 0, 1, 1000, 2048, 64, 192}, {1, 1, 1, 1000, 2048, 4194368, 12583104},
+      {1, 2, 1, 1000, 2048, 64, 192}, {1, 3, 1, 1000, 2048, 4194368, 12583104},
+      {1, 0, 4, 1024, 256, 28736, 86208}, {1, 1, 4, 1024, 256, 524352, 1573056},
+      {1, 2, 4, 1024, 256, 64, 192}, {1, 3, 4, 1024, 256, 536640, 1609920},
+      {1, 0, 128, 768, 768, 998464, 2995392}, {1, 1, 128, 768, 768, 998464, 2995392},
+      {1, 2, 128, 768, 768, 64, 192}, {1, 3, 128, 768, 768, 998464, 2995392},
+      {1, 0, 300, 64, 576, 371008, 1113024}, {1, 1, 300, 64, 576, 371008, 1113024},
+      {1, 2, 300, 64, 576, 64, 192}, {1, 3, 300, 64, 576, 371008, 1113024},
+      {1, 0, 49, 2048, 4608, 1171520, 3514560}, {1, 1, 49, 2048, 4608, 1171520, 3514560},
+      {1, 2, 49, 2048, 4608, 64, 192}, {1, 3, 49, 2048, 4608, 1171520, 3514560},
+      {2, 0, 1, 1000, 2048, 64, 192}, {2, 1, 1, 1000, 2048, 8388672, 25166016},
+      {2, 2, 1, 1000, 2048, 64, 192}, {2, 3, 1, 1000, 2048, 8388672, 25166016},
+      {2, 0, 4, 1024, 256, 61504, 184512}, {2, 1, 4, 1024, 256, 1048640, 3145920},
+      {2, 2, 4, 1024, 256, 64, 192}, {2, 3, 4, 1024, 256, 1077312, 3231936},
+      {2, 0, 128, 768, 768, 944192, 2832576}, {2, 1, 128, 768, 768, 944192, 2832576},
+      {2, 2, 128, 768, 768, 64, 192}, {2, 3, 128, 768, 768, 944192, 2832576},
+      {2, 0, 300, 64, 576, 296512, 889536}, {2, 1, 300, 64, 576, 296512, 889536},
+      {2, 2, 300, 64, 576, 64, 192}, {2, 3, 300, 64, 576, 296512, 889536},
+      {2, 0, 49, 2048, 4608, 1120320, 3360960}, {2, 1, 49, 2048, 4608, 1120320, 3360960},
+      {2, 2, 49, 2048, 4608, 64, 192}, {2, 3, 49, 2048, 4608, 1120320, 3360960},
+  };
+  float dummy[4] = {0};
+  for (uint32_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+    kn_isa isa = (kn_isa)sc[i].isa;
+    int v = sc[i].v;
+    if (!sgemm_tile_is(isa)) continue;
+    kn_sgemm_args g = {.m = sc[i].m, .n = sc[i].n, .k = sc[i].k, .alpha = 1.0f,
+                       .a = v == 2 ? NULL : dummy, .lda = 4096, .trans_a = v == 1,
+                       .a_packed = v == 2 ? dummy : NULL, .b = v == 0 || v == 3 ? dummy : NULL,
+                       .ldb = 4096, .trans_b = v == 3, .b_packed = v == 2 ? dummy : NULL,
+                       .b_panel = v == 1 ? b_panel : NULL, .c = dummy, .ldc = 4096};
+    assert_int_equal(kn_sgemm_scratch_size(isa, &g, 1), sc[i].s1);
+    assert_int_equal(kn_sgemm_scratch_size(isa, &g, 3), sc[i].s3);
+  }
+}
+
 static void test_sgemm(void **state) {
   (void)state;
   kn_pool *pool2, *pool3;
@@ -400,6 +494,7 @@ static void test_fused_gemm_op(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sgemm_plan),
       cmocka_unit_test(test_sgemm),
       cmocka_unit_test(test_matmul_op),
       cmocka_unit_test(test_gemm_op),

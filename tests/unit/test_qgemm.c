@@ -445,9 +445,99 @@ static void test_qgemm_dispatch(void **state) {
   assert_int_equal(kn_qgemm_impl_for(KN_ISA_AVX2, 0), KN_QGEMM_PORTABLE);
 }
 
+/* The blocking and the per-product plan of the int8 family as its own
+ * driver chose them before the shared GEMM driver (src/kernels/gemm/
+ * driver.c) took over its loops, which must reproduce them exactly (the
+ * results do not depend on them, the speed does; test_gemm.c's
+ * test_sgemm_plan says how); rows of an implementation whose tile this
+ * build lacks are skipped. */
+static void test_qgemm_plan(void **state) {
+  (void)state;
+  static const struct {
+    int impl;
+    size_t l1, l2, l3;
+    int32_t mr, nr;
+    int64_t kc, mc, nc;
+  } blk[] = {
+      {0, 0, 0, 0, 4, 8, 2048, 32, 2048}, {0, 32, 512, 8192, 4, 8, 2048, 32, 1024},
+      {0, 48, 1024, 32768, 4, 8, 2048, 32, 2048}, {0, 32, 256, 6144, 4, 8, 2048, 16, 1024},
+      {0, 64, 2048, 262144, 4, 8, 2048, 32, 2048}, {0, 16, 128, 1024, 4, 8, 1024, 16, 512},
+      {1, 0, 0, 0, 5, 16, 768, 40, 1632}, {1, 32, 512, 8192, 5, 16, 512, 40, 816},
+      {1, 48, 1024, 32768, 5, 16, 768, 40, 1632}, {1, 32, 256, 6144, 5, 16, 512, 30, 544},
+      {1, 64, 2048, 262144, 5, 16, 1024, 40, 3264}, {1, 16, 128, 1024, 5, 16, 256, 30, 272},
+      {2, 0, 0, 0, 14, 32, 3584, 112, 576}, {2, 32, 512, 8192, 14, 32, 1792, 112, 288},
+      {2, 48, 1024, 32768, 14, 32, 3584, 112, 576}, {2, 32, 256, 6144, 14, 32, 1472, 56, 288},
+      {2, 64, 2048, 262144, 14, 32, 4096, 112, 1152}, {2, 16, 128, 1024, 14, 32, 704, 56, 128},
+  };
+  for (uint32_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
+    kn_qgemm_impl impl = (kn_qgemm_impl)blk[i].impl;
+    if (kn_qgemm_mr(impl) != blk[i].mr || kn_qgemm_nr(impl) != blk[i].nr) continue;
+    kn_caches c = {blk[i].l1 << 10, blk[i].l2 << 10, blk[i].l3 << 10};
+    kn_qgemm_blocking b = kn_qgemm_blocking_of(impl, &c);
+    assert_int_equal(b.kc, blk[i].kc);
+    assert_int_equal(b.mc, blk[i].mc);
+    assert_int_equal(b.nc, blk[i].nc);
+  }
+  /* v: 0 u8 A, fp32 C; 1 fp32 A, u8 C; 2 prepacked A, s32 C; 3 u8 A and
+   * C; leading dimensions 4096 */
+  static const struct {
+    int impl, v;
+    int64_t m, n, k;
+    size_t s1, s3;
+  } sc[] = {
+      {0, 0, 1, 1000, 2048, 8384, 25152}, {0, 1, 1, 1000, 2048, 8512, 25536},
+      {0, 2, 1, 1000, 2048, 192, 576}, {0, 3, 1, 1000, 2048, 8512, 25536},
+      {0, 0, 4, 1024, 256, 1216, 3648}, {0, 1, 4, 1024, 256, 1344, 4032},
+      {0, 2, 4, 1024, 256, 192, 576}, {0, 3, 4, 1024, 256, 1344, 4032},
+      {0, 0, 128, 768, 768, 24768, 74304}, {0, 1, 128, 768, 768, 24896, 74688},
+      {0, 2, 128, 768, 768, 192, 576}, {0, 3, 128, 768, 768, 24896, 74688},
+      {0, 0, 300, 64, 576, 18624, 55872}, {0, 1, 300, 64, 576, 18752, 56256},
+      {0, 2, 300, 64, 576, 192, 576}, {0, 3, 300, 64, 576, 18752, 56256},
+      {0, 0, 49, 2048, 4608, 311360, 934080}, {0, 1, 49, 2048, 4608, 311488, 934464},
+      {0, 2, 49, 2048, 4608, 262208, 786624}, {0, 3, 49, 2048, 4608, 311488, 934464},
+      {1, 0, 1, 1000, 2048, 20864, 62592}, {1, 1, 1, 1000, 2048, 21184, 63552},
+      {1, 2, 1, 1000, 2048, 384, 1152}, {1, 3, 1, 1000, 2048, 21184, 63552},
+      {1, 0, 4, 1024, 256, 2944, 8832}, {1, 1, 4, 1024, 256, 3264, 9792},
+      {1, 2, 4, 1024, 256, 384, 1152}, {1, 3, 4, 1024, 256, 3264, 9792},
+      {1, 0, 128, 768, 768, 61824, 185472}, {1, 1, 128, 768, 768, 62144, 186432},
+      {1, 2, 128, 768, 768, 384, 1152}, {1, 3, 128, 768, 768, 62144, 186432},
+      {1, 0, 300, 64, 576, 46464, 139392}, {1, 1, 300, 64, 576, 46784, 140352},
+      {1, 2, 300, 64, 576, 384, 1152}, {1, 3, 300, 64, 576, 46784, 140352},
+      {1, 0, 49, 2048, 4608, 322624, 967872}, {1, 1, 49, 2048, 4608, 322944, 968832},
+      {1, 2, 49, 2048, 4608, 261184, 783552}, {1, 3, 49, 2048, 4608, 322944, 968832},
+      {2, 0, 1, 1000, 2048, 30528, 91584}, {2, 1, 1, 1000, 2048, 32320, 96960},
+      {2, 2, 1, 1000, 2048, 1856, 5568}, {2, 3, 1, 1000, 2048, 32320, 96960},
+      {2, 0, 4, 1024, 256, 5440, 16320}, {2, 1, 4, 1024, 256, 7232, 21696},
+      {2, 2, 4, 1024, 256, 1856, 5568}, {2, 3, 4, 1024, 256, 7232, 21696},
+      {2, 0, 128, 768, 768, 87872, 263616}, {2, 1, 128, 768, 768, 89664, 268992},
+      {2, 2, 128, 768, 768, 1856, 5568}, {2, 3, 128, 768, 768, 89664, 268992},
+      {2, 0, 300, 64, 576, 66368, 199104}, {2, 1, 300, 64, 576, 68160, 204480},
+      {2, 2, 300, 64, 576, 1856, 5568}, {2, 3, 300, 64, 576, 68160, 204480},
+      {2, 0, 49, 2048, 4608, 258112, 774336}, {2, 1, 49, 2048, 4608, 259904, 779712},
+      {2, 2, 49, 2048, 4608, 129088, 387264}, {2, 3, 49, 2048, 4608, 259904, 779712},
+  };
+  static const int32_t mr[KN_QGEMM_IMPL_COUNT] = {4, 5, 14}, nr[KN_QGEMM_IMPL_COUNT] = {8, 16, 32};
+  float dummy[4] = {0};
+  for (uint32_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+    kn_qgemm_impl impl = (kn_qgemm_impl)sc[i].impl;
+    int v = sc[i].v;
+    if (kn_qgemm_mr(impl) != mr[impl] || kn_qgemm_nr(impl) != nr[impl]) continue;
+    kn_qgemm_args g = {.m = sc[i].m, .n = sc[i].n, .k = sc[i].k,
+                       .a = v == 0 || v == 3 ? (const uint8_t *)dummy : NULL,
+                       .a_f32 = v == 1 ? dummy : NULL, .lda = 4096,
+                       .a_packed = v == 2 ? dummy : NULL, .a_scale = 1.0f, .b_packed = dummy,
+                       .c = v == 0 ? dummy : NULL, .ldc = 4096,
+                       .y = v == 1 || v == 3 ? (uint8_t *)dummy : NULL, .ldy = 4096,
+                       .s = v == 2 ? (int32_t *)(void *)dummy : NULL, .lds = 4096};
+    assert_int_equal(kn_qgemm_scratch_size(impl, &g, 1), sc[i].s1);
+    assert_int_equal(kn_qgemm_scratch_size(impl, &g, 3), sc[i].s3);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_qgemm_dispatch),
+      cmocka_unit_test(test_qgemm_plan),
       cmocka_unit_test(test_qgemm_quantize),
       cmocka_unit_test(test_qgemm_sampled),
       cmocka_unit_test(test_qgemm_big),
