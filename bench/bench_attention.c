@@ -21,7 +21,7 @@
 
 #include "core/cpu.h"
 #include "engine/exec.h"
-#include "kernels/attention/attention.h"
+#include "kernels/attention/attention-kernels.h"
 #include "tactics/tactics.h"
 
 static double now_s(void) {

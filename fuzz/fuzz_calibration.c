@@ -1,7 +1,7 @@
 /* libFuzzer target: the calibration cache reader (docs/CALIBRATION.md) on
  * arbitrary bytes; whatever it accepts must write back to a text that reads
  * again to the same table and writes the same text. */
-#include "quant/quant.h"
+#include "quant/calibration.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   kn_error err;

@@ -6,7 +6,7 @@
  * Above src/engine: it drives a context through the public API and reads
  * one flag of the model (engine.h) to refuse optimized builds. */
 #include "engine/engine.h"
-#include "quant/quant.h"
+#include "quant/calibration.h"
 
 #include <math.h>
 

@@ -528,5 +528,6 @@ kn_status kn_precisions_time(kn_ir_model *m, const kn_timing_options *o,
   }
   rep->seconds += now_s() - t0;
   kn_pool_free(rt.pool);
+  free(rt.scratch);
   return st;
 }

@@ -838,11 +838,31 @@ static kn_status attr_tensor(reader *r, kn_tensor *t) {
     if (!(x)) return r->err ? r->err->status : KN_ERR_PARSE;                           \
   } while (0)
 
+/* The type each of those attributes is written with. */
+static const struct {
+  const char *name;
+  kn_attr_type type;
+} quant_attr_types[] = {
+    {"kiln.a_scale", KN_ATTR_FLOAT},
+    {"kiln.a_zero", KN_ATTR_INT},
+    {"kiln.w_scale", KN_ATTR_FLOATS},
+    {"kiln.qdq", KN_ATTR_INT},
+};
+
 /* The reverse, on a node just read: those attributes become its typed
- * quantization and leave its attribute list.  Values the accessors would
- * refuse (a scale not positive and finite, a zero outside 0..255, a wrong
- * attribute type) leave the step without them, as they always did. */
+ * quantization and leave its attribute list.  One of another type (a
+ * subgraph, say) is a damaged file; values the accessors would refuse (a
+ * scale not positive and finite, a zero outside 0..255) leave the step
+ * without them, as they always did. */
 static kn_status take_quant_attrs(reader *r, kn_node *n) {
+  for (int32_t a = 0; a < n->n_attrs; a++)
+    for (size_t q = 0; q < sizeof quant_attr_types / sizeof quant_attr_types[0]; q++)
+      if (!strcmp(n->attrs[a].name, quant_attr_types[q].name) &&
+          n->attrs[a].type != quant_attr_types[q].type)
+        return bad(r, "section GRAPH is inconsistent: node '%.200s' has attribute %s of "
+                      "type %d, expected %d",
+                   n->name, quant_attr_types[q].name, (int)n->attrs[a].type,
+                   (int)quant_attr_types[q].type);
   const kn_attr *as = kn_node_attr(n, "kiln.a_scale"), *az = kn_node_attr(n, "kiln.a_zero");
   const kn_attr *ws = kn_node_attr(n, "kiln.w_scale"), *qd = kn_node_attr(n, "kiln.qdq");
   if (as && az && as->type == KN_ATTR_FLOAT && az->type == KN_ATTR_INT && az->i >= 0 &&
@@ -854,8 +874,10 @@ static kn_status take_quant_attrs(reader *r, kn_node *n) {
   int32_t w = 0;
   for (int32_t a = 0; a < n->n_attrs; a++) {
     kn_attr *at = &n->attrs[a];
-    if (!strcmp(at->name, "kiln.a_scale") || !strcmp(at->name, "kiln.a_zero") ||
-        !strcmp(at->name, "kiln.w_scale") || !strcmp(at->name, "kiln.qdq"))
+    bool quant = false;
+    for (size_t q = 0; q < sizeof quant_attr_types / sizeof quant_attr_types[0]; q++)
+      quant = quant || !strcmp(at->name, quant_attr_types[q].name);
+    if (quant)
       kn_attr_clear(at);
     else
       n->attrs[w++] = *at;

@@ -7,7 +7,7 @@
  * models' opset (HardSwish is opset 14, LayerNormalization opset 17): a
  * pass that recognises the decomposed form in an opset-13 model writes the
  * alias, which runs the standard op's code at the opset that defines it.
- * Their fast paths are src/tactics/activation.c.
+ * Their fast paths are src/tactics/activation_tactics.c.
  */
 #include "activation.h"
 

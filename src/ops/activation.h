@@ -1,5 +1,5 @@
 /* kiln's activation ops (src/ops/activation.c): what their tactics
- * (src/tactics/activation.c) share with the reference ops. */
+ * (src/tactics/activation_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_ACTIVATION_H
 #define KN_OPS_ACTIVATION_H
 

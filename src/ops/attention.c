@@ -29,7 +29,7 @@
  * *_perm attribute: the [B, S, H*D] layout above).
  *
  * Tactic attention_streamed (src/kernels/attention, run by
- * src/tactics/attention.c) runs the same algorithm with register-blocked
+ * src/tactics/attention_tactics.c) runs the same algorithm with register-blocked
  * products and threads; it needs contiguous features in q, v and y (true
  * of every layout the pass writes) and falls back to the reference
  * otherwise.

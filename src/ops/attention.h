@@ -1,9 +1,9 @@
 /* kiln's Attention (src/ops/attention.c): what its tactics
- * (src/tactics/attention.c) share with the reference op. */
+ * (src/tactics/attention_tactics.c) share with the reference op. */
 #ifndef KN_OPS_ATTENTION_H
 #define KN_OPS_ATTENTION_H
 
-#include "kernels/attention/attention.h"
+#include "kernels/attention/attention-kernels.h"
 #include "op.h"
 
 /* Where every element lives: the streamed kernel's arguments (batch, head,

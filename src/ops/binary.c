@@ -18,7 +18,7 @@
  * gives 1/x truncated (0 unless |x| == 1).
  *
  * The vectorised float32 kernels of Add, Sub, Mul, Div, PRelu and the
- * variadic ops are src/tactics/binary.c.
+ * variadic ops are src/tactics/binary_tactics.c.
  */
 #include "binary.h"
 

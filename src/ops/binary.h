@@ -1,5 +1,5 @@
 /* The binary family (src/ops/binary.c): what its tactics
- * (src/tactics/binary.c) share with the reference ops. */
+ * (src/tactics/binary_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_BINARY_H
 #define KN_OPS_BINARY_H
 

@@ -22,7 +22,7 @@
  * L1) and the last instruction writes straight into the output.  Each
  * element expression is the standalone op's float32 expression (unary.c,
  * binary.c, activation.c), so the results equal the unfused ops'.  The
- * vectorised interpreter of built models is src/tactics/ewchain.c.
+ * vectorised interpreter of built models is src/tactics/ewchain_tactics.c.
  */
 #include "ewchain.h"
 

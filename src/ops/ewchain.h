@@ -1,7 +1,7 @@
 /*
  * ElementwiseChain (domain "kiln"): a chain of float32 elementwise ops run
  * as one step (src/ops/ewchain.c; its vectorised interpreter is
- * src/tactics/ewchain.c), built by the ewchain pass
+ * src/tactics/ewchain_tactics.c), built by the ewchain pass
  * (src/passes/fuse_ewchain.c).  The opcodes are stored in model and engine
  * files: never renumber them, only append.
  */

@@ -7,7 +7,7 @@
  * and Compress have data-dependent output shapes, computed in the runtime
  * infer pass (and at load when the input is a constant); Unique sizes its
  * outputs in run.  Gather's copy kernel (and its IO-model loop nest) is
- * src/tactics/gather.c. */
+ * src/tactics/gather_tactics.c. */
 #include "gather.h"
 
 #include <math.h>

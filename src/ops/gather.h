@@ -1,5 +1,5 @@
 /* The gathering family (src/ops/gather.c): what its tactics
- * (src/tactics/gather.c) share with the reference ops. */
+ * (src/tactics/gather_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_GATHER_H
 #define KN_OPS_GATHER_H
 

@@ -27,7 +27,7 @@
  * runs the base op's reference and transposes its outputs back, so a
  * channels-last step is by construction the base op up to the layout.  The
  * fast tactics (conv_igemm_nhwc, conv_depthwise_nhwc, pool_nhwc: src/tactics/
- * conv and src/tactics/pooling.c) read and write channels-last directly
+ * conv and src/tactics/pooling_tactics.c) read and write channels-last directly
  * (src/kernels/conv, src/kernels/pool).
  */
 #include "layout.h"

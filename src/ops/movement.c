@@ -8,7 +8,7 @@
  * innermost run with memcpy when it is dense.  String elements are
  * duplicated: string tensors own their elements.  The copy kernels that
  * Transpose, Concat, Split and Slice run in a built model are
- * src/tactics/movement.c. */
+ * src/tactics/movement_tactics.c. */
 #include "movement.h"
 
 /* Tile views its output with twice the input's rank. */

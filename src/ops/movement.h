@@ -1,5 +1,5 @@
 /* The data movement family (src/ops/movement.c): what its tactics
- * (src/tactics/movement.c) share with the reference ops.  Each reads its
+ * (src/tactics/movement_tactics.c) share with the reference ops.  Each reads its
  * input x as a strided view: output element idx is x[off + sum idx_k *
  * strides[k]] over the output's dims. */
 #ifndef KN_OPS_MOVEMENT_H

@@ -8,7 +8,7 @@
  * the tensors; float16 / bfloat16 are converted to a float32 buffer, float64
  * runs in double.  The rarely used LRN, MVN and batch statistics of training
  * mode go through a double buffer.  The vectorised float32 row kernels of
- * Instance-, Layer- and GroupNormalization are src/tactics/norm.c. */
+ * Instance-, Layer- and GroupNormalization are src/tactics/norm_tactics.c. */
 #include "norm.h"
 
 #include <math.h>

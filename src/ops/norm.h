@@ -1,5 +1,5 @@
 /* The normalisation family (src/ops/norm.c): what its tactics
- * (src/tactics/norm.c) share with the reference ops. */
+ * (src/tactics/norm_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_NORM_H
 #define KN_OPS_NORM_H
 

@@ -17,7 +17,7 @@
  * The kernels run on float (float32, and float16 / bfloat16 / int8 / uint8
  * converted to float, all exact for those types) or on double for float64.
  * The vectorised float32 pools (and those of the channels-last steps) are
- * src/tactics/pooling.c. */
+ * src/tactics/pooling_tactics.c. */
 #include "pooling.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* The pooling family (src/ops/pooling.c): what its tactics
- * (src/tactics/pooling.c, which also runs the channels-last pools of
+ * (src/tactics/pooling_tactics.c, which also runs the channels-last pools of
  * src/ops/layout.c) share with the reference ops. */
 #ifndef KN_OPS_POOLING_H
 #define KN_OPS_POOLING_H

@@ -7,7 +7,7 @@
  * float32 data is computed in float32, as the ONNX reference does, so that
  * ties round the same way.  The float32 QuantizeLinear and
  * DynamicQuantizeLinear on the int8 GEMM family's vector kernels are
- * src/tactics/quant.c.
+ * src/tactics/quant_tactics.c.
  */
 #include "quant.h"
 

@@ -1,5 +1,5 @@
 /* The quantization family (src/ops/quant.c): what its tactics
- * (src/tactics/quant.c) share with the reference ops. */
+ * (src/tactics/quant_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_QUANT_H
 #define KN_OPS_QUANT_H
 

@@ -15,7 +15,7 @@
  * Linear and cubic run one pass per resized axis over a float64 buffer; an
  * axis whose map is the identity is skipped.  Nearest is a gather through
  * one index table per axis and works for every dtype.  The float32 2-D
- * kernels are src/tactics/resize.c. */
+ * kernels are src/tactics/resize_tactics.c. */
 #include "resize.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* The resampling family (src/ops/resize.c): what its tactics
- * (src/tactics/resize.c) share with the reference ops. */
+ * (src/tactics/resize_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_RESIZE_H
 #define KN_OPS_RESIZE_H
 

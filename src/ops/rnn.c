@@ -14,7 +14,7 @@
  * all time steps, and each step adds H_{t-1}*R^T per batch row.  Batch rows
  * with a shorter sequence_lens stop early: their Y rows past the end stay 0
  * and Y_h/Y_c hold the last valid step (a reverse pass starts at len-1).
- * The layers on the packed GEMM (tactic rnn_gemm) are src/tactics/rnn.c.
+ * The layers on the packed GEMM (tactic rnn_gemm) are src/tactics/rnn_tactics.c.
  */
 #include "rnn.h"
 

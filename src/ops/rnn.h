@@ -1,5 +1,5 @@
 /* The recurrent family (src/ops/rnn.c): what its tactics
- * (src/tactics/rnn.c) share with the reference ops. */
+ * (src/tactics/rnn_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_RNN_H
 #define KN_OPS_RNN_H
 

@@ -6,7 +6,7 @@
  * map onto one (outer, len, inner) geometry: len elements at stride inner.
  * Softmax subtracts the lane maximum before exponentiating so large inputs
  * do not overflow.  float16/bfloat16 compute in float32, float64 in double.
- * The vectorised float32 Softmax and LogSoftmax are src/tactics/softmax.c. */
+ * The vectorised float32 Softmax and LogSoftmax are src/tactics/softmax_tactics.c. */
 #include "softmax.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* The softmax family (src/ops/softmax.c): what its tactics
- * (src/tactics/softmax.c) share with the reference ops. */
+ * (src/tactics/softmax_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_SOFTMAX_H
 #define KN_OPS_SOFTMAX_H
 

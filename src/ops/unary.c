@@ -6,7 +6,7 @@
  * values above INT64_MAX stay right).  float16/bfloat16 run through the
  * float32 loop in chunks.  IsNaN, IsInf, Not, BitwiseNot and Clip have
  * their own entry points.  The vectorised float32 kernels of the common
- * activations and Clip are src/tactics/unary.c.
+ * activations and Clip are src/tactics/unary_tactics.c.
  */
 #include "unary.h"
 

@@ -1,5 +1,5 @@
 /* The unary family (src/ops/unary.c): what its tactics
- * (src/tactics/unary.c) share with the reference ops. */
+ * (src/tactics/unary_tactics.c) share with the reference ops. */
 #ifndef KN_OPS_UNARY_H
 #define KN_OPS_UNARY_H
 

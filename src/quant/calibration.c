@@ -17,7 +17,7 @@
  * other byte as itself.  Bytes from 0x80 up (UTF-8) are themselves either
  * way.  Numbers are decimal floats (digits, '.', 'e', signs), finite and
  * within float range: AMAX >= 0, MIN <= MAX. */
-#include "quant.h"
+#include "calibration.h"
 
 #include <errno.h>
 #include <math.h>

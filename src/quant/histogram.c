@@ -1,6 +1,6 @@
 /* The |x| histogram of a tensor and the four ways to pick an int8
  * threshold from it (quant.h, docs/CALIBRATION.md "Methods"). */
-#include "quant.h"
+#include "calibration.h"
 
 #include <float.h>
 #include <math.h>

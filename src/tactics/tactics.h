@@ -4,9 +4,9 @@
  * kernel) and the kernels (src/kernels).
  *
  * Each family that has fast kernels defines a table kn_tactics_<family>[]
- * (src/tactics/<family>.c, or src/tactics/<family>/ for the big ones) of
+ * (src/tactics/<family>_tactics.c, or src/tactics/<family>/ for the big ones) of
  * kn_op_tactics, one entry per op it serves, ended by KN_TACTICS_END;
- * families are listed once in src/tactics/families.inc.  An entry names
+ * families are listed once in src/tactics/tactic_families.inc.  An entry names
  * its op by domain and op_type (kn_tactics_for looks it up) and holds the
  * op's hooks:
  *
@@ -133,7 +133,7 @@ typedef struct kn_op_tactics {
 #define KN_TACTICS_END {NULL, NULL}
 
 #define KN_TACTICS_FAMILY(f) extern const kn_op_tactics kn_tactics_##f[];
-#include "families.inc"
+#include "tactic_families.inc"
 #undef KN_TACTICS_FAMILY
 
 /* The tactics of op `op_type` of `domain`, or NULL when it has none

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "core/cpu.h"
-#include "kernels/attention/attention.h"
+#include "kernels/attention/attention-kernels.h"
 #include "ops/tactic.h"
 #include "testkit.h"
 

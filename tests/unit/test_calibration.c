@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "quant/quant.h"
+#include "quant/calibration.h"
 
 /* ---- data ------------------------------------------------------------------ */
 

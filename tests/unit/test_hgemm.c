@@ -387,8 +387,8 @@ static void test_hgemm(void **state) {
                                   {15, 31, 63},    {127, 40, 32}, {1, 64, 33}};
       for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++)
         for (int w = 0; w < 3; w++) {
-          /* under ASan the shapes of a million products and more in one of
-           * the three A/C/blocking layouts, in turn (the gcc build: all) */
+          /* the shapes of a million products and more in one of the three
+           * A/C/blocking layouts, in turn (KILN_LONG_TESTS=1: all three) */
           if (tk_short_sweep() && fixed[f][0] * fixed[f][1] * fixed[f][2] > (1 << 20) &&
               w != (int)(f % 3))
             continue;
@@ -408,9 +408,9 @@ static void test_hgemm(void **state) {
           fit(&hc);
           run_case((kn_isa)isa, &hc, pool2);
         }
-      /* sampled shapes, every variant rotating through (10 under ASan:
-       * with the fixed shapes above this test took a minute of the ASan
-       * suite; the gcc build samples all 30) */
+      /* sampled shapes, every variant rotating through (10; with the fixed
+       * shapes above 30 took a minute of the ASan suite: KILN_LONG_TESTS=1
+       * samples 30) */
       uint32_t s = 5u + 97u * (uint32_t)isa + 13u * (uint32_t)v;
       int samples = tk_short_sweep() ? 10 : 30;
       for (int it = 0; it < samples; it++) {

@@ -1,4 +1,4 @@
-/* The tactics registry (src/tactics/registry.c): every family's entries
+/* The tactics registry (src/tactics/tactics_registry.c): every family's entries
  * name an op kiln has, once, with a fast run to go with a select; lookups
  * find them across the domain spellings; binding and selection point nodes
  * at their entry. */

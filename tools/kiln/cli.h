@@ -1,4 +1,4 @@
-/* Shared declarations of the kiln CLI: one file per subcommand. */
+/* Shared declarations of the kiln CLI: one file per subcommand, cmd_<name>.c. */
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
@@ -130,7 +130,7 @@ bool kn_cli_step_times_load(const char *engine, const kn_model *m, int32_t *thre
 
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
-int kn_cmd_trace(int argc, char **argv); /* trace.c: kiln trace merge */
+int kn_cmd_trace(int argc, char **argv); /* cmd_trace.c: kiln trace merge */
 void kn_cmd_trace_usage(FILE *f);
 
 /* The CLI's generated inputs (bench, compare): xorshift64*, seeded by the
@@ -146,7 +146,7 @@ static inline uint64_t kn_cli_rng_next(kn_cli_rng *r) {
   return r->s * 2685821657736338717ull;
 }
 
-/* ---- accuracy (accuracy.c), shared by compare and validate --------------
+/* ---- accuracy (cli_accuracy.c), shared by compare and validate --------------
  * kn_cli_random_input: an input for `vi` as compare generates it: dims
  * from vi (dynamic ones from a NAME=DIMS among shapes, else 1), floats
  * uniform in [-1, 1), integers and bools 0 or 1. */
@@ -224,7 +224,7 @@ bool kn_cli_shape_spec_ok(const char *spec);
 int kn_cmd_validate(int argc, char **argv);
 void kn_cmd_validate_usage(FILE *f);
 
-/* ---- inspect JSON and dashboards (inspect.c, dashboard.c) ---------------
+/* ---- inspect JSON and dashboards (cmd_inspect.c, dashboard.c) ---------------
  * The text `kiln inspect --json` prints, malloc'd (NULL when out of memory
  * or the model is not built): steps predicted for `threads` threads,
  * measured_us from measured[] when not NULL, the ONNX op histogram from
@@ -354,7 +354,7 @@ int kn_cli_data_open(kn_cli_data *d, const kn_model *m, const char *label, const
                      const char *labels, bool need_labels, uint64_t seed, const char *who);
 void kn_cli_data_close(kn_cli_data *d);
 
-/* ---- labels (accuracy.c) ------------------------------------------------
+/* ---- labels (cli_accuracy.c) ------------------------------------------------
  * A labels file: one integer class per line (blank lines and '#' comments
  * skipped), the k-th for the k-th prediction; a sample whose output 0 is
  * [B, C] makes B predictions (the argmax over the last axis of each row),
@@ -365,7 +365,7 @@ int kn_cli_labels_read(const char *path, int64_t **labels, int64_t *n);
  * pred (rows entries).  Returns rows (0 for a non-numeric or empty one). */
 int64_t kn_cli_argmax_rows(const kn_tensor *t, int64_t *pred, int64_t cap);
 
-/* ---- accuracy budgets (accuracy.c): kiln build's fallback to fp32 and
+/* ---- accuracy budgets (cli_accuracy.c): kiln build's fallback to fp32 and
  * kiln debug precision, which kn_model_build_budgeted runs ----------------
  * kn_cli_budget_text: the budget as given ("--min-cosine 0.9999
  * --max-accuracy-drop 1"); kn_cli_trial_text: a trial's measurement
@@ -375,26 +375,26 @@ void kn_cli_budget_text(const kn_accuracy_budget *b, char *buf, size_t n);
 void kn_cli_trial_text(const kn_budget_trial *r, bool labels, char *buf, size_t n);
 /* A step name as a shell word: '...' with ' written '\'' */
 void kn_cli_shell_quote(const char *s, char *buf, size_t n);
-/* build.c: the samples and labels of g's --data, --labels and --seed for a
+/* cmd_build.c: the samples and labels of g's --data, --labels and --seed for a
  * budgeted build of MODEL (loaded to check that it is an ONNX model, not an
  * engine, and to name its inputs); `who` names the command in messages.
  * KN_EXIT_OK, or KN_EXIT_ERROR after one line; close d either way. */
 int kn_cli_budget_data(const char *model_path, const char *who, const kn_cli_gates *g,
                        kn_cli_data *d);
 
-int kn_cmd_debug(int argc, char **argv); /* debug.c: kiln debug precision */
+int kn_cmd_debug(int argc, char **argv); /* cmd_debug.c: kiln debug precision */
 void kn_cmd_debug_usage(FILE *f);
-/* kiln loadgen, load for a KServe v2 server: the usage text is loadgen.c,
+/* kiln loadgen, load for a KServe v2 server: the usage text is cmd_loadgen.c,
  * the command tools/loadgen/loadgen.c (libcurl; KN_HAVE_LOADGEN), or
- * loadgen.c's one line saying it is not built. */
+ * cmd_loadgen.c's one line saying it is not built. */
 int kn_cmd_loadgen(int argc, char **argv);
 void kn_cmd_loadgen_usage(FILE *f);
 
 int kn_cmd_calibrate(int argc, char **argv);
 void kn_cmd_calibrate_usage(FILE *f);
-int kn_cmd_quantize(int argc, char **argv); /* quantize.c: a Q/DQ ONNX model */
+int kn_cmd_quantize(int argc, char **argv); /* cmd_quantize.c: a Q/DQ ONNX model */
 void kn_cmd_quantize_usage(FILE *f);
-/* serve.c: the inference server, the kiln_serve library of serve/
+/* cmd_serve.c: the inference server, the kiln_serve library of serve/
  * (libmicrohttpd; KN_HAVE_SERVE) */
 int kn_cmd_serve(int argc, char **argv);
 void kn_cmd_serve_usage(FILE *f);

@@ -13,7 +13,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention-kernels.h"
 
 #define MR 6
 #define NV 4

@@ -12,7 +12,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "attention.h"
+#include "attention-kernels.h"
 
 #define MR 6
 #define NV 2 /* vectors of 8 columns */

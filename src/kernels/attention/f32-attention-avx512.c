@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "attention.h"
+#include "attention-kernels.h"
 
 #define MR 6
 #define NV 4 /* vectors of 16 columns */

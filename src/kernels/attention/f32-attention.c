@@ -2,7 +2,7 @@
  * Streamed attention: the portable driver (tiling, online softmax, threads)
  * and the portable micro-kernels.  See attention.h for the contract.
  */
-#include "attention.h"
+#include "attention-kernels.h"
 
 #include <math.h>
 #include <string.h>

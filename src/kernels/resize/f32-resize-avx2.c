@@ -5,7 +5,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "resize.h"
+#include "resize-kernels.h"
 
 static void h_pass(const float *a, double w0, const float *b, double w1, double *tmp,
                    int64_t n) {

@@ -4,7 +4,7 @@
  * additions keep the reference's order: (0 + w0 * a) + w1 * b, no FMA. */
 #include <immintrin.h>
 
-#include "resize.h"
+#include "resize-kernels.h"
 
 static void h_pass(const float *a, double w0, const float *b, double w1, double *tmp,
                    int64_t n) {

@@ -3,7 +3,7 @@
  * precision, the same additions in the same order, no contraction: the
  * build uses ISO C, where gcc does not fuse a * b + c), which is what makes
  * the results bit-identical to the reference. */
-#include "resize.h"
+#include "resize-kernels.h"
 
 #include <math.h>
 #include <string.h>

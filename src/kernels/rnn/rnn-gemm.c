@@ -2,7 +2,7 @@
  * are kn_sgemm (per-ISA micro-kernels) and the activations kn_f32_act
  * (per-ISA); what is left here are short elementwise loops over one batch
  * row, which the compiler vectorises at -O3. */
-#include "rnn.h"
+#include "rnn-kernels.h"
 
 #include <string.h>
 

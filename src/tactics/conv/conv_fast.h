@@ -1,8 +1,8 @@
 /* The conv tactics (src/tactics/conv): Conv, ConvTranspose, FusedConv,
  * NhwcFusedConv and NhwcExpandDwConv on the fast convolution kernels
- * (src/kernels/conv).  conv.c: the hooks, the float32 runs and the table
+ * (src/kernels/conv).  conv_tactics.c: the hooks, the float32 runs and the table
  * kn_tactics_conv; fused_conv.c: FusedConv's and NhwcFusedConv's runs;
- * expand_dw.c: NhwcExpandDwConv's; conv_lowp.c: reduced precision.  The
+ * expand_dw_tactics.c: NhwcExpandDwConv's; conv_lowp.c: reduced precision.  The
  * channels_last pass asks kn_conv_prefers_nchw. */
 #ifndef KN_CONV_FAST_H
 #define KN_CONV_FAST_H
@@ -85,14 +85,14 @@ kn_status kn_conv_lowp_run(kn_op_ctx *ctx, int32_t tactic, const kn_conv2d *c, c
 /* The kernels' 2-D geometry (kernels/conv/conv.h) of a complete 2-D geo. */
 kn_conv2d kn_conv2d_of(const kn_conv_geom *geo);
 
-/* A Conv / FusedConv whose best tactic is channels-first (conv.c): one
+/* A Conv / FusedConv whose best tactic is channels-first (conv_tactics.c): one
  * the NCHW Winograd F(4,3) kernel would take that the channels-last one
  * cannot (none today: kept so that a future channels-first-only tactic has
  * one place to say so).  The channels_last pass asks it. */
 bool kn_conv_prefers_nchw(const kn_graph *g, const kn_node *n);
 
 /* The runs of FusedConv and NhwcFusedConv (fused_conv.c) and the hooks
- * and run of NhwcExpandDwConv (expand_dw.c), for the table. */
+ * and run of NhwcExpandDwConv (expand_dw_tactics.c), for the table. */
 kn_status kn_fused_conv_fast(kn_op_ctx *ctx);
 kn_status kn_nhwc_conv_fast(kn_op_ctx *ctx);
 int32_t kn_edw_select(const kn_graph *g, const kn_node *n, int32_t isa);

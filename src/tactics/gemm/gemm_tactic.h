@@ -1,6 +1,6 @@
 /*
  * The GEMM tactics (src/tactics/gemm): MatMul, Gemm, MatMulInteger,
- * MatMulIntegerToFloat (matmul.c, with the family's table kn_tactics_gemm)
+ * MatMulIntegerToFloat (matmul_tactics.c, with the family's table kn_tactics_gemm)
  * and FusedGemm (fused_gemm.c) on the packed GEMM (gemm_packed, gemm) and
  * the int8 GEMM (qgemm_integer).  What they share (gemm_tactic.c):
  * prepacking a constant B in their `pack` hooks, finding it again at run,

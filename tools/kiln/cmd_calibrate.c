@@ -2,7 +2,7 @@
  * ONNX model's tensors over a set of samples, written as a calibration
  * cache (docs/CALIBRATION.md; the library's kn_calibrator does the work). */
 #include "cli.h"
-#include "quant/quant.h"
+#include "quant/calibration.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * R, B and P packed once at build when they are constants. */
 #include "tactics.h"
 
-#include "kernels/rnn/rnn.h"
+#include "kernels/rnn/rnn-kernels.h"
 #include "ops/rnn.h"
 
 static const int kernel_kind[3] = {[KN_RNN_OP_RNN] = KN_RNN_RNN, [KN_RNN_OP_GRU] = KN_RNN_GRU,

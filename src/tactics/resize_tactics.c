@@ -3,7 +3,7 @@
  * (kernels/resize); other cases run the reference. */
 #include "tactics.h"
 
-#include "kernels/resize/resize.h"
+#include "kernels/resize/resize-kernels.h"
 #include "ops/resize.h"
 
 /* fp32 nearest and linear (not antialiased) Resize/Upsample; whether the

@@ -15,7 +15,7 @@
 #define EWF_BLOCK 512
 
 /* The Q/DQ opcodes on the int8 family's vector quantizers (the codes of
- * quant.c bit for bit), then dequantized in float.  d may be A: the codes
+ * src/ops/quant.c bit for bit), then dequantized in float.  d may be A: the codes
  * are made before d is written. */
 static void ewf_qdq(kn_qgemm_impl qimpl, bool s8, float scale, float zero, kn_ewchain_arg A,
                     float *d, int32_t cnt) {

@@ -3,7 +3,7 @@
 
 static const kn_op_tactics *const families[] = {
 #define KN_TACTICS_FAMILY(f) kn_tactics_##f,
-#include "families.inc"
+#include "tactic_families.inc"
 #undef KN_TACTICS_FAMILY
     NULL,
 };
