@@ -406,6 +406,10 @@ expect build_layer_precision_nomatch 1 "matches no step" build "$M/model.onnx" -
 expect build_layer_precision_bad 1 "PATTERN=PRECISION" build "$M/model.onnx" -o "$TMP/x.kiln" --layer-precision "x=fp64"
 expect build_calibration_missing 1 "nosuch.calib" build "$M/model.onnx" -o "$TMP/x.kiln" --precision int8 --calibration "$TMP/nosuch.calib"
 expect build_tinycnn_bf16 0 "" build "$M/model.onnx" -o "$TMP/tiny_bf16.kiln" --shape input=1x3x32x32 --precision bf16
+# timed: each bf16 step is timed against fp32 too (ctest's builds are
+# heuristic, KILN_TACTICS; this path once leaked its scratch)
+expect build_tinycnn_bf16_timed 0 "" build "$M/model.onnx" -o "$TMP/tiny_bf16t.kiln" \
+  --shape input=1x3x32x32 --precision bf16 --tactics timed
 expect inspect_tinycnn_bf16 0 "" inspect "$TMP/tiny_bf16.kiln" --json
 if grep -q '"precision": "bf16"' "$OUT"; then pass inspect_shows_bf16
 else fail inspect_shows_bf16 "no step with precision bf16 in kiln inspect --json"; fi
