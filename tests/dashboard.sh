@@ -62,9 +62,8 @@ for m in resnet50 bert_base tinycnn bert_tiny; do
     tinycnn) shape=(--shape input=1x3x32x32) ;;
     *) shape=(--shape input=1x3x224x224) ;;
   esac
-  long=${KILN_LONG_TESTS:-0}
   case $m in resnet50 | bert_base) pages=inspect ;; *) pages=profile ;; esac
-  [ "$long" = 1 ] && pages="inspect profile"
+  [ "${KILN_LONG_TESTS:-0}" = 1 ] && pages="inspect profile"
   if [[ $pages == *inspect* ]]; then
     "$kiln" inspect "$f" "${shape[@]}" --html "$out/$m.html" || { echo "dashboard: kiln inspect --html $m failed" >&2; fail=1; continue; }
     check "$m" "$out/$m.html"

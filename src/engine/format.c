@@ -849,35 +849,40 @@ static const struct {
     {"kiln.qdq", KN_ATTR_INT},
 };
 
+/* Which of those attributes `name` is: its index in quant_attr_types, or -1. */
+static int quant_attr_of(const char *name) {
+  for (size_t q = 0; q < sizeof quant_attr_types / sizeof quant_attr_types[0]; q++)
+    if (!strcmp(name, quant_attr_types[q].name)) return (int)q;
+  return -1;
+}
+
 /* The reverse, on a node just read: those attributes become its typed
  * quantization and leave its attribute list.  One of another type (a
  * subgraph, say) is a damaged file; values the accessors would refuse (a
  * scale not positive and finite, a zero outside 0..255) leave the step
  * without them, as they always did. */
 static kn_status take_quant_attrs(reader *r, kn_node *n) {
-  for (int32_t a = 0; a < n->n_attrs; a++)
-    for (size_t q = 0; q < sizeof quant_attr_types / sizeof quant_attr_types[0]; q++)
-      if (!strcmp(n->attrs[a].name, quant_attr_types[q].name) &&
-          n->attrs[a].type != quant_attr_types[q].type)
-        return bad(r, "section GRAPH is inconsistent: node '%.200s' has attribute %s of "
-                      "type %d, expected %d",
-                   n->name, quant_attr_types[q].name, (int)n->attrs[a].type,
-                   (int)quant_attr_types[q].type);
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    int q = quant_attr_of(n->attrs[a].name);
+    if (q >= 0 && n->attrs[a].type != quant_attr_types[q].type)
+      return bad(r, "section GRAPH is inconsistent: node '%.200s' has attribute %s of "
+                    "type %d, expected %d",
+                 n->name, quant_attr_types[q].name, (int)n->attrs[a].type,
+                 (int)quant_attr_types[q].type);
+  }
+  /* every one present has its type now */
   const kn_attr *as = kn_node_attr(n, "kiln.a_scale"), *az = kn_node_attr(n, "kiln.a_zero");
   const kn_attr *ws = kn_node_attr(n, "kiln.w_scale"), *qd = kn_node_attr(n, "kiln.qdq");
-  if (as && az && as->type == KN_ATTR_FLOAT && az->type == KN_ATTR_INT && az->i >= 0 &&
-      az->i <= 255 && !kn_node_set_input_quant(n, as->f, (int32_t)az->i))
+  if (as && az && az->i >= 0 && az->i <= 255 &&
+      !kn_node_set_input_quant(n, as->f, (int32_t)az->i))
     n->quant.has_input = false;
-  if (ws && ws->type == KN_ATTR_FLOATS && !kn_node_set_weight_scales(n, ws->floats, ws->n))
+  if (ws && !kn_node_set_weight_scales(n, ws->floats, ws->n))
     return kn_fail(r->err, KN_ERR_OOM, "%s: out of memory", r->label);
-  n->quant.from_qdq = qd && qd->type == KN_ATTR_INT && qd->i;
+  n->quant.from_qdq = qd && qd->i;
   int32_t w = 0;
   for (int32_t a = 0; a < n->n_attrs; a++) {
     kn_attr *at = &n->attrs[a];
-    bool quant = false;
-    for (size_t q = 0; q < sizeof quant_attr_types / sizeof quant_attr_types[0]; q++)
-      quant = quant || !strcmp(at->name, quant_attr_types[q].name);
-    if (quant)
+    if (quant_attr_of(at->name) >= 0)
       kn_attr_clear(at);
     else
       n->attrs[w++] = *at;
