@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+gen=()
+[ ! -f build/CMakeCache.txt ] && command -v ninja >/dev/null && gen=(-GNinja)
+cmake "${gen[@]}" -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 model=models/tinycnn/model.onnx
 data=models/tinycnn/test_data_set_0

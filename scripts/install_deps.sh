@@ -6,7 +6,7 @@
 # scikit-learn (its digits data set) for scripts/train_models.py.
 # Runs apt-get as root, or through sudo.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
       libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libonnx-testdata
       libxxhash-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev
       chromium python3 curl
