@@ -7,8 +7,9 @@
 # build without their library: the command is still listed, --help still
 # shows its usage, ending with a note, and running it exits 1 with one
 # line on stderr naming the library and the package to install.  In a
-# build with it, `kiln CMD` alone is a one-line usage error naming what is
-# missing.  Which kind of build KILN_BIN is, it says itself (`kiln CMD` with
+# build with it, `kiln CMD` runs kiln-CMD from kiln's folder: `kiln CMD`
+# alone is a one-line usage error naming what is missing, and a kiln
+# copied away from kiln-CMD says in one line that it cannot run it.  Which kind of build KILN_BIN is, it says itself (`kiln CMD` with
 # no arguments); HAVE_SERVE and HAVE_LOADGEN (ON or OFF, from the
 # configuration) must then agree.  ctest runs it on build/kiln and on
 # build/tests/kiln_bare, the CLI compiled as a build without either makes
@@ -65,6 +66,16 @@ for c in "serve:libmicrohttpd:libmicrohttpd-dev:--repository DIR is required:${2
     check "${cmd}_help" [ "$rc" -eq 0 ]
     check "${cmd}_help_usage" has "$OUT" "usage: kiln $cmd "
     check "${cmd}_help_no_note" lacks "$OUT" "built without"
+    # kiln runs kiln-$cmd from its own folder: a kiln copied away from it
+    # says in one line which file it cannot run
+    mkdir -p "$TMP/alone"
+    cp "$KILN" "$TMP/alone/kiln"
+    saved=$KILN KILN=$TMP/alone/kiln
+    kiln "$cmd" --port 1 --model m http://127.0.0.1:1
+    KILN=$saved
+    check "${cmd}_component_missing" [ "$rc" -eq 1 ]
+    check "${cmd}_component_missing_one_line" one_line
+    check "${cmd}_component_missing_names_it" has "$ERR" "$TMP/alone/kiln-$cmd cannot be run"
   fi
 done
 echo "optional: $n_ok ok, $n_fail failed"

@@ -41,6 +41,16 @@ void kn_cli_put_sanitized(const char *s, FILE *f);
  * the command's usage text with the same news. */
 int kn_cli_not_built(const char *cmd, const char *library, const char *package);
 void kn_cli_not_built_note(FILE *f, const char *cmd, const char *library, const char *package);
+/* Runs CMD: its usage on stdout when --help or -h comes before any "--",
+ * else cmd->main(argc, argv); argv[0] is the command's name. */
+int kn_cli_run(const kn_cli_cmd *cmd, int argc, char **argv);
+/* kiln serve and kiln loadgen run as their own executables, kiln-serve and
+ * kiln-loadgen, so that kiln itself loads neither libmicrohttpd nor libcurl
+ * (with libcurl's TLS, Kerberos and LDAP libraries, 12 ms of a 15 ms
+ * start-up).  Replaces this process with kiln-CMD from this executable's
+ * folder, ARGV[1..] as its arguments; returns (1, one line naming the
+ * path) only when that cannot run. */
+int kn_cli_exec_component(const char *cmd, int argc, char **argv);
 
 /* ---- option parsing (args.c), shared by every command ------------------
  * Accepts what getopt_long users expect: "--name value" and "--name=value"
@@ -384,18 +394,22 @@ int kn_cli_budget_data(const char *model_path, const char *who, const kn_cli_gat
 
 int kn_cmd_debug(int argc, char **argv); /* cmd_debug.c: kiln debug precision */
 void kn_cmd_debug_usage(FILE *f);
-/* kiln loadgen, load for a KServe v2 server: the usage text is cmd_loadgen.c,
- * the command tools/loadgen/loadgen.c (libcurl; KN_HAVE_LOADGEN), or
- * cmd_loadgen.c's one line saying it is not built. */
+/* kiln loadgen, load for a KServe v2 server: cmd_loadgen.c has the usage
+ * text and the command, which runs the kiln-loadgen executable
+ * (KN_HAVE_LOADGEN) or says in one line that it is not built.  kiln-loadgen
+ * is tools/loadgen/: main.c, and loadgen.c's kn_loadgen_main (libcurl). */
 int kn_cmd_loadgen(int argc, char **argv);
 void kn_cmd_loadgen_usage(FILE *f);
+int kn_loadgen_main(int argc, char **argv);
 
 int kn_cmd_calibrate(int argc, char **argv);
 void kn_cmd_calibrate_usage(FILE *f);
 int kn_cmd_quantize(int argc, char **argv); /* cmd_quantize.c: a Q/DQ ONNX model */
 void kn_cmd_quantize_usage(FILE *f);
-/* cmd_serve.c: the inference server, the kiln_serve library of serve/
- * (libmicrohttpd; KN_HAVE_SERVE) */
+/* kiln serve, the inference server: cmd_serve.c has the usage text and the
+ * command, which runs the kiln-serve executable (KN_HAVE_SERVE) or says in
+ * one line that it is not built.  kiln-serve is serve/main.c over the
+ * kiln_serve library of serve/ (libmicrohttpd). */
 int kn_cmd_serve(int argc, char **argv);
 void kn_cmd_serve_usage(FILE *f);
 

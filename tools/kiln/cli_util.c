@@ -5,8 +5,12 @@
 #include "cli.h"
 #include "passes/pass.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const kn_cli_cmd *cli_commands;
 static size_t cli_n_commands;
@@ -20,6 +24,42 @@ const kn_cli_cmd *kn_cli_find(const char *name) {
   for (size_t i = 0; i < cli_n_commands; i++)
     if (strcmp(cli_commands[i].name, name) == 0) return &cli_commands[i];
   return NULL;
+}
+
+int kn_cli_run(const kn_cli_cmd *cmd, int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      cmd->usage(stdout);
+      return KN_EXIT_OK;
+    }
+  return cmd->main(argc, argv);
+}
+
+/* The component's executable sits beside this one: build/kiln-serve next
+ * to build/kiln, $prefix/bin/kiln-serve next to $prefix/bin/kiln, as git
+ * finds git-<command>.  Found from /proc/self/exe, not PATH, so that a
+ * kiln runs its own build's server and never another installation's. */
+int kn_cli_exec_component(const char *cmd, int argc, char **argv) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return kn_cli_fail("kiln %s: cannot find this executable's path (/proc/self/exe): %s", cmd,
+                       strerror(errno));
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  int dir_len = slash ? (int)(slash - self) : 0;
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%.*s/kiln-%s", dir_len, self, cmd);
+  char **args = calloc((size_t)argc + 1, sizeof *args);
+  if (!args) return kn_cli_fail("kiln %s: out of memory", cmd);
+  args[0] = path;
+  for (int i = 1; i < argc; i++) args[i] = argv[i];
+  fflush(NULL);
+  execv(path, args);
+  int e = errno;
+  free(args);
+  return kn_cli_fail("kiln %s is not available: its executable %s cannot be run (%s); it is "
+                     "built and installed beside kiln", cmd, path, strerror(e));
 }
 
 /* Names inside a model or file may hold any bytes: control characters are

@@ -1,7 +1,7 @@
-/* kiln loadgen's place in the CLI: its usage text, and in a kiln built
- * without libcurl the command itself, which says so in one line and exits
- * 1.  The load generator is tools/loadgen/loadgen.c, built when libcurl is
- * found (KN_HAVE_LOADGEN; docs/SERVE.md). */
+/* kiln loadgen's place in the CLI: its usage text and the command, which
+ * runs the kiln-loadgen executable beside kiln (tools/loadgen/, built when
+ * libcurl is found: KN_HAVE_LOADGEN; docs/SERVE.md) or, in a kiln built
+ * without libcurl, says so in one line and exits 1. */
 #include "cli.h"
 
 void kn_cmd_loadgen_usage(FILE *f) {
@@ -54,8 +54,10 @@ void kn_cmd_loadgen_usage(FILE *f) {
 #endif
 }
 
-#ifndef KN_HAVE_LOADGEN
 int kn_cmd_loadgen(int argc, char **argv) {
+#ifdef KN_HAVE_LOADGEN
+  return kn_cli_exec_component("loadgen", argc, argv);
+#else
   return kn_cli_not_built("loadgen", "libcurl", "libcurl4-openssl-dev");
-}
 #endif
+}

@@ -64,10 +64,5 @@ int main(int argc, char **argv) {
     usage(stderr);
     return KN_EXIT_USAGE;
   }
-  for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      cmd->usage(stdout);
-      return KN_EXIT_OK;
-    }
-  return cmd->main(argc - 1, argv + 1);
+  return kn_cli_run(cmd, argc - 1, argv + 1);
 }

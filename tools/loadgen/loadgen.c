@@ -9,10 +9,10 @@
  * (every output of the model's metadata, its datatype, and a shape that
  * matches the data).
  *
- * A tool of its own, built only when libcurl is found (the kiln_loadgen
- * library, tools/loadgen/CMakeLists.txt), and a subcommand of the CLI: it
- * parses its options with the CLI's helpers (tools/kiln/cli.h), whose
- * loadgen.c holds its usage text. */
+ * A tool of its own, the kiln-loadgen executable (main.c), built only when
+ * libcurl is found (tools/loadgen/CMakeLists.txt); `kiln loadgen` runs it
+ * (tools/kiln/cmd_loadgen.c, which holds the usage text).  It parses its
+ * options with the CLI's helpers (tools/kiln/cli.h). */
 #include "cli.h"
 #include "core/core.h"
 
@@ -1010,7 +1010,7 @@ static int lg_parse(int argc, char **argv, lg_opts *o) {
   return KN_EXIT_OK;
 }
 
-int kn_cmd_loadgen(int argc, char **argv) {
+int kn_loadgen_main(int argc, char **argv) {
   lg_opts o;
   memset(&o, 0, sizeof o);
   int rc = lg_parse(argc, argv, &o);
