@@ -195,20 +195,29 @@ static void run_case(kn_isa isa, const hcase *hc, kn_pool *pool2) {
   /* reference on the rounded inputs: A rounded for bf16 always, for fp16
    * when given as fp16 or round_a; B rounded, or dequantized for S8W */
   bool a_rounded = t == KN_HGEMM_BF16 || hc->a_half;
+  /* the operands as the reference reads them, converted once (B transposed) */
+  double *ar = xalloc((size_t)(m * k) * 8), *brt = xalloc((size_t)(k * n) * 8);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t p = 0; p < k; p++)
+      ar[i * k + p] = a_rounded    ? from_half(t, ah[i * lda + p])
+                      : hc->round_a ? kn_f16_to_f32(kn_f32_to_f16(a[i * lda + p]))
+                                    : a[i * lda + p];
+  for (int64_t p = 0; p < k; p++)
+    for (int64_t j = 0; j < n; j++)
+      brt[j * k + p] = s8 ? deq[p * n + j] : from_half(t, to_half(t, b[p * n + j]));
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double s = 0, sa = 0;
+      const double *ai = ar + i * k, *bj = brt + j * k;
       for (int64_t p = 0; p < k; p++) {
-        double av = a_rounded    ? from_half(t, ah[i * lda + p])
-                    : hc->round_a ? kn_f16_to_f32(kn_f32_to_f16(a[i * lda + p]))
-                                  : a[i * lda + p];
-        double bv = s8 ? deq[p * n + j] : from_half(t, to_half(t, b[p * n + j]));
-        s += av * bv;
-        sa += fabs(av * bv);
+        s += ai[p] * bj[p];
+        sa += fabs(ai[p] * bj[p]);
       }
       ref[i * ldc + j] = (double)hc->alpha * s;
       mag[i * ldc + j] = fabs((double)hc->alpha) * sa;
     }
+  free(ar);
+  free(brt);
   kn_epilogue ep;
   memset(&ep, 0, sizeof ep);
   ep.act.act = hc->act;
