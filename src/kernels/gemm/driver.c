@@ -368,7 +368,12 @@ static void run_block(const task *t, int64_t ic, int64_t mcur, int64_t pc, int64
   const float *col_scale = last && op->col_scale ? op->col_scale + jc : NULL;
   const kn_sgemm_ukernel_fn *f32_fn = d->f32_fn;
   const kn_gemm_cs_ukernel_fn *cs_fn = d->cs_fn;
-  const bool hooks = !f32_fn && !cs_fn;
+  const kn_qgemm_ukernel_fn *s32_fn = d->s32_fn;
+  const bool s32_si = last && op->s32.si && d->s32_si_fn;
+  const bool hooks = !f32_fn && !cs_fn && !s32_fn;
+  kn_qgemm_ustore qs = op->s32;
+  qs.load = !first;
+  qs.final = last;
   const bool after = last && has_c && (p->rest || d->finish);
   /* column panel q: B, the fp32 result and the s32 sums step per panel */
   const char *b0;
@@ -405,6 +410,8 @@ static void run_block(const task *t, int64_t ic, int64_t mcur, int64_t pc, int64
       else b = t->bbuf; /* the ragged last panel, packed */
     }
     st.bias_col = bias_col ? bias_col + q * nr : NULL;
+    qs.colsum = op->s32.colsum ? op->s32.colsum + col : NULL;
+    qs.w_scale = op->s32.w_scale ? op->s32.w_scale + col : NULL;
     const float *cs = col_scale ? col_scale + q * nr : NULL;
     float *c_q = c0 + q * c_step;
     int32_t *acc = s32 ? acc0 + q * acc_q : NULL;
@@ -438,9 +445,22 @@ static void run_block(const task *t, int64_t ic, int64_t mcur, int64_t pc, int64
         tl.c = c;
         tl.acc = acc;
       }
-      if (f32_fn) f32_fn[h - 1](kcur, ta, as, b, bs, c, ldc, w, &st);
-      else if (cs_fn) cs_fn[h - 1](kcur, ta, as, b, c, ldc, w, &st, cs);
-      else d->kernel(op, &tl);
+      if (f32_fn) {
+        f32_fn[h - 1](kcur, ta, as, b, bs, c, ldc, w, &st);
+      } else if (cs_fn) {
+        cs_fn[h - 1](kcur, ta, as, b, c, ldc, w, &st, cs);
+      } else if (s32_fn) {
+        qs.acc = acc;
+        if (op->s32.si) {
+          qs.si = op->s32.si + ir * op->s32.ldc + col;
+        } else {
+          qs.c = c;
+          qs.ldc = ldc;
+        }
+        (s32_si && d->s32_si_fn[h - 1] ? d->s32_si_fn : s32_fn)[h - 1](kcur, ta, b, w, &qs);
+      } else {
+        d->kernel(op, &tl);
+      }
       if (s32) acc += acc_step;
       if (!after) continue;
       if (p->rest) kn_f32_epilogue(op->isa, p->rest, c, ldc, ir, h, col, w);

@@ -46,8 +46,9 @@
  *    gemv), split over threads by columns.
  *
  * What a family supplies (kn_gemm_desc): MR x NR and the micro-kernels of
- * the ISA (called directly where they have the fp32 store's ABI, else
- * through its kernel hook: one tile, one pass), its A packer (one tile of
+ * the ISA (called directly where they have the fp32 store's ABI or the
+ * s32 one, kn_qgemm_ustore, else through its kernel hook: one tile, one
+ * pass), its A packer (one tile of
  * rows, one pass, converting as it packs), its B packer when B may come
  * raw, the bytes of a packed A panel, its depth group, its pass rules
  * (kc_scale, kc_one_panel, kc_align, wide_one_pass), loop order,
@@ -178,6 +179,10 @@ typedef struct kn_gemm_desc {
    * the family's kernel on one tile for one pass. */
   const kn_sgemm_ukernel_fn *f32_fn;
   const kn_gemm_cs_ukernel_fn *cs_fn;
+  /* or the s32 store's ABI (acc KN_GEMM_ACC_S32; op->s32 the store's
+   * fields that hold for the whole product), s32_si_fn[h - 1], where not
+   * NULL, for the last pass when op->s32.si takes the exact sums */
+  const kn_qgemm_ukernel_fn *s32_fn, *s32_si_fn;
   void (*kernel)(const kn_gemm_op *op, const kn_gemm_tile *t);
   /* After the last pass and the epilogue: store the fp32 tile t->c to the
    * output (half C, u8 C); NULL when C is fp32. */
@@ -239,6 +244,9 @@ struct kn_gemm_op {
   float alpha;
   bool alpha_in_store; /* st.scale: the store multiplies by alpha */
   const float *col_scale; /* cs_fn: scales per column of C (the last pass's cs) */
+  /* s32_fn: colsum and w_scale from column 0, a_scale, a_zero; si (row
+   * stride ldc) or NULL; the driver sets the rest per tile */
+  kn_qgemm_ustore s32;
   const kn_epilogue *ep;
   kn_gemm_rows_fn rows_done;
   void *rows_arg;

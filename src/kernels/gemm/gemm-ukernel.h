@@ -38,6 +38,26 @@ typedef void (*kn_sgemm_ukernel_fn)(int64_t kc, const float *a, int64_t as,
                                     const float *b, int64_t bs, float *c, int64_t ldc,
                                     int64_t nr, const kn_sgemm_ustore *s);
 
+/* The int8 family's store (kernels/qgemm/qgemm-ukernel.h states the
+ * micro-kernel's contract), here so that the GEMM driver calls those
+ * kernels itself (kernels/gemm/driver.h, s32_fn), as it does the fp32
+ * ones: a hook per tile cost K = 64 products 3-5%. */
+typedef struct kn_qgemm_ustore {
+  bool load;      /* add acc (partial sums of earlier k passes) */
+  bool final;     /* dequantize to c; else store the sums to acc */
+  int32_t *acc;   /* MR x NR partial sums, row stride NR, 64-byte aligned */
+  float *c;       /* final: the tile's first element */
+  int32_t *si;    /* final, instead of c: the s32 sums (row stride ldc) */
+  int64_t ldc;
+  const int32_t *colsum;  /* the tile's first column; NR readable */
+  const float *w_scale;   /* the same */
+  float a_scale;
+  int32_t a_zero;
+} kn_qgemm_ustore;
+
+typedef void (*kn_qgemm_ukernel_fn)(int64_t kg, const void *a, const void *b, int64_t nr,
+                                    const kn_qgemm_ustore *s);
+
 /* One row against a raw row-major B, streamed row by row (gemv-impl.h):
  * c[j] = sum_{kk < k} a[kk*as] * b[kk*ldb + j] for j < n; c overwritten. */
 typedef void (*kn_sgemv_fn)(int64_t k, int64_t n, const float *a, int64_t as,

@@ -32,23 +32,7 @@
 #ifndef KN_QGEMM_UKERNEL_H
 #define KN_QGEMM_UKERNEL_H
 
-#include "kernels/kernels.h"
-
-typedef struct kn_qgemm_ustore {
-  bool load;      /* add acc (partial sums of earlier k passes) */
-  bool final;     /* dequantize to c; else store the sums to acc */
-  int32_t *acc;   /* MR x NR partial sums, row stride NR, 64-byte aligned */
-  float *c;       /* final: the tile's first element */
-  int32_t *si;    /* final, instead of c: the s32 sums (row stride ldc) */
-  int64_t ldc;
-  const int32_t *colsum;  /* the tile's first column; NR readable */
-  const float *w_scale;   /* the same */
-  float a_scale;
-  int32_t a_zero;
-} kn_qgemm_ustore;
-
-typedef void (*kn_qgemm_ukernel_fn)(int64_t kg, const void *a, const void *b, int64_t nr,
-                                    const kn_qgemm_ustore *s);
+#include "kernels/gemm/gemm-ukernel.h" /* kn_qgemm_ustore, the store's ABI */
 
 /* y[j] = clamp(round(x[j] / scale) + zero, 0, 255) for j < n: the same bits
  * in every implementation (division, round-half-even, NaN -> 0). */

@@ -296,21 +296,6 @@ static void pack_a(const kn_gemm_op *op, int64_t i0, int64_t h, int64_t as, int6
     pack_a_panel(uk, g->a + i0 * g->lda + k0, g->lda, h, kv, kg, dst);
 }
 
-static void kernel(const kn_gemm_op *op, const kn_gemm_tile *t) {
-  const call *cl = call_of(op);
-  const kn_qgemm_args *g = cl->g;
-  const kn_qgemm_ukernels *uk = op->desc->uk;
-  kn_qgemm_ustore s = {.load = !t->first, .final = t->last, .acc = t->acc, .c = t->c,
-                       .ldc = t->ldc, .colsum = cl->colsum + t->j, .w_scale = cl->w_scale + t->j,
-                       .a_scale = g->a_scale, .a_zero = g->a_zero};
-  if (g->s) {
-    s.si = g->s + t->i * g->lds + t->j;
-    s.ldc = g->lds;
-  }
-  (s.final && g->s && uk->fn_s32[t->h - 1] ? uk->fn_s32 : uk->fn)[t->h - 1](t->kc, t->a, t->b,
-                                                                           t->w, &s);
-}
-
 /* A u8 C: the finished fp32 tile requantized. */
 static void finish(const kn_gemm_op *op, const kn_gemm_tile *t) {
   const kn_qgemm_args *g = call_of(op)->g;
@@ -333,7 +318,8 @@ static void describe(kn_qgemm_impl impl, const kn_qgemm_args *g, call *cl, kn_ge
        * A again for each column block of a task */
       .cost_a = 2.0, .coarse_shares = true,
       .a_panel_bytes = op_a_panel_bytes, .pack_a = pack_a, .pack_b = NULL,
-      .kernel = kernel, .finish = g->y ? finish : NULL, .gemv = NULL,
+      .s32_fn = uk->fn, .s32_si_fn = uk->fn_s32, .kernel = NULL,
+      .finish = g->y ? finish : NULL, .gemv = NULL,
   };
   const int64_t k = max64(g->k, 1); /* k = 0: one zero group, the same as a zero sum */
   const int64_t nr = uk->nr, kg = ceil_div(k, uk->g), n_pad = round_up(g->n, nr);
@@ -350,6 +336,8 @@ static void describe(kn_qgemm_impl impl, const kn_qgemm_args *g, call *cl, kn_ge
       .c = g->c, .ldc = g->ldc, .c_esize = 4,
       .stage = g->y ? KN_GEMM_STAGE_TILE : g->s ? KN_GEMM_STAGE_NONE : KN_GEMM_STAGE_C,
       .ep = g->ep,
+      .s32 = {.colsum = cl->colsum, .w_scale = cl->w_scale, .a_scale = g->a_scale,
+              .a_zero = g->a_zero, .si = g->s, .ldc = g->s ? g->lds : 0},
   };
 }
 
