@@ -410,8 +410,10 @@ static void run_block(const task *t, int64_t ic, int64_t mcur, int64_t pc, int64
       else b = t->bbuf; /* the ragged last panel, packed */
     }
     st.bias_col = bias_col ? bias_col + q * nr : NULL;
-    qs.colsum = op->s32.colsum ? op->s32.colsum + col : NULL;
-    qs.w_scale = op->s32.w_scale ? op->s32.w_scale + col : NULL;
+    if (s32_fn) {
+      qs.colsum = op->s32.colsum + col;
+      qs.w_scale = op->s32.w_scale + col;
+    }
     const float *cs = col_scale ? col_scale + q * nr : NULL;
     float *c_q = c0 + q * c_step;
     int32_t *acc = s32 ? acc0 + q * acc_q : NULL;

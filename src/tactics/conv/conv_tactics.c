@@ -316,6 +316,34 @@ void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
     snprintf(buf, len, "post-pass %lld rows", (long long)kn_f32_dwconv_nhwc_post_rows(&c, &ca));
 }
 
+/* W in tactic t's layout and the kernel's kbytes of scratch (*ks): the
+ * step's prepacked weights when they are t's for this ISA and shape, else
+ * W packed at the front of the scratch; *wp NULL when t reads W as it is. */
+static kn_status weights_and_scratch(kn_op_ctx *ctx, int32_t t, const kn_conv2d *c,
+                                     const kn_tensor *w, size_t kbytes, const float **wp,
+                                     void **ks) {
+  kn_rt *rt = ctx->rt;
+  kn_isa isa = rt->isa;
+  const conv_packed *pk = ctx->packed;
+  size_t nf = pack_floats(t, isa, c), pbytes = 0;
+  *wp = NULL;
+  if (nf) {
+    if (pk && pk->hdr.tactic == t && pk->hdr.isa == (int32_t)isa && pk->group == c->group &&
+        !memcmp(pk->wdims, w->dims, sizeof pk->wdims))
+      *wp = (const float *)((const char *)pk + pk->data_off);
+    else
+      pbytes = (nf * sizeof(float) + 63) & ~(size_t)63;
+  }
+  char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
+  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
+  if (pbytes) {
+    pack_into(t, isa, kn_rt_caches(rt).l2, c, w->data, (float *)scratch);
+    *wp = (const float *)scratch;
+  }
+  *ks = scratch + pbytes;
+  return KN_OK;
+}
+
 kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
                        const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
                        kn_tensor *y, bool *done) {
@@ -340,23 +368,10 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
                   : t == KN_TACTIC_conv_gemm     ? kn_f32_conv_gemm_scratch(isa, &c, threads, ca)
                   : t == KN_TACTIC_conv_winograd ? kn_f32_conv_winograd_scratch(isa, &c, threads)
                                                  : kn_f32_deconv_scratch(isa, &c, threads, ca);
-  const conv_packed *pk = ctx->packed;
-  const float *wp = NULL;
-  size_t nf = pack_floats(t, isa, &c), pbytes = 0;
-  if (nf) {
-    if (pk && pk->hdr.tactic == t && pk->hdr.isa == (int32_t)isa && pk->group == c.group &&
-        !memcmp(pk->wdims, w->dims, sizeof pk->wdims))
-      wp = (const float *)((const char *)pk + pk->data_off);
-    else
-      pbytes = (nf * sizeof(float) + 63) & ~(size_t)63;
-  }
-  char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
-  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
-  if (pbytes) {
-    pack_into(t, isa, kn_rt_caches(rt).l2, &c, w->data, (float *)scratch);
-    wp = (const float *)scratch;
-  }
-  void *ks = scratch + pbytes;
+  const float *wp;
+  void *ks;
+  kn_status st = weights_and_scratch(ctx, t, &c, w, kbytes, &wp, &ks);
+  if (st) return st;
   if (t == KN_TACTIC_conv_depthwise)
     kn_f32_dwconv(isa, rt->pool, &c, x->data, w->data, ep, y->data, ks, ca);
   else if (t == KN_TACTIC_conv_gemm)
@@ -405,21 +420,10 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, const kn_te
   size_t kbytes = dw     ? kn_f32_dwconv_nhwc_scratch(isa, &c, threads, ca)
                   : wino ? kn_f32_conv_winograd_nhwc_scratch(isa, &c, threads, ca)
                          : kn_f32_conv_nhwc_scratch(isa, &c, threads, s != NULL, ca);
-  const conv_packed *pk = ctx->packed;
-  const float *wp = NULL;
-  size_t nf = pack_floats(t, isa, &c), pbytes = 0;
-  if (pk && pk->hdr.tactic == t && pk->hdr.isa == (int32_t)isa && pk->group == c.group &&
-      !memcmp(pk->wdims, w->dims, sizeof pk->wdims))
-    wp = (const float *)((const char *)pk + pk->data_off);
-  else
-    pbytes = (nf * sizeof(float) + 63) & ~(size_t)63;
-  char *scratch = kn_rt_scratch(rt, pbytes + kbytes);
-  if (!scratch) return kn_op_fail(ctx, KN_ERR_OOM, "out of memory for convolution scratch");
-  if (pbytes) {
-    pack_into(t, isa, kn_rt_caches(rt).l2, &c, w->data, (float *)scratch);
-    wp = (const float *)scratch;
-  }
-  void *ks = scratch + pbytes;
+  const float *wp;
+  void *ks;
+  kn_status st = weights_and_scratch(ctx, t, &c, w, kbytes, &wp, &ks);
+  if (st) return st;
   float *yd = (float *)y->data + y_off;
   if (dw)
     kn_f32_dwconv_nhwc(isa, rt->pool, &c, x->data, s, wp, ep, yd, ks, ca);
