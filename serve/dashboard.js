@@ -434,7 +434,13 @@
         totals: { requests: reqs, inferences: m.inf, batches: m.batches, outcomes: m.outcomes },
         last: { infer_rate: lp.infRate, request_rate: lp.reqRate, p50_ms: lp.request && lp.request[0.5],
                 p90_ms: lp.request && lp.request[0.9], p99_ms: lp.request && lp.request[0.99],
-                depth: lp.depth, mean_batch: lp.meanBatch }
+                depth: lp.depth, mean_batch: lp.meanBatch },
+        /* the highest over the page's intervals: the last alone may be
+         * milliseconds long (a headless browser's virtual time) and see
+         * no request end */
+        peak: { infer_rate: Math.max.apply(null, h.map(function (p) { return p.infRate || 0; })),
+                p99_ms: Math.max.apply(null, h.map(function (p) {
+                  return (p.request && p.request[0.99]) || 0; })) }
       };
     }
     var mem = latest.memory, parts = [];
