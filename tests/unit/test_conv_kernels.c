@@ -27,6 +27,11 @@ typedef struct conv_case {
   int res;         /* FusedConv residual: 0 none, 1 after act, 2 before */
   int32_t want;    /* expected tactic */
   bool selected;   /* Winograd: select must pick it (else it is forced) */
+  /* spatial dims: 0 or 2 as above; 1: rank 3, the w-side fields (w, kw,
+   * sw, dw, pads[1] and pads[3]); 3: rank 5, these depth fields before
+   * the h and w ones */
+  int nd;
+  int64_t d, kd, sd, dd, pf, pk; /* depth, its kernel, stride, dilation, pads */
 } conv_case;
 
 typedef struct one_node {
@@ -159,44 +164,51 @@ static void set_ints(kn_node *n, const char *name, int32_t cnt, const int64_t *v
   assert_true(kn_node_set_ints(n, name, v, cnt));
 }
 
+/* Output size of one spatial dim. */
+static int64_t out_dim(bool tr, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb,
+                       int64_t pe, int64_t opad) {
+  int64_t ek = (k - 1) * d + 1;
+  return tr ? s * (in - 1) + opad + ek - pb - pe : (in + pb + pe - ek) / s + 1;
+}
+
 static void conv_case_run(const conv_case *cc) {
   bool tr = !strcmp(cc->op, "ConvTranspose"), fused = !strcmp(cc->op, "FusedConv");
+  int nd = cc->nd ? cc->nd : 2;
   kn_ir_model *m = tk_model_new(13);
   kn_graph *g = m->graph;
-  int64_t xd[4] = {cc->n, cc->c, cc->h, cc->w};
-  int64_t wd[4] = {tr ? cc->c : cc->m, (tr ? cc->m : cc->c) / cc->group, cc->kh, cc->kw};
+  /* per spatial dim (outermost first): input, kernel, stride, dilation,
+   * pads before and after */
+  int64_t sp[3], k[3], s[3], d[3], pb[3], pe[3], o[3];
+  int32_t q = 0;
+  if (nd == 3) sp[q] = cc->d, k[q] = cc->kd, s[q] = cc->sd, d[q] = cc->dd, pb[q] = cc->pf,
+               pe[q++] = cc->pk;
+  if (nd >= 2) sp[q] = cc->h, k[q] = cc->kh, s[q] = cc->sh, d[q] = cc->dh, pb[q] = cc->pads[0],
+               pe[q++] = cc->pads[2];
+  sp[q] = cc->w, k[q] = cc->kw, s[q] = cc->sw, d[q] = cc->dw, pb[q] = cc->pads[1],
+  pe[q++] = cc->pads[3];
+  int64_t xd[5] = {cc->n, cc->c}, wd[5] = {tr ? cc->c : cc->m, (tr ? cc->m : cc->c) / cc->group},
+          zd[5] = {cc->n, cc->m}, pads[6], op2[3];
+  for (int32_t i = 0; i < nd; i++) {
+    o[i] = out_dim(tr, sp[i], k[i], s[i], d[i], pb[i], pe[i], cc->opad);
+    xd[2 + i] = sp[i], wd[2 + i] = k[i], zd[2 + i] = o[i];
+    pads[i] = pb[i], pads[nd + i] = pe[i], op2[i] = cc->opad;
+  }
   int32_t in[4], nin = 0;
-  in[nin++] = tk_input(g, "x", 4, xd);
-  in[nin++] = tk_const_rand(g, 4, wd, 11u + (uint32_t)cc->kh, 0.0f);
+  in[nin++] = tk_input(g, "x", nd + 2, xd);
+  in[nin++] = tk_const_rand(g, nd + 2, wd, 11u + (uint32_t)cc->kh, 0.0f);
   if (cc->bias || cc->res) {
     int64_t bd = cc->m;
     in[nin++] = cc->bias ? tk_const_rand(g, 1, &bd, 5, 0.0f) : -1;
   }
-  int64_t oh, ow; /* output dims, for the residual input */
-  {
-    int64_t ekh = (cc->kh - 1) * cc->dh + 1, ekw = (cc->kw - 1) * cc->dw + 1;
-    if (tr) {
-      oh = cc->sh * (cc->h - 1) + cc->opad + ekh - cc->pads[0] - cc->pads[2];
-      ow = cc->sw * (cc->w - 1) + cc->opad + ekw - cc->pads[1] - cc->pads[3];
-    } else {
-      oh = (cc->h + cc->pads[0] + cc->pads[2] - ekh) / cc->sh + 1;
-      ow = (cc->w + cc->pads[1] + cc->pads[3] - ekw) / cc->sw + 1;
-    }
-  }
-  if (cc->res) {
-    int64_t zd[4] = {cc->n, cc->m, oh, ow};
-    in[nin++] = tk_input(g, "z", 4, zd);
-  }
+  if (cc->res) in[nin++] = tk_input(g, "z", nd + 2, zd);
   int32_t y = kn_graph_add_fresh_value(g, "y");
   assert_true(kn_graph_new_node(g, cc->op, fused ? KN_DOMAIN : "", "node", nin, in, 1, &y) >= 0);
   kn_node *n = tk_last(g);
-  int64_t k[2] = {cc->kh, cc->kw}, s[2] = {cc->sh, cc->sw}, d[2] = {cc->dh, cc->dw};
-  int64_t op2[2] = {cc->opad, cc->opad};
-  set_ints(n, "kernel_shape", 2, k);
-  set_ints(n, "strides", 2, s);
-  set_ints(n, "dilations", 2, d);
-  set_ints(n, "pads", 4, cc->pads);
-  if (tr && cc->opad) set_ints(n, "output_padding", 2, op2);
+  set_ints(n, "kernel_shape", nd, k);
+  set_ints(n, "strides", nd, s);
+  set_ints(n, "dilations", nd, d);
+  set_ints(n, "pads", 2 * nd, pads);
+  if (tr && cc->opad) set_ints(n, "output_padding", nd, op2);
   assert_true(kn_node_set_int(n, "group", cc->group));
   if (fused) {
     assert_true(kn_node_set_string(n, "activation", cc->act ? cc->act : ""));
@@ -208,25 +220,25 @@ static void conv_case_run(const conv_case *cc) {
   }
   tk_output(g, y);
   tk_prepare(m);
-  one_node o = {.m = m, .node = &g->nodes[0], .out = y};
-  assert_int_equal(g->values[y].type.dims[2], oh);
-  assert_int_equal(g->values[y].type.dims[3], ow);
-  bind_inputs(&o);
-  char what[256];
-  snprintf(what, sizeof what,
-           "%s n%lld c%lld %lldx%lld -> m%lld g%lld k%lldx%lld s%lldx%lld d%lldx%lld "
-           "pads %lld,%lld,%lld,%lld%s%s",
-           cc->op, (long long)cc->n, (long long)cc->c, (long long)cc->h, (long long)cc->w,
-           (long long)cc->m, (long long)cc->group, (long long)cc->kh, (long long)cc->kw,
-           (long long)cc->sh, (long long)cc->sw, (long long)cc->dh, (long long)cc->dw,
-           (long long)cc->pads[0], (long long)cc->pads[1], (long long)cc->pads[2],
-           (long long)cc->pads[3], cc->act ? " act " : "", cc->act ? cc->act : "");
-  double kdim = (double)(cc->c / cc->group * cc->kh * cc->kw);
+  one_node on = {.m = m, .node = &g->nodes[0], .out = y};
+  for (int32_t i = 0; i < nd; i++) assert_int_equal(g->values[y].type.dims[2 + i], o[i]);
+  bind_inputs(&on);
+  char what[320];
+  int len = snprintf(what, sizeof what, "%s %dd n%lld c%lld -> m%lld g%lld", cc->op, nd,
+                     (long long)cc->n, (long long)cc->c, (long long)cc->m, (long long)cc->group);
+  for (int32_t i = 0; i < nd && len > 0 && (size_t)len < sizeof what; i++)
+    len += snprintf(what + len, sizeof what - (size_t)len, " [in %lld k %lld s %lld d %lld pads %lld,%lld]",
+                    (long long)sp[i], (long long)k[i], (long long)s[i], (long long)d[i],
+                    (long long)pb[i], (long long)pe[i]);
+  if (len > 0 && (size_t)len < sizeof what && cc->act)
+    snprintf(what + len, sizeof what - (size_t)len, " act %s", cc->act);
+  double kdim = (double)(cc->c / cc->group);
+  for (int32_t i = 0; i < nd; i++) kdim *= (double)k[i];
   /* Winograd mixes values with weights up to 8 and 1/24: about 10x the
    * rounding of a direct sum */
   double tol = 2e-6 * (4.0 + sqrt(kdim)) * (cc->want == KN_TACTIC_conv_winograd ? 10 : 1);
-  compare_fast(&o, cc->want, cc->want == KN_TACTIC_conv_winograd && !cc->selected, tol, what);
-  free_node(&o);
+  compare_fast(&on, cc->want, cc->want == KN_TACTIC_conv_winograd && !cc->selected, tol, what);
+  free_node(&on);
 }
 
 /* Hand-picked cases: every tactic, the model shapes' kinds, the edges. */
@@ -300,6 +312,50 @@ static void test_conv_cases(void **state) {
       {"FusedConv", 1, 7, 5, 5, 7, 7, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 0, false, "Silu", 2, D},
       {"FusedConv", 2, 4, 7, 7, 6, 2, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, true, "LeakyRelu", 0,
        G},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv_case_run(&cases[i]);
+}
+
+/* 1-D convolutions (rank 3: audio front ends, an STFT as a strided Conv1d,
+ * depthwise and grouped 1-D convs) and 3-D ones (rank 5: video), and
+ * their transposes, on the same tactics as 2-D (1-D as height 1, 3-D on
+ * conv_gemm and conv_transpose_gemm with the depth fields). */
+static void test_conv_ranks(void **state) {
+  (void)state;
+  const int32_t G = KN_TACTIC_conv_gemm, D = KN_TACTIC_conv_depthwise,
+                T = KN_TACTIC_conv_transpose_gemm;
+  const conv_case cases[] = {
+      /* 1-D: a strided STFT-like conv (1 channel in, long kernel), k3 pad 1, dilated,
+       * depthwise, grouped, pointwise, FusedConv */
+      {"Conv", 1, 1, 1, 1000, 66, 1, 1, 128, 1, 32, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, G, false, 1},
+      {"Conv", 2, 17, 1, 61, 33, 1, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 0, true, NULL, 0, G, false, 1},
+      {"Conv", 1, 8, 1, 50, 8, 1, 1, 5, 1, 2, 1, 3, {0, 4, 0, 2}, 0, false, NULL, 0, G, false, 1},
+      {"Conv", 1, 16, 1, 77, 16, 16, 1, 5, 1, 1, 1, 1, {0, 2, 0, 2}, 0, true, NULL, 0, D, false, 1},
+      {"Conv", 1, 12, 1, 40, 24, 4, 1, 3, 1, 2, 1, 1, {0, 1, 0, 1}, 0, true, NULL, 0, G, false, 1},
+      {"Conv", 1, 33, 1, 19, 17, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, G, false, 1},
+      {"FusedConv", 1, 16, 1, 64, 32, 1, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 0, true, "Relu", 1, G,
+       false, 1},
+      {"ConvTranspose", 1, 16, 1, 30, 8, 1, 1, 4, 1, 2, 1, 1, {0, 1, 0, 1}, 1, true, NULL, 0, T,
+       false, 1},
+      /* 3-D: 3x3x3 padded, a (1,7,7) stride (1,2,2) stem, (3,1,1) temporal,
+       * strided and dilated depth, grouped, depthwise (on conv_gemm),
+       * FusedConv, batch 2 */
+      {"Conv", 1, 8, 6, 7, 16, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, G, false, 3,
+       5, 3, 1, 1, 1, 1},
+      {"Conv", 1, 3, 9, 9, 8, 1, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 0, true, NULL, 0, G, false, 3,
+       4, 1, 1, 1, 0, 0},
+      {"Conv", 2, 9, 5, 5, 7, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, false, NULL, 0, G, false, 3,
+       6, 3, 1, 1, 1, 1},
+      {"Conv", 1, 4, 7, 6, 6, 2, 3, 2, 2, 1, 1, 2, {1, 0, 0, 1}, 0, true, NULL, 0, G, false, 3,
+       9, 3, 2, 2, 2, 1},
+      {"Conv", 1, 6, 5, 5, 6, 6, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, NULL, 0, G, false, 3,
+       4, 3, 1, 1, 1, 1},
+      {"FusedConv", 1, 8, 4, 5, 8, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 0, true, "Relu", 2, G,
+       false, 3, 3, 3, 1, 1, 1, 1},
+      {"ConvTranspose", 1, 6, 3, 4, 4, 1, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, T,
+       false, 3, 3, 2, 2, 1, 0, 0},
+      {"ConvTranspose", 1, 4, 3, 3, 6, 2, 3, 3, 2, 1, 1, 1, {1, 1, 1, 0}, 1, true, NULL, 0, T,
+       false, 3, 2, 3, 2, 1, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv_case_run(&cases[i]);
 }
@@ -518,6 +574,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_cases),
       cmocka_unit_test(test_conv_sweep),
+      cmocka_unit_test(test_conv_ranks),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_select),
       cmocka_unit_test(test_pool_cases),

@@ -15,6 +15,10 @@
  * multiply-adds (oneDNN's and MLAS's NCHW convolutions make the same trade
  * with an im2col tile; here the tile is the GEMM's own packed panel).
  *
+ * A 3-D convolution (kn_conv2d's depth fields) is the same GEMM over
+ * output positions (oz, oy, ox) with taps (kz, ky, kx); a 1-D one is a 2-D
+ * one with h = 1.
+ *
  * The GEMM's cache blocking comes from the caller's capacities (kn_caches,
  * kn_sgemm_blocking_of).
  *
@@ -28,11 +32,14 @@
 /* Longest panel the run table below holds (NR of every ISA is <= 64). */
 #define MAX_NR 64
 
-static int64_t kdim_of(const kn_conv2d *g) { return g->c / g->group * g->kh * g->kw; }
+static int64_t kdim_of(const kn_conv2d *g) {
+  return g->c / g->group * kn_conv2d_depth(g).kd * g->kh * g->kw;
+}
 
 static bool pointwise(const kn_conv2d *g) {
+  kn_conv_depth z = kn_conv2d_depth(g);
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
-         g->oh == g->h && g->ow == g->w;
+         g->oh == g->h && g->ow == g->w && z.kd == 1 && z.sd == 1 && z.pf == 0 && z.od == z.d;
 }
 
 size_t kn_f32_conv_gemm_pack_size(kn_isa isa, const kn_conv2d *g) {
@@ -54,12 +61,12 @@ typedef struct im2col {
   int64_t nr;
 } im2col;
 
-/* Entries of the per-panel (tap, run) table below: 9 taps x 32 runs, or a
- * 7x7 stem's 49 taps x 5 runs; larger kernels on tiny images take the
- * slow path. */
-#define MAX_TAB 512
+/* Entries of the per-panel (tap, run) table below: 9 taps x 32 runs, a
+ * 3x3x3 kernel's 27 taps x 32 runs, or a 7x7 stem's 49 taps x 5 runs;
+ * larger kernels on tiny images take the slow path. */
+#define MAX_TAB 1024
 
-/* Where row (channel, ky, kx) of run r reads, for one tap (ky, kx): the
+/* Where row (channel, kz, ky, kx) of run r reads, for one tap: the
  * columns [lo, hi) of the run that fall inside the image (the rest are
  * zeros) and the offset in the channel's plane of column lo's input. */
 typedef struct tap_run {
@@ -67,7 +74,7 @@ typedef struct tap_run {
   int16_t lo, hi;
 } tap_run;
 
-/* One (channel, ky, kx) row of a panel from its runs' table entries. */
+/* One (channel, kz, ky, kx) row of a panel from its runs' table entries. */
 static inline void panel_row(float *restrict d, const float *restrict plane,
                              const tap_run *t, int32_t nruns, const int64_t *r_col,
                              const int64_t *r_len, int64_t sw) {
@@ -83,68 +90,70 @@ static inline void panel_row(float *restrict d, const float *restrict plane,
   }
 }
 
+/* Where tap (kz, ky, kx) of run r starts and which of its columns are in
+ * the input: the run's output row is (oz, oy), its first column ox. */
+static tap_run tap_of(const kn_conv2d *g, const kn_conv_depth *z, int64_t oz, int64_t oy,
+                      int64_t ox, int64_t len, int64_t kz, int64_t ky, int64_t kx) {
+  int64_t sw = g->sw, w = g->w;
+  int64_t iz = oz * z->sd - z->pf + kz * z->dd, iy = oy * g->sh - g->pt + ky * g->dh;
+  int64_t start = ox * sw - g->pl + kx * g->dw; /* input column of the run's first */
+  int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
+  int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
+  if (hi > len) hi = len;
+  if (lo > hi) lo = hi;
+  if (iy < 0 || iy >= g->h || iz < 0 || iz >= z->d) lo = hi = 0;
+  tap_run e = {.off = 0, .lo = (int16_t)lo, .hi = (int16_t)hi};
+  if (lo < hi) e.off = (int32_t)((iz * g->h + iy) * w + start + lo * sw);
+  return e;
+}
+
 static void im2col_panel(void *arg, int64_t k0, int64_t kc, int64_t n0, int64_t ncols,
                          float *dst) {
   const im2col *a = arg;
   const kn_conv2d *g = a->g;
-  int64_t nr = a->nr, ow = g->ow, sw = g->sw, w = g->w, h = g->h;
+  kn_conv_depth z = kn_conv2d_depth(g);
+  int64_t nr = a->nr, ow = g->ow, sw = g->sw;
   KN_ASSERT(nr <= MAX_NR && ncols <= nr);
-  /* runs of columns within one output row: (oy, first ox, length, column) */
-  int64_t r_oy[MAX_NR], r_ox[MAX_NR], r_len[MAX_NR], r_col[MAX_NR];
+  /* runs of columns within one output row: (oz, oy, first ox, length, column) */
+  int64_t r_oz[MAX_NR], r_oy[MAX_NR], r_ox[MAX_NR], r_len[MAX_NR], r_col[MAX_NR];
   int32_t nruns = 0;
   for (int64_t col = 0, p = n0; col < ncols; nruns++) {
-    int64_t oy = p / ow, ox = p % ow, len = ow - ox < ncols - col ? ow - ox : ncols - col;
-    r_oy[nruns] = oy;
+    int64_t row = p / ow, ox = p % ow, len = ow - ox < ncols - col ? ow - ox : ncols - col;
+    r_oz[nruns] = row / g->oh;
+    r_oy[nruns] = row % g->oh;
     r_ox[nruns] = ox;
     r_len[nruns] = len;
     r_col[nruns] = col;
     col += len;
     p += len;
   }
-  int64_t ksz = g->kh * g->kw;
+  int64_t khw = g->kh * g->kw, ksz = z.kd * khw, plane = z.d * g->h * g->w;
   /* The bounds of a (tap, run) do not depend on the channel: work them
-   * out once per panel (the divisions), not once per row of it. */
+   * out once per panel (the divisions), not once per row of it.  Offsets
+   * must fit the table's int32 (else each row works its own out). */
   tap_run tab[MAX_TAB];
-  bool tabbed = ksz * nruns <= MAX_TAB && h * w <= INT32_MAX;
+  bool tabbed = ksz * nruns <= MAX_TAB && plane <= INT32_MAX;
   if (tabbed)
-    for (int64_t ky = 0, t = 0; ky < g->kh; ky++)
-      for (int64_t kx = 0; kx < g->kw; kx++, t++)
-        for (int32_t r = 0; r < nruns; r++) {
-          tap_run *e = &tab[t * nruns + r];
-          int64_t iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
-          int64_t start = r_ox[r] * sw - g->pl + kx * g->dw; /* input column of dr[0] */
-          int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
-          int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
-          if (hi > r_len[r]) hi = r_len[r];
-          if (lo > hi) lo = hi;
-          if (iy < 0 || iy >= h) lo = hi = 0;
-          e->off = (int32_t)(lo < hi ? iy * w + start + lo * sw : 0);
-          e->lo = (int16_t)lo;
-          e->hi = (int16_t)hi;
-        }
+    for (int64_t t = 0; t < ksz; t++)
+      for (int32_t r = 0; r < nruns; r++)
+        tab[t * nruns + r] = tap_of(g, &z, r_oz[r], r_oy[r], r_ox[r], r_len[r], t / khw,
+                                    t % khw / g->kw, t % g->kw);
   int64_t ch = k0 / ksz, tap = k0 % ksz;
   for (int64_t kk = 0; kk < kc; kk++) {
     float *d = dst + kk * nr;
-    const float *plane = a->x + ch * h * w;
+    const float *xp = a->x + ch * plane;
     if (tabbed) {
-      panel_row(d, plane, tab + tap * nruns, nruns, r_col, r_len, sw);
+      panel_row(d, xp, tab + tap * nruns, nruns, r_col, r_len, sw);
     } else {
-      int64_t ky = tap / g->kw, kx = tap % g->kw;
+      int64_t kz = tap / khw, ky = tap % khw / g->kw, kx = tap % g->kw;
       for (int32_t r = 0; r < nruns; r++) {
-        tap_run e;
-        int64_t iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
+        tap_run e = tap_of(g, &z, r_oz[r], r_oy[r], r_ox[r], r_len[r], kz, ky, kx);
+        /* the offset may exceed int32 here: pass the input itself */
+        int64_t iz = r_oz[r] * z.sd - z.pf + kz * z.dd, iy = r_oy[r] * g->sh - g->pt + ky * g->dh;
         int64_t start = r_ox[r] * sw - g->pl + kx * g->dw;
-        int64_t lo = start >= 0 ? 0 : (-start + sw - 1) / sw;
-        int64_t hi = start >= w ? 0 : (w - 1 - start) / sw + 1;
-        if (hi > r_len[r]) hi = r_len[r];
-        if (lo > hi) lo = hi;
-        if (iy < 0 || iy >= h) lo = hi = 0;
+        const float *src = e.lo < e.hi ? xp + (iz * g->h + iy) * g->w + start + e.lo * sw : xp;
         e.off = 0;
-        e.lo = (int16_t)lo;
-        e.hi = (int16_t)hi;
-        /* offsets may exceed int32 here: pass the input itself */
-        panel_row(d, lo < hi ? plane + iy * w + start + lo * sw : plane, &e, 1, &r_col[r],
-                  &r_len[r], sw);
+        panel_row(d, src, &e, 1, &r_col[r], &r_len[r], sw);
       }
     }
     for (int64_t j = ncols; j < nr; j++) d[j] = 0.0f;
@@ -176,7 +185,8 @@ static void cg_args(const cg_job *j, int64_t b, int64_t gi, im2col *im, kn_epilo
                     kn_sgemm_args *a) {
   const kn_conv2d *g = j->g;
   int64_t mg = g->m / g->group, cgr = g->c / g->group, kd = kdim_of(g);
-  int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
+  kn_conv_depth z = kn_conv2d_depth(g);
+  int64_t hw = z.d * g->h * g->w, ohw = z.od * g->oh * g->ow;
   const float *xg = at(j->x, (b * g->c + gi * cgr) * hw);
   memset(a, 0, sizeof *a);
   a->m = mg;
@@ -239,7 +249,7 @@ static void cg_task(void *arg, int64_t task, int32_t thread) {
 void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                       const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
                       const kn_caches *caches) {
-  if (g->n * g->m * g->oh * g->ow == 0) return;
+  if (g->n * g->m * kn_conv2d_depth(g).od * g->oh * g->ow == 0) return;
   cg_job j = {.isa = isa, .g = g, .x = x, .wp = wpacked, .ep = ep, .y = y, .scratch = scratch,
               .bl = kn_sgemm_blocking_of(isa, caches)};
   int32_t threads = kn_pool_threads(pool);

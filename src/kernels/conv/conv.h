@@ -1,8 +1,10 @@
 /*
- * fp32 2-D convolutions in NCHW (rank-4 tensors), one entry per tactic of
+ * fp32 convolutions in NCHW (2-D, rank-4 tensors; conv_gemm and
+ * conv_transpose_gemm also 3-D, and any tactic 1-D as h = 1), one entry per tactic of
  * src/ops/tactics.inc:
  *
- *   conv_gemm            any group/stride/dilation/padding: per (image,
+ *   conv_gemm            any group/stride/dilation/padding, 1-D to 3-D
+ *                        (the depth fields of kn_conv2d): per (image,
  *                        group) one packed GEMM, A = the group's weights
  *                        [Cout/group, Cin/group*kh*kw] (prepacked), B = the
  *                        image itself for 1x1 stride-1 unpadded kernels,
@@ -14,7 +16,8 @@
  *   conv_winograd        3x3, stride 1, dilation 1: F(4x4, 3x3), 36 GEMMs
  *                        per block of tiles over Winograd-domain weights
  *                        transformed once at pack time.
- *   conv_transpose_gemm  ConvTranspose: GEMM (W^T x image) then col2im.
+ *   conv_transpose_gemm  ConvTranspose, 1-D to 3-D: GEMM (W^T x image)
+ *                        then col2im.
  *
  * Every tactic applies the fused epilogue (kernels.h) to the blocks it
  * finishes, with these conventions for the whole output:
@@ -56,10 +59,25 @@ typedef struct kn_conv2d {
    * from one output pixel to the next, when y is a channel slice of a wider
    * tensor (a Concat written in place); 0 means m.  Not with a residual. */
   int64_t ldy;
+  /* 3-D convolutions (conv_gemm and conv_transpose_gemm only): the input's
+   * depth d, the output's od, the kernel's kd with its stride sd, dilation
+   * dd and front pad pf.  kd == 0 is a 2-D convolution, as if d = od = kd =
+   * sd = dd = 1 and pf = 0 (kn_conv2d_depth).  A 1-D convolution is a 2-D
+   * one with h = oh = kh = 1. */
+  int64_t d, od, kd, sd, dd, pf;
 } kn_conv2d;
 
 /* The output pixel stride of a channels-last output. */
 static inline int64_t kn_conv2d_ldy(const kn_conv2d *g) { return g->ldy > 0 ? g->ldy : g->m; }
+
+/* The depth dims of g, those of a 2-D convolution when g->kd == 0. */
+typedef struct kn_conv_depth {
+  int64_t d, od, kd, sd, dd, pf;
+} kn_conv_depth;
+static inline kn_conv_depth kn_conv2d_depth(const kn_conv2d *g) {
+  if (g->kd < 1) return (kn_conv_depth){1, 1, 1, 1, 1, 0};
+  return (kn_conv_depth){g->d, g->od, g->kd, g->sd, g->dd, g->pf};
+}
 
 /* ---- conv_gemm ---------------------------------------------------------- */
 

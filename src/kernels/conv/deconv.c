@@ -2,7 +2,8 @@
  * conv_transpose_gemm: ConvTranspose (the adjoint of a convolution) as
  *   col [m/group*kh*kw, positions] = W_g^T [m/group*kh*kw, c/group] x X_g
  * over blocks of input positions, then col2im: each column scatters its
- * kh*kw values per output channel into the output image (accumulating).
+ * kh*kw values per output channel into the output image (accumulating);
+ * in 3-D (kn_conv2d's depth fields) kd*kh*kw values into the volume.
  * W_g^T is prepacked once; X_g is read in place as the GEMM's raw B.
  *
  * The output is zeroed per group first (outputs arrive unzeroed), the
@@ -13,14 +14,19 @@
 #include "kernels/conv/conv.h"
 #include "kernels/gemm/gemm.h"
 
-static int64_t rows_of(const kn_conv2d *g) { return g->m / g->group * g->kh * g->kw; }
+static int64_t rows_of(const kn_conv2d *g) {
+  return g->m / g->group * kn_conv2d_depth(g).kd * g->kh * g->kw;
+}
+/* Input and output positions of one image (3-D: depth x rows x columns). */
+static int64_t in_size(const kn_conv2d *g) { return kn_conv2d_depth(g).d * g->h * g->w; }
+static int64_t out_size(const kn_conv2d *g) { return kn_conv2d_depth(g).od * g->oh * g->ow; }
 
 /* Input positions per col block: the block in a quarter of the L2
  * (kn_caches; 256 KiB of 1 MiB), L2-resident while it is scattered, but
  * at least 64 positions. */
 static int64_t block_of(const kn_conv2d *g, const kn_caches *caches) {
   int64_t col_floats = (int64_t)(kn_caches_or_common(caches).l2 / 4 / sizeof(float));
-  int64_t hw = g->h * g->w, nb = col_floats / (rows_of(g) > 0 ? rows_of(g) : 1);
+  int64_t hw = in_size(g), nb = col_floats / (rows_of(g) > 0 ? rows_of(g) : 1);
   if (nb < 64) nb = 64;
   return nb < hw ? nb : hw;
 }
@@ -46,7 +52,7 @@ static void gemm_args(kn_isa isa, const kn_conv2d *g, const float *a_packed, con
   a->alpha = 1.0f;
   a->a_packed = a_packed;
   a->b = xb;
-  a->ldb = g->h * g->w;
+  a->ldb = in_size(g);
   a->c = col;
   a->ldc = cnt;
   a->blocking = bl;
@@ -78,7 +84,7 @@ typedef struct dc_job {
 static void zero_task(void *arg, int64_t mo, int32_t thread) {
   (void)thread;
   const dc_job *j = arg;
-  int64_t ohw = j->g->oh * j->g->ow;
+  int64_t ohw = out_size(j->g);
   memset(j->yg + mo * ohw, 0, (size_t)ohw * sizeof(float));
 }
 
@@ -86,45 +92,47 @@ static void col2im_task(void *arg, int64_t mo, int32_t thread) {
   (void)thread;
   const dc_job *j = arg;
   const kn_conv2d *g = j->g;
-  int64_t ksz = g->kh * g->kw, cnt = j->cnt;
-  float *yp = j->yg + mo * g->oh * g->ow;
-  for (int64_t ky = 0; ky < g->kh; ky++)
-    for (int64_t kx = 0; kx < g->kw; kx++) {
-      const float *cr = j->col + (mo * ksz + ky * g->kw + kx) * cnt;
-      int64_t xoff = kx * g->dw - g->pl;
-      /* input columns ix whose output column ix*sw + xoff is in [0, ow) */
-      int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
-      int64_t hi = xoff >= g->ow ? 0 : (g->ow - 1 - xoff) / g->sw + 1;
-      if (hi > g->w) hi = g->w;
-      for (int64_t p = j->n0; p < j->n0 + cnt;) {
-        int64_t iy = p / g->w, ix0 = p % g->w;
-        int64_t ix1 = g->w - ix0 < j->n0 + cnt - p ? g->w : ix0 + (j->n0 + cnt - p);
-        int64_t oy = iy * g->sh - g->pt + ky * g->dh;
-        if (oy >= 0 && oy < g->oh) {
-          float *yr = yp + oy * g->ow;
-          int64_t cb = p - j->n0 - ix0; /* cr[cb + ix]: the column of input ix */
-          int64_t a = ix0 > lo ? ix0 : lo, b = ix1 < hi ? ix1 : hi;
-          if (g->sw == 1)
-            for (int64_t ix = a; ix < b; ix++) yr[ix + xoff] += cr[cb + ix];
-          else
-            for (int64_t ix = a; ix < b; ix++) yr[ix * g->sw + xoff] += cr[cb + ix];
+  kn_conv_depth z = kn_conv2d_depth(g);
+  int64_t khw = g->kh * g->kw, ksz = z.kd * khw, cnt = j->cnt;
+  float *yp = j->yg + mo * out_size(g);
+  for (int64_t kz = 0; kz < z.kd; kz++)
+    for (int64_t ky = 0; ky < g->kh; ky++)
+      for (int64_t kx = 0; kx < g->kw; kx++) {
+        const float *cr = j->col + (mo * ksz + kz * khw + ky * g->kw + kx) * cnt;
+        int64_t xoff = kx * g->dw - g->pl;
+        /* input columns ix whose output column ix*sw + xoff is in [0, ow) */
+        int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+        int64_t hi = xoff >= g->ow ? 0 : (g->ow - 1 - xoff) / g->sw + 1;
+        if (hi > g->w) hi = g->w;
+        for (int64_t p = j->n0; p < j->n0 + cnt;) {
+          int64_t row = p / g->w, ix0 = p % g->w, iz = row / g->h, iy = row % g->h;
+          int64_t ix1 = g->w - ix0 < j->n0 + cnt - p ? g->w : ix0 + (j->n0 + cnt - p);
+          int64_t oz = iz * z.sd - z.pf + kz * z.dd, oy = iy * g->sh - g->pt + ky * g->dh;
+          if (oy >= 0 && oy < g->oh && oz >= 0 && oz < z.od) {
+            float *yr = yp + (oz * g->oh + oy) * g->ow;
+            int64_t cb = p - j->n0 - ix0; /* cr[cb + ix]: the column of input ix */
+            int64_t a = ix0 > lo ? ix0 : lo, b = ix1 < hi ? ix1 : hi;
+            if (g->sw == 1)
+              for (int64_t ix = a; ix < b; ix++) yr[ix + xoff] += cr[cb + ix];
+            else
+              for (int64_t ix = a; ix < b; ix++) yr[ix * g->sw + xoff] += cr[cb + ix];
+          }
+          p += ix1 - ix0;
         }
-        p += ix1 - ix0;
       }
-    }
 }
 
 static void epi_task(void *arg, int64_t mo, int32_t thread) {
   (void)thread;
   const dc_job *j = arg;
-  int64_t ohw = j->g->oh * j->g->ow;
+  int64_t ohw = out_size(j->g);
   kn_f32_epilogue(j->isa, &j->e, j->yg + mo * ohw, ohw, mo, 1, 0, ohw);
 }
 
 void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                    const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
                    const kn_caches *caches) {
-  int64_t mg = g->m / g->group, cg = g->c / g->group, hw = g->h * g->w, ohw = g->oh * g->ow;
+  int64_t mg = g->m / g->group, cg = g->c / g->group, hw = in_size(g), ohw = out_size(g);
   if (g->n * g->m * ohw == 0) return;
   int64_t rows = rows_of(g), nb = block_of(g, caches);
   size_t per = kn_sgemm_pack_a_size(isa, rows, cg);

@@ -84,7 +84,7 @@ static int64_t block_floats(const kn_caches *caches) {
 bool kn_f32_conv_winograd_nhwc_fits(const kn_conv2d *g) {
   /* any pads and sizes: windows partly or wholly outside read zeros */
   return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-         g->group == 1;
+         g->group == 1 && g->kd < 1;
 }
 
 /* Floats of one U_xi (a packed B of c x m). */

@@ -54,9 +54,9 @@ static const kn_wg_ukernels *wg_uk(kn_isa isa) {
 }
 
 bool kn_f32_conv_winograd_fits(const kn_conv2d *g) {
-  /* gathers index a plane with int32 offsets */
+  /* 2-D only; gathers index a plane with int32 offsets */
   return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-         g->group == 1 && (g->h + 8) * (g->w + 8) < ((int64_t)1 << 30) &&
+         g->group == 1 && g->kd < 1 && (g->h + 8) * (g->w + 8) < ((int64_t)1 << 30) &&
          (g->oh + 8) * (g->ow + 8) < ((int64_t)1 << 30);
 }
 

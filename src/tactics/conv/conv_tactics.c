@@ -18,25 +18,26 @@ static bool is_transpose_node(const kn_node *n) { return !strcmp(n->op_type, "Co
 static bool is_nhwc_node(const kn_node *n) { return !strcmp(n->op_type, "NhwcFusedConv"); }
 
 /* Geometry from static types (unknown parts as kn_conv_geometry leaves
- * them); false when the node is not a float32 4-D convolution with known
- * weight dims. */
+ * them); false when the node is not a float32 1-D, 2-D or 3-D convolution
+ * (channels-last: 2-D) with known weight dims. */
 static bool static_geometry(const kn_graph *gr, const kn_node *n, bool transpose,
                             kn_conv_geom *geo, const kn_tensor **wconst) {
   if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return false;
   const kn_value *xv = &gr->values[n->inputs[0]], *wv = &gr->values[n->inputs[1]];
+  int32_t rank = wv->type.rank;
   if (xv->type.dtype != KN_DTYPE_F32 || wv->type.dtype != KN_DTYPE_F32 ||
-      xv->type.rank != 4 || wv->type.rank != 4)
+      xv->type.rank != rank || rank < 3 || rank > 5 || (is_nhwc_node(n) && rank != 4))
     return false;
   kn_slot xs, ws;
   memset(&xs, 0, sizeof xs);
   memset(&ws, 0, sizeof ws);
   xs.kind = ws.kind = KN_KIND_TENSOR;
   xs.t.dtype = ws.t.dtype = KN_DTYPE_F32;
-  xs.t.rank = ws.t.rank = 4;
+  xs.t.rank = ws.t.rank = rank;
   memcpy(xs.t.dims, xv->type.dims, sizeof xs.t.dims);
   if (is_nhwc_node(n)) kn_dims_to_nchw(xv->type.dims, xs.t.dims);
   memcpy(ws.t.dims, wv->type.dims, sizeof ws.t.dims);
-  for (int32_t i = 0; i < 4; i++)
+  for (int32_t i = 0; i < rank; i++)
     if (ws.t.dims[i] < 1) return false;
   kn_slot *in[2] = {&xs, &ws};
   kn_error err;
@@ -52,14 +53,15 @@ static bool static_geometry(const kn_graph *gr, const kn_node *n, bool transpose
   int32_t r;
   int64_t d[KN_MAX_RANK];
   bool complete;
-  if (kn_conv_geometry(&ctx, &xs.t, &ws.t, transpose, geo, &r, d, &complete) || geo->nd != 2)
+  if (kn_conv_geometry(&ctx, &xs.t, &ws.t, transpose, geo, &r, d, &complete) ||
+      geo->nd != rank - 2)
     return false;
   /* channels from W (X's may be unknown) */
   geo->c = transpose ? ws.t.dims[0] : ws.t.dims[1] * geo->group;
   geo->m = transpose ? ws.t.dims[1] * geo->group : ws.t.dims[0];
   if (wconst) {
     const kn_tensor *c = wv->constant;
-    *wconst = c && c->dtype == KN_DTYPE_F32 && c->rank == 4 && c->data ? c : NULL;
+    *wconst = c && c->dtype == KN_DTYPE_F32 && c->rank == rank && c->data ? c : NULL;
   }
   return true;
 }
@@ -120,6 +122,7 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
     return KN_TACTIC_conv_igemm_nhwc;
   }
   if (tr) return KN_TACTIC_conv_transpose_gemm;
+  if (geo.nd == 3) return KN_TACTIC_conv_gemm; /* the one 3-D tactic */
   if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return KN_TACTIC_conv_depthwise;
   if (winograd_wins(&geo)) return KN_TACTIC_conv_winograd;
   return KN_TACTIC_conv_gemm;
@@ -190,12 +193,24 @@ bool kn_conv_prefers_nchw(const kn_graph *gr, const kn_node *n) {
 
 kn_conv2d kn_conv2d_of(const kn_conv_geom *geo) { return conv2d_of(geo); }
 
-/* The 2-D kernel geometry of geo (complete). */
+/* The kernels' geometry of geo (complete): a 2-D convolution as it is, a
+ * 1-D one as 2-D with height 1, a 3-D one with kn_conv2d's depth fields. */
 static kn_conv2d conv2d_of(const kn_conv_geom *geo) {
-  kn_conv2d c = {.n = geo->n, .c = geo->c, .h = geo->x_sp[0], .w = geo->x_sp[1],
-                 .m = geo->m, .oh = geo->y_sp[0], .ow = geo->y_sp[1], .group = geo->group,
-                 .kh = geo->k[0], .kw = geo->k[1], .sh = geo->s[0], .sw = geo->s[1],
-                 .dh = geo->d[0], .dw = geo->d[1], .pt = geo->pb[0], .pl = geo->pb[1]};
+  int32_t o = geo->nd == 3 ? 1 : 0; /* the first of the (h, w) dims */
+  kn_conv2d c = {.n = geo->n, .c = geo->c, .m = geo->m, .group = geo->group};
+  if (geo->nd == 1) {
+    c.h = c.oh = c.kh = c.sh = c.dh = 1;
+    c.w = geo->x_sp[0], c.ow = geo->y_sp[0], c.kw = geo->k[0], c.sw = geo->s[0];
+    c.dw = geo->d[0], c.pl = geo->pb[0];
+    return c;
+  }
+  c.h = geo->x_sp[o], c.w = geo->x_sp[o + 1], c.oh = geo->y_sp[o], c.ow = geo->y_sp[o + 1];
+  c.kh = geo->k[o], c.kw = geo->k[o + 1], c.sh = geo->s[o], c.sw = geo->s[o + 1];
+  c.dh = geo->d[o], c.dw = geo->d[o + 1], c.pt = geo->pb[o], c.pl = geo->pb[o + 1];
+  if (o) {
+    c.d = geo->x_sp[0], c.od = geo->y_sp[0], c.kd = geo->k[0], c.sd = geo->s[0];
+    c.dd = geo->d[0], c.pf = geo->pb[0];
+  }
   return c;
 }
 
@@ -265,13 +280,15 @@ bool kn_conv_loops(const kn_graph *gr, const kn_node *n, kn_loopnest *l) {
   const kn_tensor *w;
   if (!static_geometry(gr, n, false, &geo, &w)) return false;
   kn_conv2d c = conv2d_of(&geo);
-  if (c.group < 1 || c.n < 1 || c.oh < 1 || c.ow < 1) return false;
-  int64_t cg = c.c / c.group, mg = c.m / c.group, p = c.n * c.oh * c.ow;
+  kn_conv_depth z = kn_conv2d_depth(&c);
+  if (c.group < 1 || c.n < 1 || c.oh < 1 || c.ow < 1 || z.od < 1) return false;
+  int64_t cg = c.c / c.group, mg = c.m / c.group, p = c.n * z.od * c.oh * c.ow;
+  int64_t taps = z.kd * c.kh * c.kw;
   int32_t dg = kn_loop_dim(l, "g", c.group), dp = kn_loop_dim(l, "p", p),
-          dm = kn_loop_dim(l, "m", mg), dk = kn_loop_dim(l, "k", cg * c.kh * c.kw);
+          dm = kn_loop_dim(l, "m", mg), dk = kn_loop_dim(l, "k", cg * taps);
   uint32_t G = 1u << dg, P = 1u << dp, M = 1u << dm, K = 1u << dk;
   int32_t x = kn_loop_tensor_add(l, "input", G | P | K, 4, false, false);
-  l->t[x].real_bytes = 4.0 * (double)(c.n * c.c * c.h * c.w);
+  l->t[x].real_bytes = 4.0 * (double)(c.n * c.c * z.d * c.h * c.w);
   kn_loop_tensor_add(l, "weights", G | M | K, 4, false, w != NULL);
   kn_loop_tensor_add(l, "output", G | P | M, 4, true, false);
   /* a residual: an input past the weights and bias as large as the output */
@@ -283,7 +300,7 @@ bool kn_conv_loops(const kn_graph *gr, const kn_node *n, kn_loopnest *l) {
     if (t->kind == KN_KIND_TENSOR && t->rank >= 0 && kn_shape_numel(t->rank, t->dims) == ysize)
       kn_loop_tensor_add(l, "residual", G | P | M, 4, false, false);
   }
-  l->flops = 2.0 * (double)p * (double)c.m * (double)(cg * c.kh * c.kw);
+  l->flops = 2.0 * (double)p * (double)c.m * (double)(cg * taps);
   return true;
 }
 
@@ -300,7 +317,7 @@ void kn_conv_tiling(const kn_graph *g, const kn_node *n, const void *packed,
    * context's capacities, which are the target machine's */
   kn_conv_geom geo;
   const kn_tensor *w;
-  if (!static_geometry(g, n, is_transpose_node(n), &geo, &w) || geo.nd != 2) return;
+  if (!static_geometry(g, n, is_transpose_node(n), &geo, &w)) return;
   kn_conv2d c = conv2d_of(&geo);
   if (c.n < 1) c.n = 1; /* a dynamic batch: the tiles of one image */
   kn_caches ca;
@@ -348,7 +365,7 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
                        const kn_tensor *x, const kn_tensor *w, const kn_epilogue *ep,
                        kn_tensor *y, bool *done) {
   *done = false;
-  if (geo->nd != 2 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
+  if (geo->nd < 1 || geo->nd > 3 || x->dtype != KN_DTYPE_F32 || w->dtype != KN_DTYPE_F32 ||
       y->dtype != KN_DTYPE_F32) {
     memset(y->data, 0, (size_t)kn_tensor_numel(y) * sizeof(float));
     return KN_OK;
@@ -359,6 +376,7 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
   kn_conv2d c = conv2d_of(geo);
   int32_t t = KN_TACTIC_conv_gemm;
   if (transpose) t = KN_TACTIC_conv_transpose_gemm;
+  else if (geo->nd == 3) t = KN_TACTIC_conv_gemm;
   else if (ctx->node->tactic == KN_TACTIC_conv_depthwise && c.group == c.c && c.m == c.c)
     t = KN_TACTIC_conv_depthwise;
   else if (ctx->node->tactic == KN_TACTIC_conv_winograd && kn_f32_conv_winograd_fits(&c))
@@ -436,8 +454,8 @@ kn_status kn_conv_nhwc_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, const kn_te
 }
 
 /* Conv and ConvTranspose in float32 on the node's tactic; other dtypes,
- * and runs the tactics do not take (not 2-D: kn_conv_fast zeroes Y for
- * them), run the reference. */
+ * and runs the tactics do not take (kn_conv_fast zeroes Y for them), run
+ * the reference. */
 static kn_status fconv_fast_run(kn_op_ctx *ctx, bool transpose) {
   const kn_tensor *x = kn_in(ctx, 0), *w = kn_in(ctx, 1), *bias = kn_in(ctx, 2);
   kn_conv_geom g;
