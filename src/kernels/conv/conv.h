@@ -148,7 +148,8 @@ void kn_f32_deconv(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x
  *                  into x (a zero row for padding), B = the prepacked
  *                  weights, C = y rows.
  * conv_depthwise_nhwc  group == c == m: a direct kernel vectorised over
- *                  channels. */
+ *                  channels; also groups of 2, 4 or 8 channels in and out
+ *                  (kn_f32_dwconv_nhwc_fits). */
 size_t kn_f32_conv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_conv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
 /* scaled: the call will pass an input-channel scale s */
@@ -186,6 +187,10 @@ void kn_f32_conv_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *ca
 void kn_f32_conv_winograd_nhwc_tiling(kn_isa isa, const kn_conv2d *g, const kn_caches *caches,
                                       char *buf, size_t len);
 
+/* conv_depthwise_nhwc's geometries: depthwise (group == c == m), or
+ * narrow groups of q = c / group = m / group channels, q in {2, 4, 8},
+ * without an input scale (f32-dwconv-nhwc.h). */
+bool kn_f32_dwconv_nhwc_fits(const kn_conv2d *g, bool scaled);
 size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g);
 void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst);
 size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,

@@ -3,9 +3,11 @@
  * packing and the driver of the row kernels of f32-dwconv-nhwc.h (one
  * per ISA, all from f32-dwconv-nhwc-impl.h).
  *
- * Weights are packed once as [kh * kw][cp] (channel-contiguous, cp = c
- * rounded up to 16 with zeros, whatever the ISA), so a tap's weights for
- * a channel vector are one aligned-stride load.
+ * Weights are packed once as [kh * kw][q][cp] (channel-contiguous, cp =
+ * c rounded up to 16 with zeros, whatever the ISA; q the channels of a
+ * group, 1 for depthwise), so a tap's weights for a channel vector are one
+ * aligned-stride load.  Narrow groups (q = 2, 4, 8; f32-dwconv-nhwc.h) run
+ * the same kernels.
  *
  * The kernels finish Relu / Clip / no activation and the residual in
  * registers; any other activation (Sigmoid, Silu, HardSwish, Gelu, ...)
@@ -39,17 +41,29 @@ int64_t kn_f32_dwconv_nhwc_post_rows(const kn_conv2d *g, const kn_caches *caches
 
 static int64_t dwn_cp(int64_t c) { return (c + KN_DWN_CALIGN - 1) / KN_DWN_CALIGN * KN_DWN_CALIGN; }
 
+bool kn_f32_dwconv_nhwc_fits(const kn_conv2d *g, bool scaled) {
+  if (g->kd > 0 || g->group < 1 || g->m != g->c || g->c % g->group) return false;
+  int64_t q = g->c / g->group;
+  return q == 1 || (!scaled && (q == 2 || q == 4 || q == 8));
+}
+
+/* Channels per group. */
+static int64_t dwn_q(const kn_conv2d *g) { return g->c / g->group; }
+
 size_t kn_f32_dwconv_nhwc_pack_size(kn_isa isa, const kn_conv2d *g) {
   (void)isa;
-  return (size_t)(g->kh * g->kw * dwn_cp(g->c));
+  return (size_t)(g->kh * g->kw * dwn_q(g) * dwn_cp(g->c));
 }
 
 void kn_f32_dwconv_nhwc_pack(kn_isa isa, const kn_conv2d *g, const float *w, float *dst) {
   (void)isa;
-  KN_ASSERT(g->group == g->c && g->m == g->c);
-  int64_t taps = g->kh * g->kw, cp = dwn_cp(g->c);
+  KN_ASSERT(kn_f32_dwconv_nhwc_fits(g, false));
+  int64_t taps = g->kh * g->kw, cp = dwn_cp(g->c), q = dwn_q(g);
+  /* w [c][q][taps]: output channel ch's input channel i of its group */
   for (int64_t t = 0; t < taps; t++)
-    for (int64_t ch = 0; ch < cp; ch++) dst[t * cp + ch] = ch < g->c ? w[ch * taps + t] : 0.0f;
+    for (int64_t i = 0; i < q; i++)
+      for (int64_t ch = 0; ch < cp; ch++)
+        dst[(t * q + i) * cp + ch] = ch < g->c ? w[(ch * q + i) * taps + t] : 0.0f;
 }
 
 size_t kn_f32_dwconv_nhwc_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
@@ -110,8 +124,9 @@ static kn_dwn_rows_fn dwn_rows_fn(kn_isa isa) {
 static void dwn_setup(kn_isa isa, const kn_conv2d *g, const float *x, const float *s,
                       const float *wpacked, const kn_epilogue *ep, float *y,
                       const kn_caches *caches, dwn_job *j) {
-  KN_ASSERT(g->group == g->c && g->m == g->c);
-  *j = (dwn_job){.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .y = y,
+  KN_ASSERT(kn_f32_dwconv_nhwc_fits(g, s != NULL));
+  *j = (dwn_job){.a = {.g = g, .x = x, .s = s, .w = wpacked, .cp = dwn_cp(g->c), .q = dwn_q(g),
+                       .y = y,
                        .group_bytes = kn_f32_dwconv_nhwc_group_bytes(caches)},
                  .rows = dwn_rows_fn(isa), .isa = isa};
   if (ep) {
@@ -143,7 +158,7 @@ void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const flo
                         const float *s, const float *wpacked, const kn_epilogue *ep, float *y,
                         void *scratch, const kn_caches *caches) {
   (void)scratch;
-  KN_ASSERT(g->group == g->c && g->m == g->c);
+  KN_ASSERT(kn_f32_dwconv_nhwc_fits(g, s != NULL));
   if (g->n * g->c * g->oh * g->ow == 0) return;
   dwn_job j;
   dwn_setup(isa, g, x, s, wpacked, ep, y, caches, &j);
@@ -157,7 +172,7 @@ void kn_f32_dwconv_nhwc(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const flo
   }
   j.chunk_rows = (g->oh + chunks - 1) / chunks;
   j.chunks = (g->oh + j.chunk_rows - 1) / j.chunk_rows;
-  double flops = 2.0 * (double)(g->n * g->oh * g->ow * g->c * g->kh * g->kw);
+  double flops = 2.0 * (double)(g->n * g->oh * g->ow * g->c * g->kh * g->kw * dwn_q(g));
   double bytes = 4.0 * (double)(g->n * (g->h * g->w + g->oh * g->ow) * g->c);
   kn_pool_for(kn_pool_worth(pool, flops, bytes), g->n * j.chunks, dwn_task, &j);
 }

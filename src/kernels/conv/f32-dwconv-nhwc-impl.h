@@ -71,6 +71,7 @@ typedef struct dwn_img {
   int64_t kh, kw, sh, sw, dh, dw, pt, pl;
   int64_t oxa, oxb; /* interior output columns: every tap inside [0, iw) */
   int64_t cg;       /* channels per group (a multiple of VN, or c) */
+  VI idx[KN_DWN_QMAX]; /* narrow groups of q: vi_group(q, i) */
 } dwn_img;
 
 /* (+res) act (+res), store: act is min(hi, max(lo, x)), which is Relu,
@@ -97,7 +98,7 @@ DWN_INLINE void dwn_out(const dwn_img *B, V v, int64_t off, M m, int TAIL) {
 DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1, int64_t ox0,
                           int64_t np, int64_t c0, M m, const int P, const int64_t KW,
                           const int64_t S, const int64_t D, const int SPEC, const int EDGE,
-                          const int SCALE) {
+                          const int SCALE, const int Q) {
   /* the masked code serves the channel tail too; its stores (and bias
    * and residual loads) are masked only on that tail */
   const int TAIL = EDGE && c0 + VN > B->c;
@@ -111,7 +112,7 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
   const int NC = SPEC ? (int)((P - 1) * S + (KW - 1) * D + 1) : 1;
   for (int64_t ky = ky0; ky < ky1; ky++) {
     const float *xr = B->x + ((oy * B->sh - B->pt + ky * B->dh) * B->iw + ix0) * c + c0;
-    const float *wk = B->w + ky * KW * cp + c0;
+    const float *wk = B->w + ky * KW * Q * cp + c0;
     if (SPEC) {
       /* the row's KW weight vectors in registers, then its columns left to
        * right, each loaded once (one pointer stepping by c: offsets j * c
@@ -131,6 +132,23 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
         for (int p = 0; p < P; p++) {
           const int64_t t = j - p * S; /* = kx * D */
           if (t >= 0 && t % D == 0 && t / D < KW) acc[p] = v_fma(v, wv[t / D], acc[p]);
+        }
+      }
+    } else if (Q > 1) {
+      /* narrow groups (f32-dwconv-nhwc.h): the tap's Q weight vectors,
+       * then per pixel its input vector, each group's channel i broadcast
+       * over the group's lanes */
+      for (int64_t kx = 0; kx < KW; kx++) {
+        V wq[KN_DWN_QMAX];
+#pragma GCC unroll 8
+        for (int i = 0; i < Q; i++) wq[i] = v_ld(wk + (kx * Q + i) * cp);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+          int64_t j = p * S + kx * D;
+          if (EDGE && (uint64_t)(ix0 + j) >= (uint64_t)B->iw) continue; /* adds 0 */
+          V v = v_keep(TAIL ? v_ldm(xr + j * c, m) : v_ld(xr + j * c));
+#pragma GCC unroll 8
+          for (int i = 0; i < Q; i++) acc[p] = v_fma(v_perm(v, B->idx[i]), wq[i], acc[p]);
         }
       }
     } else {
@@ -164,7 +182,7 @@ DWN_INLINE void dwn_block(const dwn_img *B, int64_t oy, int64_t ky0, int64_t ky1
  * take the masked code (EDGE). */
 DWN_INLINE void dwn_rows(const dwn_img *B0, int64_t oy0, int64_t oy1, const int P,
                          const int64_t KW, const int64_t S, const int64_t D, const int SPEC,
-                         const int SCALE) {
+                         const int SCALE, const int Q) {
   /* a local copy: the output stores (float, and V may alias anything)
    * would otherwise make the compiler reload every field after each one */
   const dwn_img L = *B0, *B = &L;
@@ -185,10 +203,10 @@ DWN_INLINE void dwn_rows(const dwn_img *B0, int64_t oy0, int64_t oy1, const int 
         int64_t c0 = g0;
         if (ox >= oxa && ox + P <= oxb)
           for (; c0 < gfull; c0 += VN)
-            dwn_block(B, oy, ky0, ky1, ox, P, c0, m_tail(VN), P, KW, S, D, SPEC, 0, SCALE);
+            dwn_block(B, oy, ky0, ky1, ox, P, c0, m_tail(VN), P, KW, S, D, SPEC, 0, SCALE, Q);
         for (; c0 < g1; c0 += VN)
           dwn_block(B, oy, ky0, ky1, ox, np, c0, c0 < B->cfull ? m_tail(VN) : B->mt, P, KW,
-                    S, D, SPEC, 1, SCALE);
+                    S, D, SPEC, 1, SCALE, Q);
       }
     }
   }
@@ -232,25 +250,30 @@ static int64_t dwn_group(const kn_conv2d *g, int64_t oy0, int64_t oy1, int64_t b
  * with an input scale (rare for depthwise convs: a squeeze-excitation
  * scale feeds the projection after them), so that the specialised code
  * exists once (clang with ASan and UBSan took minutes over more copies). */
-#define DWN_FN(NAME, P, KW, S, D, SPEC, SCALE)                                     \
+#define DWN_FN(NAME, P, KW, S, D, SPEC, SCALE, Q)                                  \
   static void NAME(const dwn_img *B, int64_t oy0, int64_t oy1) {                  \
-    dwn_rows(B, oy0, oy1, P, KW, S, D, SPEC, SCALE);                              \
+    dwn_rows(B, oy0, oy1, P, KW, S, D, SPEC, SCALE, Q);                           \
   }
 
-DWN_FN(dwn_generic, 4, B->kw, B->sw, B->dw, 0, 0)
-DWN_FN(dwn_generic_scaled, 4, B->kw, B->sw, B->dw, 0, 1)
+DWN_FN(dwn_generic, 4, B->kw, B->sw, B->dw, 0, 0, 1)
+DWN_FN(dwn_generic_scaled, 4, B->kw, B->sw, B->dw, 0, 1, 1)
+/* narrow groups: generic geometry, DWN_P pixels a block */
+DWN_FN(dwn_q2, DWN_P, B->kw, B->sw, B->dw, 0, 0, 2)
+DWN_FN(dwn_q4, DWN_P, B->kw, B->sw, B->dw, 0, 0, 4)
+DWN_FN(dwn_q8, DWN_P, B->kw, B->sw, B->dw, 0, 0, 8)
 #ifndef DWN_GENERIC_ONLY
-DWN_FN(dwn_k3s1, DWN_P, 3, 1, 1, 1, 0)
-DWN_FN(dwn_k3s2, DWN_P, 3, 2, 1, 1, 0)
-DWN_FN(dwn_k5s1, DWN_P, 5, 1, 1, 1, 0)
-DWN_FN(dwn_k5s2, DWN_P, 5, 2, 1, 1, 0)
+DWN_FN(dwn_k3s1, DWN_P, 3, 1, 1, 1, 0, 1)
+DWN_FN(dwn_k3s2, DWN_P, 3, 2, 1, 1, 0, 1)
+DWN_FN(dwn_k5s1, DWN_P, 5, 1, 1, 1, 0, 1)
+DWN_FN(dwn_k5s2, DWN_P, 5, 2, 1, 1, 0, 1)
 #endif
 
 void DWN_ENTRY(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1) {
   const kn_conv2d *g = a->g;
   dwn_rows_fn fn = a->s ? dwn_generic_scaled : dwn_generic;
+  if (a->q > 1) fn = a->q == 2 ? dwn_q2 : a->q == 4 ? dwn_q4 : dwn_q8;
 #ifndef DWN_GENERIC_ONLY
-  if (!a->s && g->dw == 1 && (g->sw == 1 || g->sw == 2) && (g->kw == 3 || g->kw == 5)) {
+  if (!a->s && a->q == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2) && (g->kw == 3 || g->kw == 5)) {
     if (g->kw == 3) fn = g->sw == 1 ? dwn_k3s1 : dwn_k3s2;
     else fn = g->sw == 1 ? dwn_k5s1 : dwn_k5s2;
   }
@@ -278,5 +301,6 @@ void DWN_ENTRY(const kn_dwn_args *a, int64_t b, int64_t oy0, int64_t oy1) {
   B.y = a->y + b * g->oh * g->ow * c;
   B.res = a->res ? a->res + b * g->oh * g->ow * c : NULL;
   B.w = a->w, B.bias = a->bias, B.s = a->s ? a->s + b * c : NULL;
+  for (int i = 0; i < KN_DWN_QMAX; i++) B.idx[i] = vi_group((int)a->q, i < a->q ? i : 0);
   fn(&B, oy0, oy1);
 }

@@ -20,17 +20,29 @@
 
 #include "kernels/conv/f32-dwconv.h"
 
-/* Packed weights: [kh * kw][cp] with cp = c rounded up to KN_DWN_CALIGN
- * (zeros past c), so every tap's channel vector is one unmasked load on
- * any ISA. */
+/* Packed weights: [kh * kw][q][cp] with cp = c rounded up to
+ * KN_DWN_CALIGN (zeros past c), so every tap's channel vector is one
+ * unmasked load on any ISA.
+ *
+ * Narrow groups: the same kernels run a grouped convolution whose groups
+ * have q = c / group input and q output channels (c == m, q in {2, 4, 8}:
+ * ResNeXt's 32 groups of 4 and 8).  Lane l of a channel vector is output
+ * channel l, of group l / q; for each tap, input channel i of its group is
+ * broadcast across the group's lanes by a permutation of the input vector
+ * (v_perm) and multiplied by packed weight vector [tap][i], i ascending
+ * within the tap.  A group never straddles a vector (q divides the lanes).
+ * No input scale (s NULL) on this path.  q = 1 is the depthwise conv. */
 #define KN_DWN_CALIGN 16
+/* Widest narrow group. */
+#define KN_DWN_QMAX 8
 
 typedef struct kn_dwn_args {
   const kn_conv2d *g;
   const float *x;    /* [n, h, w, c] */
   const float *s;    /* NULL or the input-channel scale [n, c] */
-  const float *w;    /* packed [kh * kw][cp] */
+  const float *w;    /* packed [kh * kw][q][cp] */
   int64_t cp;        /* channel stride of w */
+  int64_t q;         /* channels per group: 1 (depthwise), 2, 4 or 8 */
   const float *bias; /* NULL or [c] */
   const float *res;  /* NULL or [n, oh, ow, c] */
   bool res_after;    /* res added after act (else before it) */

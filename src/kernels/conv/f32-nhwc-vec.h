@@ -18,6 +18,10 @@
  *                        is NaN
  *   nhwc_taps_inside     the taps of a window inside the image
  *   nhwc_step(p, n)      p + n as one pointer add (see there)
+ *   VI, vi_group(q, i)   lane-index vector: lane l <- lane (l / q) * q + i
+ *   v_perm(v, idx)       lane l <- v's lane idx[l] (grouped convolutions:
+ *                        input channel i of each group of q lanes
+ *                        broadcast across the group)
  *   v_keep(v)            v, held in a register: a loaded vector used by
  *                        several FMAs is then loaded once (the compiler
  *                        otherwise folds the load into each FMA, which
@@ -69,6 +73,13 @@ static inline V v_keep(V v) {
   __asm__("" : "+v"(v));
   return v;
 }
+typedef __m512i VI;
+static inline VI vi_group(int q, int i) {
+  int32_t ix[16];
+  for (int l = 0; l < 16; l++) ix[l] = l / q * q + i;
+  return _mm512_loadu_si512(ix);
+}
+static inline V v_perm(V v, VI idx) { return _mm512_permutexvar_ps(idx, v); }
 
 #elif defined(NHWC_AVX2)
 #include <immintrin.h>
@@ -94,6 +105,13 @@ static inline V v_keep(V v) {
   __asm__("" : "+x"(v));
   return v;
 }
+typedef __m256i VI;
+static inline VI vi_group(int q, int i) {
+  int32_t ix[8];
+  for (int l = 0; l < 8; l++) ix[l] = l / q * q + i;
+  return _mm256_loadu_si256((const __m256i *)ix);
+}
+static inline V v_perm(V v, VI idx) { return _mm256_permutevar8x32_ps(v, idx); }
 
 #elif defined(NHWC_PORTABLE)
 #define VN 8
@@ -140,6 +158,19 @@ NHWC_LANEWISE(v_max, x > y ? x : y)
 NHWC_LANEWISE(v_min, x < y ? x : y)
 #undef NHWC_LANEWISE
 static inline V v_keep(V v) { return v; }
+typedef struct VI {
+  int32_t i[VN];
+} VI;
+static inline VI vi_group(int q, int i) {
+  VI x;
+  for (int l = 0; l < VN; l++) x.i[l] = l / q * q + i;
+  return x;
+}
+static inline V v_perm(V v, VI idx) {
+  V r;
+  for (int l = 0; l < VN; l++) r.f[l] = v.f[idx.i[l]];
+  return r;
+}
 /* the same expression as the NCHW portable kernel (f32-dwconv-portable.c),
  * so both layouts round alike on a given compiler */
 static inline V v_fma(V a, V b, V c) {
