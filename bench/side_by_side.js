@@ -278,9 +278,11 @@ function prepare(a, name, cache, tmp) {
   const shapes = info.inputs.map((vi, i) => {
     const t = tensors.find((x) => x.name === vi.name) || tensors[i];
     if (!t) throw new Error(`${name}: no input file for ${vi.name}`);
-    return `${vi.name}=${t.dims.join('x')}`;
+    return `${vi.name}=${t.dims.length ? t.dims.join('x') : 'scalar'}`;
   });
   ctx.shapes = shapes.map((s) => s.replace(/^[^=]*=/, '')).join(', ');
+  // a scalar has no shape to fix
+  shapes.splice(0, shapes.length, ...shapes.filter((s) => !s.endsWith('=scalar')));
   ctx.engine = path.join(tmp, name + '.kiln');
   const t0 = Date.now();
   run(a.kiln, ['build', found.model, '-o', ctx.engine, ...shapes.flatMap((s) => ['--shape', s])],

@@ -298,6 +298,14 @@ typedef struct kn_build_options {
    * weights stored compressed, activations and arithmetic in fp32. */
   int32_t weights;
   const kn_calibration *calibration;
+  /* Pinned inputs, each "NAME=VALUE" (a scalar, or a one-element input) or
+   * "NAME=V1,V2,..." (every element of an input of static shape, in
+   * order): the value is folded into the graph at build (an If it decides
+   * is inlined, a Shape it sizes folds), and the engine refuses any other
+   * value for that input with an error naming both.  The input stays one
+   * of the model's inputs, so callers pass it as before. */
+  const char *const *fixed;
+  int32_t n_fixed;
 } kn_build_options;
 
 /* kn_build_options.precision, kn_step_info.precision */

@@ -278,7 +278,8 @@ MODELS = ["audio_conv1d", "video_r3d", "vad_if", "aspp_seg", "resnext_grouped"]
 
 
 def write_pb(path, name, arr):
-    t = numpy_helper.from_array(np.ascontiguousarray(arr), name=name)
+    # (np.ascontiguousarray would make a scalar 1-D)
+    t = numpy_helper.from_array(np.require(arr, requirements="C"), name=name)
     with open(path, "wb") as f:
         f.write(t.SerializeToString())
 

@@ -130,7 +130,7 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   }
   if (m->from_engine) {
     if (o->n_shapes || o->n_disabled_passes || o->workspace || o->machine || o->precision ||
-        o->n_layer_precisions || o->weights)
+        o->n_layer_precisions || o->weights || o->n_fixed)
       return kn_fail(err, KN_ERR_INVALID_ARG,
                      "%s is an engine: it was built already; build options apply to a model",
                      m->ir->label);
@@ -144,10 +144,15 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
     kn_status st = kn_model_apply_profile(m, o->profiles[i], err);
     if (st) return st;
   }
+  for (int32_t i = 0; i < o->n_fixed; i++) {
+    kn_status st = kn_model_apply_fix(m, o->fixed[i], true, err);
+    if (st) return st;
+  }
   if (m->n_inputs > 64 && o->n_profiles)
     return kn_fail(err, KN_ERR_LIMIT, "%s: --profile supports models of up to 64 inputs",
                    m->ir->label);
-  kn_status st = o->n_shapes || o->n_profiles ? kn_ops_prepare(m->ir, err) : KN_OK;
+  kn_status st =
+      o->n_shapes || o->n_profiles || o->n_fixed ? kn_ops_prepare(m->ir, err) : KN_OK;
   if (st) return st;
   /* The machine to build for: the IO model weighs fusions for it, its
    * features choose the kernels' ISA, its capacities their blocking.
@@ -218,6 +223,9 @@ kn_status kn_model_build(kn_model *m, const kn_build_options *o, kn_error *err) 
   m->n_profiles = m->profiles ? o->n_profiles : 0;
   kn_strings_free(m->disabled, m->n_disabled);
   m->shapes = kn_strings_dup(o->shapes, o->n_shapes);
+  kn_strings_free(m->fixed, m->n_fixed);
+  m->fixed = kn_strings_dup(o->fixed, o->n_fixed);
+  m->n_fixed = m->fixed ? o->n_fixed : 0;
   m->disabled = kn_strings_dup(o->disabled_passes, o->n_disabled_passes);
   m->n_shapes = m->shapes ? o->n_shapes : 0;
   m->n_disabled = m->disabled ? o->n_disabled_passes : 0;

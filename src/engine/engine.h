@@ -33,8 +33,11 @@ struct kn_model {
   int64_t onnx_nodes; /* top-level nodes as imported */
   kn_engine_info info;  /* engines: what the header said */
   /* the build configuration, recorded in engine files */
-  int32_t n_shapes, n_disabled, n_profiles;
-  char **shapes, **disabled, **profiles;
+  int32_t n_shapes, n_disabled, n_profiles, n_fixed;
+  char **shapes, **disabled, **profiles, **fixed;
+  /* per model input: the value it is pinned to (kn_build_options.fixed;
+   * dtype 0: not pinned), checked when the input is set */
+  kn_tensor *pinned;
   uint64_t workspace;
   char precision[48]; /* "fp32", "int8", "best weights=fp16", ... */
   /* per model input: the profile's range (rank -1: no profile) */
@@ -70,6 +73,10 @@ bool kn_parse_dims(const char *p, const char *end, int64_t *dims, int32_t *rank)
 /* The model input named by spec's "NAME=" prefix (eq points at its '='),
  * or -1. */
 int32_t kn_model_input_named(const kn_model *m, const char *spec, const char *eq);
+/* Parse "NAME=V1,V2,..." into the value input NAME is pinned to
+ * (m->pinned); with `fold`, also make every reader of the input read that
+ * value as a constant (a build; an engine's graph has it folded already). */
+kn_status kn_model_apply_fix(kn_model *m, const char *spec, bool fold, kn_error *err) KN_WUR;
 /* Parse "NAME=MIN:OPT:MAX" into the input's range (builds and engine files
  * with profiles); dims equal across the range become static. */
 kn_status kn_model_apply_profile(kn_model *m, const char *spec, kn_error *err) KN_WUR;

@@ -370,7 +370,8 @@ static bool emit_packed(const kn_engine_config *cfg, const uint64_t *offs,
 static void put_config(wbuf *b, const kn_engine_config *cfg) {
   char ws[32];
   uint32_t count = 2;
-  if (cfg) count += (uint32_t)(cfg->n_shapes + cfg->n_profiles + cfg->n_disabled_passes);
+  if (cfg)
+    count += (uint32_t)(cfg->n_shapes + cfg->n_profiles + cfg->n_disabled_passes + cfg->n_fixed);
   if (cfg && cfg->machine_json) count++;
   if (cfg) count += (uint32_t)cfg->n_decisions;
   put_u32(b, count);
@@ -387,6 +388,10 @@ static void put_config(wbuf *b, const kn_engine_config *cfg) {
   for (int32_t i = 0; cfg && i < cfg->n_disabled_passes; i++) {
     put_str(b, "disable_pass");
     put_str(b, cfg->disabled_passes[i]);
+  }
+  for (int32_t i = 0; cfg && i < cfg->n_fixed; i++) {
+    put_str(b, "fix");
+    put_str(b, cfg->fixed[i]);
   }
   snprintf(ws, sizeof ws, "%llu", (unsigned long long)(cfg ? cfg->workspace_bytes : 0));
   put_str(b, "workspace");

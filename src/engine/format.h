@@ -183,6 +183,8 @@ typedef struct kn_engine_config {
   const char *const *profiles;        /* "NAME=MIN:OPT:MAX", as given */
   int32_t n_disabled_passes;
   const char *const *disabled_passes;
+  int32_t n_fixed;
+  const char *const *fixed;           /* "NAME=VALUES", pinned inputs, as given */
   uint64_t workspace_bytes;           /* 0: no cap */
   const char *machine_json;           /* NULL: no "machine" entry */
   const char *const *decisions;       /* "decision" entries */

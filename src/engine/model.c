@@ -81,6 +81,16 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
       snprintf(label, sizeof label, "%s: build configuration 'machine'", m->ir->label);
       st = kn_machine_from_json(j, strlen(j), label, &m->machine, err);
       m->has_machine = st == KN_OK;
+    } else if (!strcmp(info.config_keys[i], "fix")) {
+      /* the graph has the value folded in: only the check is needed */
+      st = kn_model_apply_fix(m, info.config_values[i], false, err);
+      if (!st) {
+        const char *spec = info.config_values[i];
+        char **f = realloc(m->fixed, (size_t)(m->n_fixed + 2) * sizeof *f);
+        if (f) m->fixed = f;
+        if (!f || !(f[m->n_fixed] = kn_strdup(spec))) st = kn_fail(err, KN_ERR_OOM, "out of memory");
+        else f[++m->n_fixed] = NULL;
+      }
     } else if (!strcmp(info.config_keys[i], "profile")) {
       /* the graph keeps its dynamic dims; only the ranges are needed */
       kn_graph *g = m->ir->graph;
@@ -285,6 +295,9 @@ void kn_model_free(kn_model *m) {
   kn_strings_free(m->shapes, m->n_shapes);
   kn_strings_free(m->disabled, m->n_disabled);
   kn_strings_free(m->profiles, m->n_profiles);
+  kn_strings_free(m->fixed, m->n_fixed);
+  for (int32_t i = 0; m->pinned && i < m->n_inputs; i++) kn_tensor_release(&m->pinned[i]);
+  free(m->pinned);
   free(m->prof_min);
   free(m->prof_max);
   kn_timing_report_free(&m->timing);
@@ -353,6 +366,89 @@ int32_t kn_model_input_named(const kn_model *m, const char *spec, const char *eq
 
 /* Parse "NAME=MIN:OPT:MAX" into the input's range; dims equal across the
  * range become static. */
+/* "V1,V2,..." -> t's count elements of dtype t->dtype; false when
+ * malformed or of another count. */
+static bool parse_values(const char *p, kn_tensor *t) {
+  int64_t n = kn_tensor_numel(t), k = 0;
+  while (*p) {
+    if (k == n) return false;
+    char *end;
+    if (t->dtype == KN_DTYPE_BOOL && (!strncmp(p, "true", 4) || !strncmp(p, "false", 5))) {
+      kn_store_i64(t->data, t->dtype, k, p[0] == 't');
+      end = (char *)p + (p[0] == 't' ? 4 : 5);
+    } else if (kn_dtype_is_float(t->dtype)) {
+      double v = strtod(p, &end);
+      if (end == p) return false;
+      kn_store_f64(t->data, t->dtype, k, v);
+    } else {
+      long long v = strtoll(p, &end, 10);
+      if (end == p) return false;
+      kn_store_i64(t->data, t->dtype, k, v);
+    }
+    k++;
+    p = end;
+    if (*p == ',') p++;
+    else if (*p) return false;
+  }
+  return k == n;
+}
+
+kn_status kn_model_apply_fix(kn_model *m, const char *spec, bool fold, kn_error *err) {
+  const char *label = m->ir->label;
+  const char *eq = strchr(spec, '=');
+  if (!eq || eq == spec)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "--fix '%s': expected NAME=VALUE[,VALUE...]", spec);
+  int32_t idx = kn_model_input_named(m, spec, eq);
+  if (idx < 0)
+    return kn_fail(err, KN_ERR_INVALID_ARG, "%s: --fix '%s': the model has no input named '%.*s'",
+                   label, spec, (int)(eq - spec), spec);
+  kn_graph *g = m->ir->graph;
+  int32_t vi = g->inputs[m->inputs[idx]];
+  const kn_value *v = &g->values[vi];
+  if (v->type.kind != KN_KIND_TENSOR || !v->type.dtype || v->type.dtype == KN_DTYPE_STRING ||
+      v->type.rank < 0 || kn_shape_numel(v->type.rank, v->type.dims) < 0)
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "%s: --fix %s: input '%s' must be a numeric tensor of static shape (fix its "
+                   "shape with --shape first)",
+                   label, spec, v->name);
+  if (!m->pinned && !(m->pinned = kn_calloc((size_t)m->n_inputs + 1, sizeof *m->pinned)))
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  kn_tensor t;
+  memset(&t, 0, sizeof t);
+  if (kn_tensor_alloc(&t, v->type.dtype, v->type.rank, v->type.dims, NULL))
+    return kn_fail(err, KN_ERR_OOM, "out of memory");
+  if (!parse_values(eq + 1, &t)) {
+    char shp[128];
+    kn_tensor_release(&t);
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "%s: --fix %s: input '%s' is %s %s: give %lld comma-separated values", label,
+                   spec, v->name, kn_dtype_name(v->type.dtype),
+                   kn_shape_str(v->type.rank, v->type.dims, shp, sizeof shp),
+                   (long long)kn_shape_numel(v->type.rank, v->type.dims));
+  }
+  if (fold) {
+    kn_tensor c;
+    if (kn_tensor_copy(&c, &t, err)) {
+      kn_tensor_release(&t);
+      return KN_ERR_OOM;
+    }
+    char hint[256];
+    snprintf(hint, sizeof hint, "%s_fixed", v->name);
+    int32_t cv = kn_graph_add_constant(g, hint, &c);
+    if (cv < 0) {
+      kn_tensor_release(&c);
+      kn_tensor_release(&t);
+      return kn_fail(err, KN_ERR_OOM, "out of memory");
+    }
+    /* readers of the input (nodes, subgraphs' outer references) read the
+     * constant; the input itself stays, read by nothing */
+    kn_graph_replace_value(g, vi, cv);
+  }
+  kn_tensor_release(&m->pinned[idx]);
+  m->pinned[idx] = t;
+  return KN_OK;
+}
+
 kn_status kn_model_apply_profile(kn_model *m, const char *spec, kn_error *err) {
   const char *label = m->ir->label;
   const char *eq = strrchr(spec, '=');
@@ -418,6 +514,7 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
                           .profiles = (const char *const *)m->profiles,
                           .n_disabled_passes = m->n_disabled,
                           .disabled_passes = (const char *const *)m->disabled,
+                          .n_fixed = m->n_fixed, .fixed = (const char *const *)m->fixed,
                           .workspace_bytes = m->workspace,
                           .precision = m->precision[0] ? m->precision : NULL};
   char *mj = NULL;
@@ -562,6 +659,25 @@ kn_status kn_context_set_input_slot(kn_context *c, int32_t i, const kn_slot *s,
                    m->ir->label, v->name);
   } else if (s->kind == KN_KIND_NONE && !v->type.optional) {
     return kn_fail(err, KN_ERR_MISSING, "%s: input '%s' is required", m->ir->label, v->name);
+  }
+  const kn_tensor *pin = m->pinned && m->pinned[i].dtype ? &m->pinned[i] : NULL;
+  if (pin && (s->kind != KN_KIND_TENSOR || s->t.dtype != pin->dtype ||
+              kn_tensor_numel(&s->t) != kn_tensor_numel(pin) ||
+              memcmp(s->t.data, pin->data, pin->nbytes))) {
+    const char *spec = NULL;
+    for (int32_t k = 0; k < m->n_fixed && !spec; k++) {
+      const char *eq = strchr(m->fixed[k], '=');
+      if (eq && (size_t)(eq - m->fixed[k]) == strlen(v->name) &&
+          !strncmp(m->fixed[k], v->name, (size_t)(eq - m->fixed[k])))
+        spec = eq + 1;
+    }
+    char got[64] = "another value";
+    if (s->kind == KN_KIND_TENSOR && kn_tensor_numel(&s->t) == 1 && s->t.dtype != KN_DTYPE_STRING)
+      snprintf(got, sizeof got, "%.17g", kn_load_f64(s->t.data, s->t.dtype, 0));
+    return kn_fail(err, KN_ERR_INVALID_ARG,
+                   "%s: input '%s' is pinned to %s in this engine (kiln build --fix), got %s: "
+                   "rebuild without --fix %s, or with the value you run",
+                   m->ir->label, v->name, spec ? spec : "a fixed value", got, v->name);
   }
   kn_slot_release(&c->inputs[i]);
   c->inputs[i].kind = s->kind;

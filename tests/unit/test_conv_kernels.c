@@ -11,6 +11,7 @@
 
 #include "core/cpu.h"
 #include "core/threadpool.h"
+#include "kernels/conv/conv.h"
 #include "kernels/kernels.h"
 #include "ops/op.h"
 #include "ops/tactic.h"
@@ -111,6 +112,13 @@ static void check_same(const kn_tensor *a, const kn_tensor *b, const char *what)
     fail_msg("%s: results differ between runs that must be bit-identical", what);
 }
 
+/* conv_gemm and conv_gemm_positions: the same product, its operands'
+ * roles chosen by the output's size against the ISA's tile (few positions:
+ * positions as rows), so a case may get either depending on the ISA. */
+static bool gemm_family(int32_t t) {
+  return t == KN_TACTIC_conv_gemm || t == KN_TACTIC_conv_gemm_positions;
+}
+
 /* Reference vs every ISA x {1, 2 threads} x {packed, packed per run}. */
 static void compare_fast(one_node *o, int32_t want, bool force, double tol, const char *what) {
   kn_slot ref;
@@ -126,7 +134,7 @@ static void compare_fast(one_node *o, int32_t want, bool force, double tol, cons
     /* Winograd is selected only where it is measured faster: force it on
      * the other shapes */
     if (force) o->node->tactic = want;
-    if (o->node->tactic != want)
+    if (o->node->tactic != want && !(gemm_family(want) && gemm_family(o->node->tactic)))
       fail_msg("%s: select gave tactic %d, expected %d", what, (int)o->node->tactic, (int)want);
     void *packed = NULL;
     if (op->pack && op->pack(o->m->graph, o->node, &(kn_target){isa, NULL}, &packed, &err))
@@ -323,8 +331,18 @@ static void test_conv_cases(void **state) {
 static void test_conv_ranks(void **state) {
   (void)state;
   const int32_t G = KN_TACTIC_conv_gemm, D = KN_TACTIC_conv_depthwise,
-                T = KN_TACTIC_conv_transpose_gemm;
+                T = KN_TACTIC_conv_transpose_gemm, P = KN_TACTIC_conv_gemm_positions;
   const conv_case cases[] = {
+      /* few output positions, many channels: conv_gemm_positions (a short
+       * frame's STFT and encoder convs; a 2x2 map; grouped; batch 2; fused
+       * epilogues) */
+      {"Conv", 1, 1, 1, 512, 258, 1, 1, 256, 1, 128, 1, 1, {0, 128, 0, 128}, 0, true, NULL, 0, P,
+       false, 1},
+      {"Conv", 2, 129, 1, 5, 128, 1, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 0, true, NULL, 0, P, false, 1},
+      {"FusedConv", 1, 64, 1, 3, 64, 1, 1, 3, 1, 2, 1, 1, {0, 1, 0, 1}, 0, true, "Relu", 1, P,
+       false, 1},
+      {"FusedConv", 1, 32, 3, 3, 40, 2, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, true, "Silu", 2, P},
+      {"Conv", 1, 16, 2, 2, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, false, NULL, 0, P},
       /* 1-D: a strided STFT-like conv (1 channel in, long kernel), k3 pad 1, dilated,
        * depthwise, grouped, pointwise, FusedConv */
       {"Conv", 1, 1, 1, 1000, 66, 1, 1, 128, 1, 32, 1, 1, {0, 0, 0, 0}, 0, true, NULL, 0, G, false, 1},
@@ -358,6 +376,14 @@ static void test_conv_ranks(void **state) {
        false, 3, 2, 3, 2, 1, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv_case_run(&cases[i]);
+  /* the positions product is picked where its tile fits: 5 positions
+   * against 16 (AVX2) or 32 (AVX-512) columns */
+  kn_conv2d sg = {.n = 1, .c = 129, .h = 1, .w = 5, .m = 128, .oh = 1, .ow = 5, .group = 1,
+                  .kh = 1, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1, .pl = 1};
+  uint64_t feat = kn_cpu_features();
+  for (int isa = 0; isa < KN_ISA_COUNT; isa++)
+    if (isa != KN_ISA_PORTABLE && kn_isa_available((kn_isa)isa, feat))
+      assert_true(kn_f32_conv_gemm_positions_fits((kn_isa)isa, &sg));
 }
 
 /* A seeded sample of the cross product of the shape parameters. */
@@ -488,7 +514,7 @@ static void test_winograd_select(void **state) {
     tk_prepare(m);
     for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
       int32_t t = kn_tactics_of(n)->select(g, n, isa);
-      if (t != cases[i].want)
+      if (t != cases[i].want && !(gemm_family(t) && gemm_family(cases[i].want)))
         fail_msg("select on %lld->%lld @%lld stride %lld (%s): tactic %d, expected %d",
                  (long long)cases[i].c, (long long)cases[i].m, (long long)cases[i].h,
                  (long long)cases[i].s, kn_isa_name((kn_isa)isa), (int)t, (int)cases[i].want);

@@ -380,6 +380,86 @@ static void test_loop_body_recorded(void **state) {
   }
 }
 
+/* Runs model m on x (16 floats from seed) and sr; returns the status and
+ * copies y's 56 floats into y. */
+static kn_status run_if_rate(kn_model *m, int64_t rate, uint32_t seed, float *y, kn_error *err) {
+  kn_context *ctx;
+  assert_int_equal(kn_context_create(m, &ctx, err), KN_OK);
+  int64_t d[2] = {1, 16};
+  kn_tensor x, sr;
+  assert_int_equal(kn_tensor_alloc(&x, KN_DTYPE_F32, 2, d, NULL), KN_OK);
+  assert_int_equal(kn_tensor_alloc(&sr, KN_DTYPE_I64, 0, d, NULL), KN_OK);
+  fill(x.data, 16, seed);
+  *(int64_t *)sr.data = rate;
+  kn_status st = kn_context_set_input(ctx, 0, &x, err);
+  if (!st) st = kn_context_set_input(ctx, 1, &sr, err);
+  if (!st) st = kn_context_run(ctx, err);
+  if (!st) {
+    const kn_tensor *yt = kn_context_output(ctx, 0);
+    assert_int_equal(kn_tensor_numel(yt), 56);
+    memcpy(y, yt->data, 56 * sizeof(float));
+  }
+  kn_tensor_release(&x);
+  kn_tensor_release(&sr);
+  kn_context_free(ctx);
+  return st;
+}
+
+/* kiln build --fix: an If on a pinned sample rate (tests/data/control/
+ * if_rate.onnx) is folded away (no If step left, its branch's conv on a
+ * fast kernel), the engine gives the unpinned model's results for that
+ * rate, keeps the pin through an engine file, and refuses another rate
+ * with an error naming the input and both values; a bad --fix is refused. */
+static void test_fix_folds_if(void **state) {
+  (void)state;
+  const char *path = KILN_SOURCE_DIR "/tests/data/control/if_rate.onnx";
+  kn_error err;
+  kn_model *plain = load_model(path, 1), *m;
+  assert_int_equal(kn_model_load(path, &m, &err), KN_OK);
+  kn_build_options o;
+  kn_build_options_init(&o);
+  const char *bad[] = {"sr=16000,8000"}, *nope[] = {"rate=16000"}, *fix[] = {"sr=16000"};
+  o.fixed = bad;
+  o.n_fixed = 1;
+  assert_int_equal(kn_model_build(m, &o, &err), KN_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "give 1 comma-separated values"));
+  o.fixed = nope;
+  assert_int_equal(kn_model_build(m, &o, &err), KN_ERR_INVALID_ARG);
+  o.fixed = fix;
+  if (kn_model_build(m, &o, &err)) fail_msg("%s", err.msg);
+  for (int32_t i = 0; i < kn_model_step_count(m); i++) {
+    kn_step_info si;
+    assert_int_equal(kn_model_step_info(m, i, &si), KN_OK);
+    assert_string_not_equal(si.op, "If");
+  }
+  char tmp[] = "/tmp/kiln_fix_XXXXXX";
+  int fd = mkstemp(tmp);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(kn_model_save(m, tmp, &err), KN_OK);
+  kn_model *e;
+  assert_int_equal(kn_model_load(tmp, &e, &err), KN_OK);
+  unlink(tmp);
+  kn_model *ms[2] = {m, e};
+  for (int k = 0; k < 2; k++) {
+    float want[56], got[56];
+    for (uint32_t seed = 3; seed < 6; seed++) {
+      assert_int_equal(run_if_rate(plain, 16000, seed, want, &err), KN_OK);
+      assert_int_equal(run_if_rate(ms[k], 16000, seed, got, &err), KN_OK);
+      for (int i = 0; i < 56; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-6f);
+    }
+    assert_int_equal(run_if_rate(ms[k], 8000, 3, got, &err), KN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "input 'sr' is pinned to 16000"));
+    assert_non_null(strstr(err.msg, "got 8000"));
+    /* the unpinned model takes the other branch */
+    assert_int_equal(run_if_rate(plain, 8000, 3, got, &err), KN_OK);
+    for (int i = 0; i < 56; i++) assert_true(got[i] > 0.0f && got[i] < 1.0f); /* sigmoid */
+  }
+  kn_model_free(e);
+  kn_model_free(m);
+  kn_model_free(plain);
+}
+
 /* Profiling: each step's span on the calling thread, in order, disjoint and
  * inside the run; at 2 threads the workers' spans inside their step's; the
  * same results as without; nothing recorded once it is off. */
@@ -549,6 +629,7 @@ int main(void) {
       cmocka_unit_test(test_engine_keeps_packed_weights),
       cmocka_unit_test(test_profiling_spans),
       cmocka_unit_test(test_cancel_endless_loop),
+      cmocka_unit_test(test_fix_folds_if),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

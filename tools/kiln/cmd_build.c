@@ -13,7 +13,7 @@
 void kn_cmd_build_usage(FILE *f) {
   fprintf(f,
           "usage: kiln build MODEL -o ENGINE [--shape NAME=DIMS]... [--profile NAME=MIN:OPT:MAX]...\n"
-          "                  [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
+          "                  [--fix NAME=VALUE[,VALUE...]]... [--disable-pass NAME]... [--workspace BYTES] [--no-optimize]\n"
           "                  [--machine FILE|fallback] [--threads N] [--tactics timed|heuristic]\n"
           "                  [--tactic-candidates N] [--timing-cache FILE]\n"
           "                  [--precision fp32|bf16|fp16|int8|best] [--calibration CALIB]\n"
@@ -28,6 +28,11 @@ void kn_cmd_build_usage(FILE *f) {
           "  --profile NAME=MIN:OPT:MAX keep an input dynamic within a range, each a\n"
           "                             shape (1x3x32x32:1x3x224x224:8x3x224x224); memory\n"
           "                             is planned for MAX; runs outside are refused\n"
+          "  --fix NAME=VALUE           pin an input's value (a scalar; or every element,\n"
+          "                             comma-separated): it is folded into the engine (an\n"
+          "                             If it decides is inlined: control flow on a\n"
+          "                             sample rate or a mode flag disappears) and the\n"
+          "                             engine refuses any other value for it (repeatable)\n"
           "  --disable-pass NAME        skip an optimization pass (repeatable; see below)\n"
           "  --workspace BYTES          cap the activation arena (K, M, G suffixes);\n"
           "                             a plan that needs more fails, saying by how much\n"
@@ -330,19 +335,20 @@ static int build_with(const char *model_path, const char *out_path, const char *
 int kn_cmd_build(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("build");
   const char *model_path = NULL, *out_path = NULL, *machine_path = NULL;
-  const char *shapes[MAX_OPTS], *disabled[MAX_OPTS], *profiles[MAX_OPTS];
+  const char *shapes[MAX_OPTS], *disabled[MAX_OPTS], *profiles[MAX_OPTS], *fixed[MAX_OPTS];
   const char *layer_prec[MAX_OPTS], *calib_path = NULL;
-  int n_shapes = 0, n_disabled = 0, n_profiles = 0, n_layer_prec = 0;
+  int n_shapes = 0, n_disabled = 0, n_profiles = 0, n_layer_prec = 0, n_fixed = 0;
   kn_build_options bo;
   kn_build_options_init(&bo);
   enum { O_OUTPUT = 1, O_SHAPE, O_PROFILE, O_DISABLE_PASS, O_WORKSPACE, O_NO_OPTIMIZE,
          O_MACHINE, O_THREADS, O_TACTICS, O_CANDIDATES, O_TIMING_CACHE, O_PRECISION,
-         O_LAYER_PRECISION, O_WEIGHTS, O_CALIBRATION };
+         O_LAYER_PRECISION, O_WEIGHTS, O_CALIBRATION, O_FIX };
   kn_cli_gates gates;
   kn_cli_gates_init(&gates);
   static const kn_cli_opt opts[] = {{"output", 'o', true, O_OUTPUT},
                                     {"shape", 0, true, O_SHAPE},
                                     {"profile", 0, true, O_PROFILE},
+                                    {"fix", 0, true, O_FIX},
                                     {"disable-pass", 0, true, O_DISABLE_PASS},
                                     {"workspace", 0, true, O_WORKSPACE},
                                     {"no-optimize", 0, false, O_NO_OPTIMIZE},
@@ -367,6 +373,10 @@ int kn_cmd_build(int argc, char **argv) {
     case O_SHAPE:
       if (n_shapes == MAX_OPTS) return kn_cli_usage(cmd, "too many --shape options");
       shapes[n_shapes++] = args.arg;
+      break;
+    case O_FIX:
+      if (n_fixed == MAX_OPTS) return kn_cli_usage(cmd, "too many --fix options");
+      fixed[n_fixed++] = args.arg;
       break;
     case O_PROFILE:
       if (n_profiles == MAX_OPTS) return kn_cli_usage(cmd, "too many --profile options");
@@ -435,6 +445,8 @@ int kn_cmd_build(int argc, char **argv) {
   bo.n_shapes = n_shapes;
   bo.profiles = profiles;
   bo.n_profiles = n_profiles;
+  bo.fixed = fixed;
+  bo.n_fixed = n_fixed;
   bo.disabled_passes = disabled;
   bo.n_disabled_passes = n_disabled;
   bo.layer_precisions = layer_prec;

@@ -271,3 +271,107 @@ void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float
       kn_sgemm(isa, pool, &a, scratch);
     }
 }
+
+/* ---- conv_gemm_positions -------------------------------------------------
+ *
+ * The same product with the operands' roles swapped, for outputs of a few
+ * positions and many channels (1-D convs on short frames: an STFT of 5
+ * frames into 258 channels):
+ *
+ *   C^T [positions, m/group] = im2col^T [positions, kdim] x W^T [kdim, m/group]
+ *
+ * conv_gemm's tiles run positions along the micro-kernel's NR columns (32
+ * on AVX-512), so 5 positions use 5 of them; here they are the MR rows
+ * and the output channels fill the columns.  The im2col matrix (positions
+ * x kdim, small by the condition) is written once per (image, group) by
+ * the same panel code, W^T is prepacked as the GEMM's B, and C^T is
+ * transposed into the NCHW output, then the epilogue runs on it. */
+
+bool kn_f32_conv_gemm_positions_fits(kn_isa isa, const kn_conv2d *g) {
+  kn_conv_depth z = kn_conv2d_depth(g);
+  int64_t pos = z.od * g->oh * g->ow, mg = g->group > 0 ? g->m / g->group : 0;
+  return pos >= 1 && pos * 2 <= kn_sgemm_nr(isa) && pos <= MAX_NR && mg >= 2 * pos;
+}
+
+size_t kn_f32_conv_gemm_positions_pack_size(kn_isa isa, const kn_conv2d *g) {
+  return (size_t)g->group * kn_sgemm_pack_b_size(isa, kdim_of(g), g->m / g->group);
+}
+
+void kn_f32_conv_gemm_positions_pack(kn_isa isa, const kn_conv2d *g, const float *w,
+                                     float *dst) {
+  int64_t mg = g->m / g->group, kd = kdim_of(g);
+  size_t per = kn_sgemm_pack_b_size(isa, kd, mg);
+  /* W_g is [mg][kd] = B^T stored n x k */
+  for (int64_t gi = 0; gi < g->group; gi++)
+    kn_sgemm_pack_b(isa, kd, mg, w + gi * mg * kd, kd, true, dst + (size_t)gi * per);
+}
+
+/* Floats of one (image, group)'s im2col^T and C^T, 16-float aligned. */
+static size_t pos_floats(const kn_conv2d *g, size_t *a_fl) {
+  kn_conv_depth z = kn_conv2d_depth(g);
+  int64_t pos = z.od * g->oh * g->ow;
+  *a_fl = ((size_t)(kdim_of(g) * pos) + 15) & ~(size_t)15;
+  return *a_fl + (((size_t)(pos * (g->m / g->group)) + 15) & ~(size_t)15);
+}
+
+static void pos_args(kn_isa isa, const kn_conv2d *g, const float *bp, const float *a, float *ct,
+                     const kn_sgemm_blocking *bl, kn_sgemm_args *ga) {
+  kn_conv_depth z = kn_conv2d_depth(g);
+  memset(ga, 0, sizeof *ga);
+  ga->m = z.od * g->oh * g->ow;
+  ga->n = g->m / g->group;
+  ga->k = kdim_of(g);
+  ga->alpha = 1.0f;
+  ga->a = a; /* im2col written [kdim][positions]: A stored k x m */
+  ga->lda = ga->m;
+  ga->trans_a = true;
+  ga->b_packed = bp ? bp : (const float *)g; /* (a stand-in when sizing scratch) */
+  ga->c = ct;
+  ga->ldc = ga->n;
+  ga->blocking = bl;
+  (void)isa;
+}
+
+size_t kn_f32_conv_gemm_positions_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                          const kn_caches *caches) {
+  (void)threads; /* one (image, group) at a time on the calling thread */
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(isa, caches);
+  kn_sgemm_args ga;
+  pos_args(isa, g, NULL, NULL, NULL, &bl, &ga);
+  size_t a_fl;
+  return pos_floats(g, &a_fl) * sizeof(float) + kn_sgemm_scratch_size(isa, &ga, 1) + 64;
+}
+
+void kn_f32_conv_gemm_positions(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                                const float *wpacked, const kn_epilogue *ep, float *y,
+                                void *scratch, const kn_caches *caches) {
+  (void)pool; /* a few positions: less work than a thread's hand-off */
+  kn_conv_depth z = kn_conv2d_depth(g);
+  int64_t pos = z.od * g->oh * g->ow, mg = g->m / g->group, cgr = g->c / g->group;
+  int64_t in_sz = z.d * g->h * g->w, kd = kdim_of(g);
+  if (g->n * g->m * pos == 0) return;
+  size_t a_fl, fl = pos_floats(g, &a_fl);
+  float *a = scratch, *ct = a + a_fl;
+  void *gs = (char *)scratch + ((fl * sizeof(float) + 63) & ~(size_t)63);
+  kn_sgemm_blocking bl = kn_sgemm_blocking_of(isa, caches);
+  size_t per = kn_sgemm_pack_b_size(isa, kd, mg);
+  for (int64_t b = 0; b < g->n; b++)
+    for (int64_t gi = 0; gi < g->group; gi++) {
+      im2col im = {.g = g, .x = x + (b * g->c + gi * cgr) * in_sz, .nr = pos};
+      im2col_panel(&im, 0, kd, 0, pos, a); /* [kdim][positions] */
+      kn_sgemm_args ga;
+      pos_args(isa, g, wpacked + (size_t)gi * per, a, ct, &bl, &ga);
+      kn_sgemm(isa, NULL, &ga, gs);
+      float *yg = y + (b * g->m + gi * mg) * pos;
+      for (int64_t p = 0; p < pos; p++)
+        for (int64_t j = 0; j < mg; j++) yg[j * pos + p] = ct[p * mg + j];
+      if (ep && (ep->bias || ep->res || ep->act.act != KN_ACT_NONE)) {
+        kn_epilogue e = *ep;
+        e.bias = ep->bias ? ep->bias + gi * mg : NULL;
+        e.bias_per_row = true;
+        e.res = ep->res ? ep->res + (b * g->m + gi * mg) * pos : NULL;
+        e.ldr = pos;
+        kn_f32_epilogue(isa, &e, yg, pos, 0, mg, 0, pos);
+      }
+    }
+}

@@ -13,6 +13,9 @@
  *                        im2col matrix ever exists).
  *   conv_depthwise       group == Cin == Cout: a direct kernel vectorised
  *                        over output width (kernels/conv/dwconv.c).
+ *   conv_gemm_positions  conv_gemm's product transposed (positions as the
+ *                        GEMM's rows) for few output positions, many
+ *                        output channels: 1-D convs on short frames.
  *   conv_winograd        3x3, stride 1, dilation 1: F(4x4, 3x3), 36 GEMMs
  *                        per block of tiles over Winograd-domain weights
  *                        transformed once at pack time.
@@ -90,6 +93,21 @@ size_t kn_f32_conv_gemm_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
 void kn_f32_conv_gemm(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
                       const float *wpacked, const kn_epilogue *ep, float *y, void *scratch,
                       const kn_caches *caches);
+
+/* ---- conv_gemm_positions ------------------------------------------------- */
+
+/* The product with output positions as the GEMM's rows and output channels
+ * as its columns, for few positions and many channels (conv-gemm.c). */
+bool kn_f32_conv_gemm_positions_fits(kn_isa isa, const kn_conv2d *g);
+size_t kn_f32_conv_gemm_positions_pack_size(kn_isa isa, const kn_conv2d *g);
+/* Packs w ([m, c/group, taps]) as the GEMM's B, W^T per group. */
+void kn_f32_conv_gemm_positions_pack(kn_isa isa, const kn_conv2d *g, const float *w,
+                                     float *dst);
+size_t kn_f32_conv_gemm_positions_scratch(kn_isa isa, const kn_conv2d *g, int32_t threads,
+                                          const kn_caches *caches);
+void kn_f32_conv_gemm_positions(kn_isa isa, kn_pool *pool, const kn_conv2d *g, const float *x,
+                                const float *wpacked, const kn_epilogue *ep, float *y,
+                                void *scratch, const kn_caches *caches);
 
 /* ---- conv_depthwise (group == c == m) ----------------------------------- */
 

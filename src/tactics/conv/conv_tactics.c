@@ -94,7 +94,6 @@ static bool winograd_wins(const kn_conv_geom *geo) {
 }
 
 int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
-  (void)isa;
   bool tr = is_transpose_node(n);
   kn_conv_geom geo;
   if (strcmp(n->op_type, "Conv") && strcmp(n->op_type, "FusedConv") && !tr &&
@@ -128,7 +127,12 @@ int32_t kn_conv_select(const kn_graph *gr, const kn_node *n, int32_t isa) {
     return KN_TACTIC_conv_igemm_nhwc;
   }
   if (tr) return KN_TACTIC_conv_transpose_gemm;
-  if (geo.nd == 3) return KN_TACTIC_conv_gemm; /* the one 3-D tactic */
+  kn_conv2d c = conv2d_of(&geo);
+  /* few output positions, many channels (1-D convs on short frames): the
+   * GEMM with positions as rows fills its tiles, conv_gemm's would not */
+  if (c.n >= 1 && kn_f32_conv_gemm_positions_fits((kn_isa)isa, &c))
+    return KN_TACTIC_conv_gemm_positions;
+  if (geo.nd == 3) return KN_TACTIC_conv_gemm; /* the one other 3-D tactic */
   if (geo.group > 1 && geo.group == geo.c && geo.m == geo.c) return KN_TACTIC_conv_depthwise;
   if (winograd_wins(&geo)) return KN_TACTIC_conv_winograd;
   return KN_TACTIC_conv_gemm;
@@ -175,6 +179,7 @@ int32_t kn_conv_candidates(const kn_graph *gr, const kn_node *n, int32_t isa, in
   else if (first == KN_TACTIC_conv_gemm && kn_f32_conv_winograd_fits(&c))
     other = KN_TACTIC_conv_winograd;
   else if (first == KN_TACTIC_conv_winograd) other = KN_TACTIC_conv_gemm;
+  else if (first == KN_TACTIC_conv_gemm_positions) other = KN_TACTIC_conv_gemm;
   if (other && cnt < max) out[cnt++] = other;
   return cnt;
 }
@@ -233,6 +238,7 @@ static bool bf16_winograd(const kn_node *n, const kn_conv2d *c) {
 /* Packed floats of tactic t (0: the tactic packs nothing). */
 static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
   if (t == KN_TACTIC_conv_gemm) return kn_f32_conv_gemm_pack_size(isa, c);
+  if (t == KN_TACTIC_conv_gemm_positions) return kn_f32_conv_gemm_positions_pack_size(isa, c);
   if (t == KN_TACTIC_conv_winograd) return kn_f32_conv_winograd_pack_size(isa, c);
   if (t == KN_TACTIC_conv_transpose_gemm) return kn_f32_deconv_pack_size(isa, c);
   if (t == KN_TACTIC_conv_igemm_nhwc) return kn_f32_conv_nhwc_pack_size(isa, c);
@@ -246,6 +252,7 @@ static size_t pack_floats(int32_t t, kn_isa isa, const kn_conv2d *c) {
 static void pack_into(int32_t t, kn_isa isa, size_t l2, const kn_conv2d *c, const float *w,
                       float *dst) {
   if (t == KN_TACTIC_conv_gemm) kn_f32_conv_gemm_pack(isa, c, w, dst);
+  else if (t == KN_TACTIC_conv_gemm_positions) kn_f32_conv_gemm_positions_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_winograd) kn_f32_conv_winograd_pack(isa, c, l2, w, dst);
   else if (t == KN_TACTIC_conv_transpose_gemm) kn_f32_deconv_pack(isa, c, w, dst);
   else if (t == KN_TACTIC_conv_igemm_nhwc) kn_f32_conv_nhwc_pack(isa, c, w, dst);
@@ -384,13 +391,18 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
   kn_conv2d c = conv2d_of(geo);
   int32_t t = KN_TACTIC_conv_gemm;
   if (transpose) t = KN_TACTIC_conv_transpose_gemm;
+  else if (ctx->node->tactic == KN_TACTIC_conv_gemm_positions &&
+           kn_f32_conv_gemm_positions_fits(isa, &c))
+    t = KN_TACTIC_conv_gemm_positions;
   else if (geo->nd == 3) t = KN_TACTIC_conv_gemm;
   else if (ctx->node->tactic == KN_TACTIC_conv_depthwise && c.group == c.c && c.m == c.c)
     t = KN_TACTIC_conv_depthwise;
   else if (ctx->node->tactic == KN_TACTIC_conv_winograd && kn_f32_conv_winograd_fits(&c))
     t = KN_TACTIC_conv_winograd;
   const kn_caches *ca = &rt->caches;
-  size_t kbytes = t == KN_TACTIC_conv_depthwise  ? kn_f32_dwconv_scratch(isa, &c, threads, ca)
+  size_t kbytes = t == KN_TACTIC_conv_gemm_positions
+                      ? kn_f32_conv_gemm_positions_scratch(isa, &c, threads, ca)
+                  : t == KN_TACTIC_conv_depthwise ? kn_f32_dwconv_scratch(isa, &c, threads, ca)
                   : t == KN_TACTIC_conv_gemm     ? kn_f32_conv_gemm_scratch(isa, &c, threads, ca)
                   : t == KN_TACTIC_conv_winograd ? kn_f32_conv_winograd_scratch(isa, &c, threads)
                                                  : kn_f32_deconv_scratch(isa, &c, threads, ca);
@@ -402,6 +414,8 @@ kn_status kn_conv_fast(kn_op_ctx *ctx, const kn_conv_geom *geo, bool transpose,
     kn_f32_dwconv(isa, rt->pool, &c, x->data, w->data, ep, y->data, ks, ca);
   else if (t == KN_TACTIC_conv_gemm)
     kn_f32_conv_gemm(isa, rt->pool, &c, x->data, wp, ep, y->data, ks, ca);
+  else if (t == KN_TACTIC_conv_gemm_positions)
+    kn_f32_conv_gemm_positions(isa, rt->pool, &c, x->data, wp, ep, y->data, ks, ca);
   else if (t == KN_TACTIC_conv_winograd)
     kn_f32_conv_winograd(isa, rt->pool, &c, x->data, wp, ep, y->data, ks);
   else
