@@ -31,8 +31,36 @@ static uint8_t node_rule(const kn_node *n) {
   return rule;
 }
 
+static void unpack_subgraph(kn_runner *r) {
+  for (int32_t i = 0; r->own_packed && i < r->nn; i++) kn_packed_free(r->own_packed[i]);
+  free(r->own_packed);
+  r->own_packed = NULL;
+}
+
+void kn_exec_pack_subgraph(kn_runner *r, int32_t isa) {
+  if (r->own_packed && r->own_packed_isa == isa) return;
+  unpack_subgraph(r);
+  const kn_graph *g = r->g;
+  bool any = false;
+  for (int32_t i = 0; i < r->nn && !any; i++) {
+    const kn_op_tactics *tt = kn_tactics_of(&g->nodes[i]);
+    any = g->nodes[i].tactic && tt && tt->pack;
+  }
+  if (!any || !(r->own_packed = kn_calloc((size_t)r->nn + 1, sizeof *r->own_packed))) return;
+  r->own_packed_isa = isa;
+  for (int32_t i = 0; i < r->nn; i++) {
+    const kn_node *n = &g->nodes[i];
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    kn_error e;
+    void *p = NULL;
+    if (n->tactic && tt && tt->pack && tt->pack(g, n, &(kn_target){isa, NULL}, &p, &e) == KN_OK)
+      r->own_packed[i] = p;
+  }
+}
+
 void kn_runner_free(kn_runner *r) {
   if (!r) return;
+  unpack_subgraph(r);
   for (int32_t i = 0; i < r->n_sub; i++) kn_runner_free(r->sub[i].r);
   free(r->sub);
   if (r->env)

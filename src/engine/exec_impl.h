@@ -107,6 +107,13 @@ struct kn_runner {
   bool plan_bound;
   int32_t *planned;     /* per value: its tensor in plan_for, or -1 */
 
+  /* ---- a subgraph's prepacked weights: per step, its tactic's pack of
+   * its constant weights for own_packed_isa, made at its first prepare and
+   * kept while the runner lives (the top-level graph's come with the
+   * model, mem->packed) ---- */
+  void **own_packed;
+  int32_t own_packed_isa;
+
   /* ---- prepared: once per signature (kn_exec_prepare) ---- */
   bool prepared;
   int64_t n_prepares;
@@ -125,6 +132,13 @@ struct kn_runner {
                            known shape, what steps compute from those) */
   kn_error *err_for;    /* the kn_error the step contexts write to */
 };
+
+/* ---- exec.c ---- */
+/* A subgraph runner's packed weights for `isa` (r->own_packed), packed now
+ * unless they are for that ISA already; a step whose pack fails runs
+ * unpacked (its kernel packs per run), as at the top level without
+ * prepacked weights. */
+void kn_exec_pack_subgraph(kn_runner *r, int32_t isa);
 
 /* ---- exec_prepare.c ---- */
 /* Map values to the plan's tensors (plan NULL: none); invalidates the

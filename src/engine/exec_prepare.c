@@ -5,6 +5,8 @@
  * also what a dynamic step calls on every run, with its real shapes. */
 #include "exec_impl.h"
 
+#include "kernels/kernels.h"
+
 kn_status kn_exec_bind_plan(kn_runner *r, const kn_mem_plan *plan, kn_error *err) {
   const kn_graph *g = r->g;
   int32_t nv = r->nv;
@@ -47,8 +49,10 @@ static void keep_shape(kn_slot *dst, const kn_slot *s) {
   }
 }
 
+/* The weights the steps read packed: the model's for the top-level graph,
+ * a subgraph's own (kn_exec_pack_subgraph) for a body. */
 static const void *const *packed_for(const kn_runner *r, const kn_mem_budget *mem) {
-  return r->g->parent ? NULL : mem->packed;
+  return r->g->parent ? (const void *const *)r->own_packed : mem->packed;
 }
 
 bool kn_exec_same_signature(const kn_runner *r, const kn_slot *const *inputs,
@@ -299,6 +303,7 @@ kn_status kn_exec_prepare(kn_runner *r, const kn_slot *parent_env, const kn_slot
   const kn_graph *g = r->g;
   r->prepared = false;
   r->n_prepares++;
+  if (g->parent && mem->rt) kn_exec_pack_subgraph(r, mem->rt->isa);
   keep_signature(r, parent_env, inputs, mem, err);
   memset(r->known, 0, (size_t)r->nv * sizeof *r->known);
   memset(r->valued, 0, (size_t)r->nv * sizeof *r->valued);
