@@ -813,10 +813,10 @@ static kn_status pad_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-static kn_status pad_run(kn_op_ctx *ctx) {
-  const kn_tensor *x = kn_in(ctx, 0);
-  kn_tensor *o = kn_out_ready(ctx, 0);
-  if (!o) return KN_ERR_INTERNAL;
+kn_status kn_pad_plan_make(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *o,
+                           kn_pad_plan *p) {
+  memset(p, 0, sizeof *p);
+  p->sfill = "";
   int mode;
   int32_t r = x->rank;
   int64_t pads[2 * KN_MAX_RANK];
@@ -826,37 +826,34 @@ static kn_status pad_run(kn_op_ctx *ctx) {
   if (st) return st;
   kn_dtype dt = x->dtype;
   size_t es = kn_dtype_size(dt);
-  int64_t total = kn_tensor_numel(o);
-  if (total == 0) return KN_OK;
   /* the padding value, as one element */
-  unsigned char fill[8] = {0};
-  const char *sfill = "";
   if (ctx->opset < 11) {
     if (dt == KN_DTYPE_STRING)
       return kn_op_fail(ctx, KN_ERR_DTYPE, "string input needs opset 11 or later");
-    kn_store_f64(fill, dt, 0, kn_attr_float(ctx, "value", 0.0f));
+    kn_store_f64(p->fill, dt, 0, kn_attr_float(ctx, "value", 0.0f));
   } else {
     const kn_tensor *cv = kn_in(ctx, 2);
     if (cv && kn_tensor_numel(cv) == 1) {
-      if (dt == KN_DTYPE_STRING) sfill = *(char *const *)cv->data ? *(char *const *)cv->data : "";
-      else memcpy(fill, cv->data, es);
+      if (dt == KN_DTYPE_STRING)
+        p->sfill = *(char *const *)cv->data ? *(char *const *)cv->data : "";
+      else memcpy(p->fill, cv->data, es);
     }
   }
-  if (r == 0) return kn_copy_elems(ctx, o->data, 0, x->data, 0, 1, dt);
+  if (r == 0) return KN_OK;
   /* per-axis map from output index to input index (-1: padding value);
    * negative pads crop first, then the mode pads the cropped window */
   int64_t sum = 0;
   for (int32_t i = 0; i < r; i++) sum += o->dims[i];
-  int64_t *map = kn_malloc((size_t)sum * sizeof *map);
-  if (!map) return oom(ctx);
-  int64_t *maps[KN_MAX_RANK], xs[KN_MAX_RANK];
+  p->map = kn_malloc((size_t)sum * sizeof *p->map + 1);
+  if (!p->map) return oom(ctx);
+  int64_t xs[KN_MAX_RANK];
   kn_strides(r, x->dims, xs);
   int64_t at = 0;
   for (int32_t i = 0; i < r; i++) {
     int64_t b = pads[i], e = pads[r + i];
     int64_t lo = b < 0 ? -b : 0, pb = b > 0 ? b : 0;
     int64_t w = x->dims[i] - lo - (e < 0 ? -e : 0);
-    maps[i] = map + at;
+    p->maps[i] = p->map + at;
     at += o->dims[i];
     for (int64_t q = 0; q < o->dims[i]; q++) {
       int64_t k = q - pb, src;
@@ -870,9 +867,34 @@ static kn_status pad_run(kn_op_ctx *ctx) {
         int64_t m = ((k % per) + per) % per;
         src = m < w ? m : per - m;
       }
-      maps[i][q] = src < 0 ? -1 : (lo + src) * xs[i];
+      p->maps[i][q] = src < 0 ? -1 : (lo + src) * xs[i];
     }
+    if (i == r - 1) p->run_out = pb, p->run_in = lo, p->run_len = w > 0 ? w : 0;
   }
+  return KN_OK;
+}
+
+void kn_pad_plan_free(kn_pad_plan *p) {
+  free(p->map);
+  p->map = NULL;
+}
+
+static kn_status pad_run(kn_op_ctx *ctx) {
+  const kn_tensor *x = kn_in(ctx, 0);
+  kn_tensor *o = kn_out_ready(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
+  int32_t r = x->rank;
+  kn_dtype dt = x->dtype;
+  size_t es = kn_dtype_size(dt);
+  int64_t total = kn_tensor_numel(o);
+  if (total == 0) return KN_OK;
+  kn_pad_plan pp;
+  kn_status st = kn_pad_plan_make(ctx, x, o, &pp);
+  if (st) return st;
+  if (r == 0) return kn_copy_elems(ctx, o->data, 0, x->data, 0, 1, dt);
+  const unsigned char *fill = pp.fill;
+  const char *sfill = pp.sfill;
+  int64_t *const *maps = pp.maps;
   int64_t idx[KN_MAX_RANK] = {0};
   int64_t inner = o->dims[r - 1];
   const int64_t *last = maps[r - 1];
@@ -889,9 +911,9 @@ static kn_status pad_run(kn_op_ctx *ctx) {
     int64_t ob = q * inner;
     if (dt == KN_DTYPE_STRING) {
       char **d = (char **)o->data + ob;
-      char *const *s = x->data;
+      char *const *sx = x->data;
       for (int64_t j = 0; j < inner; j++) {
-        const char *v = (pad_row || last[j] < 0) ? sfill : s[base + last[j]];
+        const char *v = (pad_row || last[j] < 0) ? sfill : sx[base + last[j]];
         free(d[j]);
         d[j] = kn_strdup(v ? v : "");
         if (!d[j]) {
@@ -901,17 +923,17 @@ static kn_status pad_run(kn_op_ctx *ctx) {
       }
     } else if (dt == KN_DTYPE_F32) {
       float *d = (float *)o->data + ob;
-      const float *s = x->data;
+      const float *sx = x->data;
       float fv;
       memcpy(&fv, fill, 4);
       for (int64_t j = 0; j < inner; j++)
-        d[j] = (pad_row || last[j] < 0) ? fv : s[base + last[j]];
+        d[j] = (pad_row || last[j] < 0) ? fv : sx[base + last[j]];
     } else {
       unsigned char *d = (unsigned char *)o->data + (size_t)ob * es;
-      const unsigned char *s = x->data;
+      const unsigned char *sx = x->data;
       for (int64_t j = 0; j < inner; j++) {
         const void *v = (pad_row || last[j] < 0) ? (const void *)fill
-                                                  : (const void *)(s + (size_t)(base + last[j]) * es);
+                                                  : (const void *)(sx + (size_t)(base + last[j]) * es);
         memcpy(d + (size_t)j * es, v, es);
       }
     }
@@ -920,7 +942,7 @@ static kn_status pad_run(kn_op_ctx *ctx) {
       idx[k] = 0;
     }
   }
-  free(map);
+  kn_pad_plan_free(&pp);
   return st;
 }
 

@@ -18,4 +18,20 @@ kn_status kn_slice_view(kn_op_ctx *ctx, const kn_tensor *x, int64_t *strides,
 kn_status kn_split_parts(kn_op_ctx *ctx, const kn_tensor *x, int32_t *axis,
                          int64_t **parts) KN_WUR;
 
+/* Pad: per output axis i, maps[i][q] the offset (elements, x's strides)
+ * of the input index output index q reads, or -1 for the padding value
+ * (fill: one element of x's dtype; sfill for strings); on the innermost
+ * axis the output's [run_out, run_out + run_len) reads x's [run_in, ...)
+ * contiguously.  kn_pad_plan_free releases the maps. */
+typedef struct kn_pad_plan {
+  int64_t *map;
+  int64_t *maps[KN_MAX_RANK];
+  unsigned char fill[8];
+  const char *sfill;
+  int64_t run_out, run_in, run_len;
+} kn_pad_plan;
+kn_status kn_pad_plan_make(kn_op_ctx *ctx, const kn_tensor *x, const kn_tensor *o,
+                           kn_pad_plan *p) KN_WUR;
+void kn_pad_plan_free(kn_pad_plan *p);
+
 #endif

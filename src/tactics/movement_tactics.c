@@ -86,6 +86,52 @@ static kn_status split_fast(kn_op_ctx *ctx) {
   return st;
 }
 
+/* Pad of any rank, mode and fixed-size dtype: per output row the padded
+ * edges from the plan's maps and the interior (the row's input elements in
+ * order) as one memcpy, instead of the reference's per-element gather. */
+static kn_status pad_fast(kn_op_ctx *ctx) {
+  const kn_tensor *x = kn_in(ctx, 0);
+  if (!use_copy(ctx, x->dtype) || x->rank < 1) return ctx->node->op->run(ctx);
+  kn_tensor *o = kn_out_ready(ctx, 0);
+  if (!o) return KN_ERR_INTERNAL;
+  if (kn_tensor_numel(o) == 0) return KN_OK;
+  kn_pad_plan pp;
+  kn_status st = kn_pad_plan_make(ctx, x, o, &pp);
+  if (st) return st;
+  int32_t r = x->rank;
+  size_t es = kn_dtype_size(x->dtype);
+  int64_t inner = o->dims[r - 1], outer = kn_tensor_numel(o) / inner, idx[KN_MAX_RANK] = {0};
+  const int64_t *last = pp.maps[r - 1];
+  const unsigned char *src = x->data;
+  unsigned char *dst = o->data;
+  for (int64_t q = 0; q < outer; q++) {
+    int64_t base = 0;
+    bool pad_row = false;
+    for (int32_t k = 0; k < r - 1; k++) {
+      int64_t m = pp.maps[k][idx[k]];
+      pad_row |= m < 0;
+      base += m;
+    }
+    unsigned char *d = dst + (size_t)(q * inner) * es;
+    for (int64_t j = 0; j < inner;) {
+      if (!pad_row && j == pp.run_out && pp.run_len > 0) {
+        memcpy(d + (size_t)j * es, src + (size_t)(base + pp.run_in) * es, (size_t)pp.run_len * es);
+        j += pp.run_len;
+        continue;
+      }
+      const unsigned char *v = pad_row || last[j] < 0 ? pp.fill : src + (size_t)(base + last[j]) * es;
+      memcpy(d + (size_t)j * es, v, es);
+      j++;
+    }
+    for (int32_t k = r - 2; k >= 0; k--) {
+      if (++idx[k] < o->dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+  kn_pad_plan_free(&pp);
+  return KN_OK;
+}
+
 static kn_status slice_fast(kn_op_ctx *ctx) {
   const kn_tensor *x = kn_in(ctx, 0);
   if (!use_copy(ctx, x->dtype)) return ctx->node->op->run(ctx);
@@ -104,5 +150,6 @@ const kn_op_tactics kn_tactics_movement[] = {
     {NULL, "Concat", .select = copy_select, .run = concat_fast},
     {NULL, "Split", .select = copy_select, .run = split_fast},
     {NULL, "Slice", .select = copy_select, .run = slice_fast},
+    {NULL, "Pad", .select = copy_select, .run = pad_fast},
     KN_TACTICS_END,
 };

@@ -239,6 +239,52 @@ static void test_slice(void **state) {
   check_node(m, KN_TACTIC_copy, 12);
 }
 
+/* ---- Pad ---------------------------------------------------------------------- */
+
+/* Every mode, ranks 1 to 5, positive, zero and negative (cropping) pads,
+ * pads wider than the axis (reflect and wrap fold more than once), the
+ * fixed-size dtypes, a constant value, opset 18's axes input. */
+static void test_pad(void **state) {
+  (void)state;
+  static const char *modes[] = {"constant", "reflect", "edge", "wrap"};
+  uint32_t s = 5;
+  for (int32_t r = 1; r <= 5; r++)
+    for (int32_t rep = 0; rep < 24; rep++) {
+      const char *mode = modes[rep % 4];
+      kn_ir_model *m = tk_model_new(19);
+      kn_graph *g = m->graph;
+      int64_t dims[5], pads[10];
+      for (int32_t i = 0; i < r; i++) dims[i] = sizes[rnd(&s, r >= 4 ? 6 : 10)];
+      for (int32_t i = 0; i < r; i++)
+        for (int32_t e = 0; e < 2; e++) {
+          int64_t p = (int64_t)rnd(&s, 6) - 1; /* -1 .. 4: wider than small axes */
+          if (p < 0 && dims[i] < 3) p = 0;   /* keep the cropped window non-empty */
+          if (strcmp(mode, "constant") && dims[i] == 1 && p < 0) p = 0;
+          pads[e * r + i] = p;
+        }
+      kn_dtype dt = dtypes[rep % 4];
+      int32_t in[3] = {input_dt(g, "x", r, dims, dt), tk_const_i64(g, 2 * r, pads), -1};
+      int32_t nin = 2;
+      if (!strcmp(mode, "constant") && dt == KN_DTYPE_F32 && rep % 8 == 0) {
+        in[2] = tk_const_scalar(g, 1.5f);
+        nin = 3;
+      }
+      tk_output(g, tk_node(g, "Pad", nin, in));
+      assert_true(kn_node_set_string(tk_last(g), "mode", mode));
+      tk_prepare(m);
+      check_node(m, KN_TACTIC_copy, s);
+    }
+  /* an STFT's reflect pad of a long signal, and a rank-4 image pad */
+  kn_ir_model *m = tk_model_new(13);
+  kn_graph *g = m->graph;
+  int32_t in[2] = {tk_input(g, "x", 3, (int64_t[]){2, 1, 16000}),
+                   tk_const_i64(g, 6, (int64_t[]){0, 0, 128, 0, 0, 128})};
+  tk_output(g, tk_node(g, "Pad", 2, in));
+  assert_true(kn_node_set_string(tk_last(g), "mode", "reflect"));
+  tk_prepare(m);
+  check_node(m, KN_TACTIC_copy, 21);
+}
+
 /* ---- Split -------------------------------------------------------------------- */
 
 static void test_split(void **state) {
@@ -409,6 +455,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_x32_transpose), cmocka_unit_test(test_transpose),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_slice),
+      cmocka_unit_test(test_pad),
       cmocka_unit_test(test_split),         cmocka_unit_test(test_gather),
       cmocka_unit_test(test_resize),        cmocka_unit_test(test_upsample),
   };

@@ -138,6 +138,16 @@ bool kn_cli_step_times_save(const char *engine, const kn_model *m, int32_t threa
 bool kn_cli_step_times_load(const char *engine, const kn_model *m, int32_t *threads,
                             double *median_us);
 
+/* The census of reference kernels: the share of step_us's total (a time
+ * per step) spent in steps on the portable reference kernel (tactic
+ * "reference"), with their count in *n_ref and the slowest of them in
+ * *worst (-1: none).  Control-flow steps (If, Loop, Scan, SequenceMap) are
+ * containers, their bodies' steps on their own kernels: not counted.
+ * _line writes the one-line summary kiln bench and kiln profile print. */
+double kn_cli_reference_share(const kn_model *m, const double *step_us, int32_t *n_ref,
+                              int32_t *worst);
+void kn_cli_reference_line(const kn_model *m, const double *step_us, char *buf, size_t len);
+
 int kn_cmd_ops(int argc, char **argv);
 void kn_cmd_ops_usage(FILE *f);
 int kn_cmd_trace(int argc, char **argv); /* cmd_trace.c: kiln trace merge */

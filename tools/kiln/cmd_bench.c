@@ -224,8 +224,11 @@ int kn_cmd_bench(int argc, char **argv) {
   int32_t threads = kn_context_threads(s.ctx);
   int32_t nsteps = kn_model_step_count(s.model);
   double *step_us = NULL;
-  if (o.per_step) {
-    int32_t ps_runs = n < 5 ? 5 : n > 50 ? 50 : (int32_t)n;
+  /* step times: for --per-step, and for the census of reference kernels
+   * (a few runs more) */
+  {
+    int32_t ps_runs = o.per_step ? (n < 5 ? 5 : n > 50 ? 50 : (int32_t)n)
+                                 : (n < 3 ? 3 : n > 10 ? 10 : (int32_t)n);
     step_us = calloc((size_t)nsteps + 1, sizeof *step_us);
     if (!step_us) {
       rc = kn_cli_fail("out of memory");
@@ -236,7 +239,7 @@ int kn_cmd_bench(int argc, char **argv) {
       rc = kn_cli_error(&err);
       goto done;
     }
-    if (engine && !kn_cli_step_times_save(o.m.path, s.model, threads, step_us))
+    if (o.per_step && engine && !kn_cli_step_times_save(o.m.path, s.model, threads, step_us))
       fprintf(stderr, "kiln bench: could not write %s.steps.json\n", o.m.path);
   }
   if (o.json) {
@@ -251,7 +254,10 @@ int kn_cmd_bench(int argc, char **argv) {
            "\"build_ms\": %.3f, \"first_run_ms\": %.4f",
            sm.v[0], mean, p50, p90, p99, sm.v[n - 1], qps, wall,
            (unsigned long long)rss, s.load_ms, s.model_load_ms, s.build_ms, first_ms);
-    if (step_us) {
+    int32_t n_ref, worst;
+    double rshare = kn_cli_reference_share(s.model, step_us, &n_ref, &worst);
+    printf(", \"reference_share\": %.4f, \"reference_steps\": %d", rshare, n_ref);
+    if (o.per_step) {
       printf(", \"step_list\": [");
       for (int32_t i = 0; i < nsteps; i++) {
         kn_step_info si;
@@ -284,7 +290,10 @@ int kn_cmd_bench(int argc, char **argv) {
              s.model_load_ms, s.build_ms);
     printf(", first run %.3f ms\n", first_ms);
     printf("peak RSS: %.1f MiB\n", (double)rss / 1048576.0);
-    if (step_us) {
+    char census[512];
+    kn_cli_reference_line(s.model, step_us, census, sizeof census);
+    printf("%s\n", census);
+    if (o.per_step) {
       double total = 0;
       for (int32_t i = 0; i < nsteps; i++) total += step_us[i];
       printf("steps (median over their own runs; predicted by the IO model for %d thread%s):\n"

@@ -449,6 +449,15 @@ static cJSON *profile_json(const profile_opts *o, const kn_cli_session *s, const
   cJSON_AddNumberToObject(j, "steps_total_median_us", total_median);
   /* the steps' spans on the calling thread over each run's wall time */
   cJSON_AddNumberToObject(j, "steps_cover", p->runs ? cover / (double)p->runs : 0);
+  {
+    double *us = calloc((size_t)p->steps + 1, sizeof *us);
+    for (int32_t i = 0; us && i < p->steps; i++) us[p->st[i].index] = p->st[i].mean_us;
+    int32_t n_ref = 0, worst = -1;
+    double share = us ? kn_cli_reference_share(s->model, us, &n_ref, &worst) : 0;
+    cJSON_AddNumberToObject(j, "reference_share", share);
+    cJSON_AddNumberToObject(j, "reference_steps", n_ref);
+    free(us);
+  }
   cJSON *steps = cJSON_AddArrayToObject(j, "steps");
   cJSON *timeline = cJSON_CreateArray();
   for (int32_t i = 0; i < p->steps; i++) {
@@ -546,6 +555,16 @@ static void print_table(const profile_opts *o, const kn_cli_session *s, const pr
   double cover = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "steps_cover"));
   printf("steps: %d, %.3f ms a run added up (mean), %.1f%% of each run's wall time\n", p->steps,
          total * 1e-3, 100 * cover);
+  {
+    double *us = calloc((size_t)p->steps + 1, sizeof *us);
+    char census[512];
+    for (int32_t i = 0; us && i < p->steps; i++) us[p->st[i].index] = p->st[i].mean_us;
+    if (us) {
+      kn_cli_reference_line(s->model, us, census, sizeof census);
+      printf("%s\n", census);
+    }
+    free(us);
+  }
 #undef LAT
   step_stats *order = malloc((size_t)p->steps * sizeof *order + 1);
   if (!order) return;

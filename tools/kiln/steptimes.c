@@ -154,3 +154,42 @@ bool kn_cli_step_times_load(const char *engine, const kn_model *m, int32_t *thre
   cJSON_Delete(root);
   return ok;
 }
+
+/* Containers: their steps' time is their bodies', which have kernels of
+ * their own. */
+static bool control_flow(const char *op) {
+  return !strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan") ||
+         !strcmp(op, "SequenceMap");
+}
+
+double kn_cli_reference_share(const kn_model *m, const double *step_us, int32_t *n_ref,
+                              int32_t *worst) {
+  double total = 0, ref = 0;
+  *n_ref = 0;
+  *worst = -1;
+  int32_t n = kn_model_step_count(m);
+  for (int32_t i = 0; i < n; i++) {
+    kn_step_info si;
+    if (kn_model_step_info(m, i, &si)) continue;
+    total += step_us[i];
+    if ((si.tactic && strcmp(si.tactic, "reference")) || control_flow(si.op)) continue;
+    ref += step_us[i];
+    (*n_ref)++;
+    if (*worst < 0 || step_us[i] > step_us[*worst]) *worst = i;
+  }
+  return total > 0 ? ref / total : 0;
+}
+
+void kn_cli_reference_line(const kn_model *m, const double *step_us, char *buf, size_t len) {
+  int32_t n_ref, worst;
+  double share = kn_cli_reference_share(m, step_us, &n_ref, &worst);
+  int k = snprintf(buf, len, "reference kernels: %.1f%% of the run (%d of %d steps)",
+                   100 * share, n_ref, kn_model_step_count(m));
+  kn_step_info si;
+  if (worst >= 0 && k > 0 && (size_t)k < len && !kn_model_step_info(m, worst, &si)) {
+    double total = 0;
+    for (int32_t i = 0; i < kn_model_step_count(m); i++) total += step_us[i];
+    snprintf(buf + k, len - (size_t)k, "; the most: step %d '%s' (%s) %.1f%%", worst, si.name,
+             si.op, total > 0 ? 100 * step_us[worst] / total : 0);
+  }
+}
