@@ -530,23 +530,34 @@ typedef struct pool_case {
   int64_t n, c, h, w, kh, kw, sh, sw, dh, dw;
   int64_t pads[4];
   int ceil_mode, cip;
+  /* spatial dims: 0 or 2 as above; 1: rank 3 with the w-side fields; 3:
+   * rank 5 with these depth fields before h and w */
+  int nd;
+  int64_t d, kd, sd, dd, pf, pk;
 } pool_case;
 
 static void pool_case_run(const pool_case *pc) {
   bool global = !strncmp(pc->op, "Global", 6);
   kn_ir_model *m = tk_model_new(19);
   kn_graph *g = m->graph;
-  int64_t xd[4] = {pc->n, pc->c, pc->h, pc->w};
-  int32_t x = tk_input(g, "x", 4, xd);
+  int nd = pc->nd ? pc->nd : 2;
+  int64_t xd[5] = {pc->n, pc->c}, k[3], s[3], d[3], pads[6];
+  int32_t q = 0;
+  if (nd == 3) xd[2 + q] = pc->d, k[q] = pc->kd, s[q] = pc->sd, d[q] = pc->dd, pads[q] = pc->pf,
+               pads[nd + q] = pc->pk, q++;
+  if (nd >= 2) xd[2 + q] = pc->h, k[q] = pc->kh, s[q] = pc->sh, d[q] = pc->dh,
+               pads[q] = pc->pads[0], pads[nd + q] = pc->pads[2], q++;
+  xd[2 + q] = pc->w, k[q] = pc->kw, s[q] = pc->sw, d[q] = pc->dw, pads[q] = pc->pads[1],
+  pads[nd + q] = pc->pads[3];
+  int32_t x = tk_input(g, "x", nd + 2, xd);
   int32_t y = kn_graph_add_fresh_value(g, "y");
   assert_true(kn_graph_new_node(g, pc->op, "", "node", 1, &x, 1, &y) >= 0);
   kn_node *n = tk_last(g);
   if (!global) {
-    int64_t k[2] = {pc->kh, pc->kw}, s[2] = {pc->sh, pc->sw}, d[2] = {pc->dh, pc->dw};
-    set_ints(n, "kernel_shape", 2, k);
-    set_ints(n, "strides", 2, s);
-    set_ints(n, "dilations", 2, d);
-    set_ints(n, "pads", 4, pc->pads);
+    set_ints(n, "kernel_shape", nd, k);
+    set_ints(n, "strides", nd, s);
+    set_ints(n, "dilations", nd, d);
+    set_ints(n, "pads", 2 * nd, pads);
     assert_true(kn_node_set_int(n, "ceil_mode", pc->ceil_mode));
     if (!strcmp(pc->op, "AveragePool"))
       assert_true(kn_node_set_int(n, "count_include_pad", pc->cip));
@@ -557,9 +568,9 @@ static void pool_case_run(const pool_case *pc) {
   bind_inputs(&o);
   char what[256];
   snprintf(what, sizeof what,
-           "%s n%lld c%lld %lldx%lld k%lldx%lld s%lldx%lld d%lldx%lld pads %lld,%lld,%lld,%lld "
+           "%s %dd n%lld c%lld %lldx%lld k%lldx%lld s%lldx%lld d%lldx%lld pads %lld,%lld,%lld,%lld "
            "ceil %d cip %d",
-           pc->op, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
+           pc->op, nd, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
            (long long)pc->kh, (long long)pc->kw, (long long)pc->sh, (long long)pc->sw,
            (long long)pc->dh, (long long)pc->dw, (long long)pc->pads[0], (long long)pc->pads[1],
            (long long)pc->pads[2], (long long)pc->pads[3], pc->ceil_mode, pc->cip);
@@ -592,6 +603,17 @@ static void test_pool_cases(void **state) {
       {"GlobalMaxPool", 2, 17, 7, 7, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
       {"GlobalMaxPool", 1, 5, 15, 14, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
       {"GlobalMaxPool", 1, 128, 56, 56, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0},
+      /* 1-D (rank 3): the w-side fields */
+      {"MaxPool", 2, 5, 1, 50, 1, 3, 1, 2, 1, 1, {0, 1, 0, 1}, 0, 0, 1},
+      {"MaxPool", 1, 3, 1, 31, 1, 4, 1, 3, 1, 2, {0, 0, 0, 2}, 1, 0, 1},
+      {"AveragePool", 1, 6, 1, 40, 1, 5, 1, 2, 1, 1, {0, 2, 0, 2}, 0, 0, 1},
+      {"AveragePool", 1, 6, 1, 40, 1, 5, 1, 2, 1, 1, {0, 2, 0, 1}, 1, 1, 1},
+      /* 3-D (rank 5): depth windows over the 2-D pools of the depth planes */
+      {"MaxPool", 1, 4, 9, 9, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 0, 3, 6, 3, 2, 1, 1, 1},
+      {"MaxPool", 2, 3, 7, 8, 1, 3, 1, 2, 1, 1, {0, 1, 0, 1}, 1, 0, 3, 5, 2, 2, 1, 0, 0},
+      {"AveragePool", 1, 4, 8, 8, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, 0, 0, 3, 8, 2, 2, 1, 0, 0},
+      {"AveragePool", 1, 3, 7, 7, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 1, 3, 5, 3, 2, 1, 1, 1},
+      {"AveragePool", 1, 3, 7, 7, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 1, 0, 3, 6, 3, 2, 2, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) pool_case_run(&cases[i]);
 }
