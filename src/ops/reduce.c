@@ -9,7 +9,7 @@
  * reduced or all kept are merged first, so the inner loop is either a
  * contiguous sum into one accumulator or an element-wise update of a row
  * of accumulators. */
-#include "op.h"
+#include "reduce.h"
 
 #include <math.h>
 
@@ -172,13 +172,22 @@ static kn_status reduce_infer(kn_op_ctx *ctx) {
   return KN_OK;
 }
 
-/* Input viewed as merged dims; os: output stride of each (0 when reduced). */
-typedef struct rplan {
-  int32_t r;
-  int64_t d[KN_MAX_RANK], os[KN_MAX_RANK];
-} rplan;
+typedef kn_reduce_plan rplan;
+
+kn_status kn_reduce_view(kn_op_ctx *ctx, const kn_tensor *x, kn_reduce_plan *p, bool *noop) {
+  rspec sp;
+  kn_status st = reduce_spec(ctx, reduce_op(ctx), x->rank, &sp);
+  if (st) return st;
+  *noop = sp.noop;
+  kn_reduce_plan_of(x, sp.mask, p);
+  return KN_OK;
+}
 
 static void reduce_plan(const kn_tensor *x, const bool *mask, rplan *p) {
+  kn_reduce_plan_of(x, mask, p);
+}
+
+void kn_reduce_plan_of(const kn_tensor *x, const bool *mask, kn_reduce_plan *p) {
   int64_t os[KN_MAX_RANK], s = 1;
   for (int32_t i = x->rank - 1; i >= 0; i--) {
     os[i] = mask[i] ? 0 : s;
