@@ -93,7 +93,7 @@ typedef struct kn_original {
 } kn_original;
 
 /* One entry per top-level constant (value order) into out, at most max;
- * returns how many there are (stats.c). */
+ * returns how many there are (model.c). */
 int32_t kn_model_originals(const kn_model *m, kn_original *out, int32_t max);
 /* Why a fate keeps the original, in a few words ("packed" for
  * KN_ORIG_PACKED). */

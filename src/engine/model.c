@@ -100,7 +100,12 @@ static kn_status load_engine(const char *path, kn_model **out, kn_error *err) {
    * packing at load, the copies above, inference reading shape
    * constants) leaves the resident set: a step that reads an original
    * faults its pages back in from the file */
-  if (!st) kn_drop_pages(m->ir->mapping, m->ir->mapping_size);
+  if (!st && m->ir->mapping) {
+    /* the mapping goes on to its last page's end */
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t page = pg > 0 ? (size_t)pg : 4096;
+    kn_drop_pages(m->ir->mapping, (m->ir->mapping_size + page - 1) & ~(page - 1));
+  }
   if (st) {
     kn_model_free(m);
     *out = NULL;
@@ -180,6 +185,100 @@ int32_t kn_model_build_isa(const kn_model *m) {
   uint64_t f = kn_cpu_features();
   if (m->has_machine) f &= m->machine.features;
   return (int32_t)kn_isa_detect(f);
+}
+
+uint64_t kn_model_packed_bytes(const kn_model *m, int32_t *blocks) {
+  uint64_t b = 0;
+  int32_t n = 0;
+  for (int32_t i = 0; m->packed && i < m->n_packed; i++)
+    if (m->packed[i]) {
+      b += ((const kn_packed *)m->packed[i])->bytes;
+      n++;
+    }
+  if (blocks) *blocks = n;
+  return b;
+}
+
+const char *kn_orig_fate_name(kn_orig_fate f) {
+  switch (f) {
+  case KN_ORIG_PACKED: return "packed";
+  case KN_ORIG_REFERENCE: return "read by a reference kernel";
+  case KN_ORIG_NO_BLOCK: return "read by a step with no packed form";
+  case KN_ORIG_BESIDE: return "read beside its step's packed block";
+  case KN_ORIG_OUTPUT: return "a graph output";
+  case KN_ORIG_SUBGRAPH: return "read by a subgraph";
+  case KN_ORIG_UNREAD: return "not read";
+  }
+  return "?";
+}
+
+/* Reasons to keep, the first found for a constant wins over the later
+ * ones: one that makes it resident for every run first. */
+static int fate_rank(kn_orig_fate f) {
+  switch (f) {
+  case KN_ORIG_OUTPUT: return 6;
+  case KN_ORIG_SUBGRAPH: return 5;
+  case KN_ORIG_REFERENCE: return 4;
+  case KN_ORIG_NO_BLOCK: return 3;
+  case KN_ORIG_BESIDE: return 2;
+  case KN_ORIG_PACKED: return 1;
+  case KN_ORIG_UNREAD: return 0;
+  }
+  return 0;
+}
+
+static void note(kn_original *o, kn_orig_fate f, int32_t step) {
+  if (fate_rank(f) > fate_rank(o->fate)) {
+    o->fate = f;
+    o->step = step;
+  }
+}
+
+int32_t kn_model_originals(const kn_model *m, kn_original *out, int32_t max) {
+  const kn_graph *g = m->ir->graph;
+  int32_t *slot = kn_calloc((size_t)g->n_values + 1, sizeof *slot);
+  if (!slot) return 0;
+  int32_t n = 0;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    slot[v] = -1;
+    if (!g->values[v].constant) continue;
+    if (n < max) {
+      out[n] = (kn_original){.value = v, .bytes = g->values[v].constant->nbytes,
+                             .fate = KN_ORIG_UNREAD, .step = -1};
+      if (g->values[v].is_output) note(&out[n], KN_ORIG_OUTPUT, -1);
+      slot[v] = n;
+    }
+    n++;
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const kn_node *nd = &g->nodes[i];
+    const void *blk = m->packed && i < m->n_packed ? m->packed[i] : NULL;
+    uint32_t mask = blk ? kn_tactics_packed_inputs(g, nd) : 0;
+    for (int32_t k = 0; k < nd->n_inputs; k++) {
+      int32_t v = nd->inputs[k];
+      if (v < 0 || slot[v] < 0) continue;
+      kn_orig_fate f = !nd->tactic                  ? KN_ORIG_REFERENCE
+                       : !blk                       ? KN_ORIG_NO_BLOCK
+                       : k < 32 && (mask >> k & 1) ? KN_ORIG_PACKED
+                                                    : KN_ORIG_BESIDE;
+      note(&out[slot[v]], f, i);
+    }
+    /* a body reads what its values import from this graph */
+    for (int32_t a = 0; a < nd->n_attrs; a++) {
+      const kn_attr *at = &nd->attrs[a];
+      int32_t ng = at->type == KN_ATTR_GRAPH ? 1 : at->type == KN_ATTR_GRAPHS ? at->n : 0;
+      for (int32_t s = 0; s < ng; s++) {
+        const kn_graph *sg = at->type == KN_ATTR_GRAPH ? at->g : at->graphs[s];
+        for (int32_t u = 0; sg && u < sg->n_values; u++) {
+          int32_t o = sg->values[u].outer;
+          if (o >= 0 && o < g->n_values && slot[o] >= 0)
+            note(&out[slot[o]], KN_ORIG_SUBGRAPH, i);
+        }
+      }
+    }
+  }
+  free(slot);
+  return n;
 }
 
 /* Whether t's bytes lie in the engine file's mapping. */
