@@ -1,6 +1,7 @@
 /*
  * Large long-lived buffers: prepacked weights, engine weight copies, the
- * activation arena.
+ * activation arena (kn_big_alloc_lazy where the runs use less of it than
+ * it was planned for).
  *
  * They get their own anonymous mapping, 2 MiB-aligned and advised for
  * transparent huge pages, and are prefaulted once.  Two measured reasons,
@@ -52,6 +53,20 @@ void *kn_big_alloc(size_t bytes) {
   return p;
 }
 
+void *kn_big_alloc_lazy(size_t bytes) {
+  if (!bytes) bytes = 1;
+  size_t pg = page_bytes();
+  size_t len = (bytes + pg - 1) & ~(pg - 1);
+  if (len < bytes) return NULL;
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+#ifdef MADV_NOHUGEPAGE
+  /* where THP is "always", a first write would make 2 MiB resident */
+  madvise(p, len, MADV_NOHUGEPAGE);
+#endif
+  return p;
+}
+
 void kn_big_free(void *p, size_t bytes) {
   if (!p) return;
   size_t pg = page_bytes();
@@ -73,6 +88,8 @@ void *kn_big_alloc(size_t bytes) {
   if (p) memset(p, 0, len);
   return p;
 }
+
+void *kn_big_alloc_lazy(size_t bytes) { return kn_big_alloc(bytes); }
 
 void kn_big_free(void *p, size_t bytes) {
   (void)bytes;

@@ -53,6 +53,10 @@ void kn_lines_free(kn_lines *l);
  * kernel allows.  NULL when out of memory.  Freed only by kn_big_free with
  * the same size. */
 void *kn_big_alloc(size_t bytes);
+/* The same without the prefault and in small pages: zeroed, its pages made
+ * resident only as they are first written (an arena planned for larger
+ * shapes than the runs use).  Freed by kn_big_free. */
+void *kn_big_alloc_lazy(size_t bytes);
 void kn_big_free(void *p, size_t bytes);
 /* Drops this process's pages wholly inside [p, p + bytes) of a private
  * read-only file mapping (they fault back in from the page cache if read
