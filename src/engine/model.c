@@ -158,10 +158,10 @@ kn_status kn_model_load(const char *path, kn_model **out, kn_error *err) {
     free(buf);
     return kn_fail(err, KN_ERR_OOM, "out of memory");
   }
-  st = kn_model_load_buffer(buf, size, dirname(dup), path, out, err);
+  kn_ir_model *ir;
+  st = kn_onnx_import_take(buf, size, dirname(dup), path, &ir, err); /* frees buf */
   free(dup);
-  free(buf);
-  return st;
+  return st ? st : finish_model(ir, out, err);
 }
 
 static void unpack_all(kn_model *m) {
