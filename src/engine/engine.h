@@ -50,6 +50,10 @@ struct kn_model {
   /* an engine's small originals that steps read as they are, copied out of
    * the mapping into one heap block (model.c) */
   void *small_copy;
+  /* a model built in memory: the originals its blocks stand in for, moved
+   * out of the heap as they are packed (kn_model_pack); NULL: none */
+  kn_spill *spill;
+  bool spill_tried;
   /* the machine it was built for (kn_model_build; not kept in engines) */
   kn_machine machine;
   bool has_machine;

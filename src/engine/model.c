@@ -36,6 +36,8 @@ const kn_ir_model *kn_model_ir(const kn_model *m) { return m->ir; }
 static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err);
 static kn_status adopt_packed(kn_model *m, kn_error *err);
 static kn_status copy_small_originals(kn_model *m, kn_error *err);
+static kn_status pack_steps(kn_model *m, int32_t isa, const kn_machine *machine,
+                            const int32_t *last, bool *ok, kn_error *err);
 
 void kn_strings_free(char **v, int32_t n) {
   for (int32_t i = 0; v && i < n; i++) free(v[i]);
@@ -343,6 +345,74 @@ static kn_status copy_small_originals(kn_model *m, kn_error *err) {
   return KN_OK;
 }
 
+/* Originals from this size up are moved out of a build's heap. */
+#define SPILL_MIN ((size_t)64 << 10)
+
+/* Which originals a build may move out of its heap once packed: per
+ * value, the last step reading it (last[v]), and whether every reader is
+ * a packing step whose block would stand in for it (ok[v]; a reader that
+ * then packs nothing clears it in kn_model_pack).  Graph outputs, strings
+ * and what a body reads stay. */
+static void spill_plan(const kn_graph *g, int32_t *last, bool *ok) {
+  for (int32_t v = 0; v < g->n_values; v++) {
+    const kn_tensor *t = g->values[v].constant;
+    last[v] = -1;
+    ok[v] = t && t->owned && t->data && t->dtype != KN_DTYPE_STRING && t->nbytes >= SPILL_MIN &&
+            !g->values[v].is_output;
+  }
+  for (int32_t j = 0; j < g->n_nodes; j++) {
+    const kn_node *n = &g->nodes[j];
+    const kn_op_tactics *tt = kn_tactics_of(n);
+    uint32_t mask = n->tactic && tt && tt->pack ? kn_tactics_packed_inputs(g, n) : 0;
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+      int32_t v = n->inputs[k];
+      if (v < 0) continue;
+      last[v] = j;
+      if (k >= 32 || !(mask >> k & 1)) ok[v] = false;
+    }
+    for (int32_t a = 0; a < n->n_attrs; a++) {
+      const kn_attr *at = &n->attrs[a];
+      int32_t ng = at->type == KN_ATTR_GRAPH ? 1 : at->type == KN_ATTR_GRAPHS ? at->n : 0;
+      for (int32_t s = 0; s < ng; s++) {
+        const kn_graph *sg = at->type == KN_ATTR_GRAPH ? at->g : at->graphs[s];
+        for (int32_t u = 0; sg && u < sg->n_values; u++)
+          if (sg->values[u].outer >= 0 && sg->values[u].outer < g->n_values)
+            ok[sg->values[u].outer] = false;
+      }
+    }
+  }
+}
+
+/* After step i packed (block p, NULL: none): the originals it was the last
+ * reader of, all of whose readers run from their blocks, move to the
+ * model's spill file.  A step that falls back to its original after all
+ * reads it from there (its pages come back from the file). */
+static void spill_after(kn_model *m, int32_t i, const void *p, const int32_t *last, bool *ok) {
+  kn_graph *g = m->ir->graph;
+  const kn_node *n = &g->nodes[i];
+  uint32_t mask = kn_tactics_packed_inputs(g, n);
+  for (int32_t k = 0; k < n->n_inputs && k < 32; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0 || !(mask >> k & 1)) continue;
+    if (!p) ok[v] = false;
+    if (!ok[v] || last[v] != i) continue;
+    if (!m->spill_tried) {
+      m->spill_tried = true;
+      m->spill = kn_spill_open();
+    }
+    kn_tensor *t = g->values[v].constant;
+    void *to = m->spill ? kn_spill_put(m->spill, t->data, t->nbytes) : NULL;
+    if (!to) continue;
+    free(t->data);
+    t->data = to;
+    t->owned = 0;
+    ok[v] = false;
+    /* in the middle of the heap free() leaves the pages resident: the
+     * build's peak would be the originals and the blocks together */
+    kn_heap_trim();
+  }
+}
+
 /* Prepack the weights of every top-level step whose tactic packs them
  * and that has no block for the target's ISA yet (an engine's mapped
  * blocks are kept); contexts share them read-only.  The target is the
@@ -353,6 +423,29 @@ kn_status kn_model_pack(kn_model *m, kn_error *err) {
   const kn_machine *machine = m->has_machine ? &m->machine : NULL;
   int32_t isa = kn_model_build_isa(m);
   if (m->packed && m->n_packed != g->n_nodes) unpack_all(m);
+  /* a build: its originals leave the heap as their steps are packed */
+  int32_t *last = NULL;
+  bool *ok = NULL;
+  if (!m->ir->mapping && !m->from_engine) {
+    last = kn_calloc((size_t)g->n_values + 1, sizeof *last);
+    ok = kn_calloc((size_t)g->n_values + 1, sizeof *ok);
+    if (last && ok) spill_plan(g, last, ok);
+    else {
+      free(last);
+      free(ok);
+      last = NULL;
+      ok = NULL;
+    }
+  }
+  kn_status st = pack_steps(m, isa, machine, last, ok, err);
+  free(last);
+  free(ok);
+  return st;
+}
+
+static kn_status pack_steps(kn_model *m, int32_t isa, const kn_machine *machine,
+                            const int32_t *last, bool *ok, kn_error *err) {
+  const kn_graph *g = m->ir->graph;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
     const kn_op_tactics *tt = kn_tactics_of(n);
@@ -384,6 +477,7 @@ kn_status kn_model_pack(kn_model *m, kn_error *err) {
     /* an engine packing at load: the originals just read leave the
      * resident set again, one step at a time */
     if (p && m->ir->mapping) drop_inputs(m, i);
+    if (last) spill_after(m, i, p, last, ok);
   }
   return KN_OK;
 }
@@ -457,6 +551,7 @@ void kn_model_free(kn_model *m) {
   unpack_all(m);
   kn_ir_model_free(m->ir);
   free(m->small_copy);
+  kn_spill_close(m->spill); /* after the constants that pointed into it */
   free(m->inputs);
   kn_mem_plan_free(&m->plan);
   kn_engine_info_free(&m->info);
@@ -606,6 +701,7 @@ kn_status kn_model_save(const kn_model *m, const char *path, kn_error *err) {
   cfg.machine_json = mj;
   cfg.decisions = (const char *const *)m->timing.decisions.s;
   cfg.n_decisions = m->timing.decisions.n;
+  cfg.spill = m->spill;
   kn_status st = kn_engine_write(m->ir, &m->plan, &cfg, path, err);
   free(mj);
   free(pk);

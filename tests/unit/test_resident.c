@@ -1,10 +1,12 @@
-/* What a loaded engine keeps resident (docs/MEMORY.md, "Resident memory"):
+/* What a loaded engine and a build keep resident (docs/MEMORY.md,
+ * "Resident memory"):
  * after a load and runs, none of the engine file's pages are mapped in the
  * process (the packed blocks and the small originals read as they are are
  * copies, everything else was dropped), also when the load repacks for
  * another ISA; a step whose original was dropped still reads it correctly
  * when it needs it (it comes back from the file); kn_model_originals tells
- * packed weights from originals read as they are. */
+ * packed weights from originals read as they are; a build moves the
+ * originals its blocks stand in for out of its heap. */
 #include "testkit.h"
 
 #include "core/cpu.h"
@@ -199,11 +201,63 @@ static void test_originals_fates(void **state) {
   kn_model_free(m);
 }
 
+/* A build moves the originals its blocks stand in for (64 KiB and up:
+ * tinycnn's c4.weight) out of the heap into its spill file as it packs;
+ * runs give the engine's bits, also without the blocks (the fast runs
+ * then pack from the spilled originals). */
+static void test_build_spills_packed_originals(void **state) {
+  (void)state;
+  kn_error err;
+  kn_model *m;
+  assert_int_equal(kn_model_load(KILN_SOURCE_DIR "/models/tinycnn/model.onnx", &m, &err), KN_OK);
+  kn_build_options o;
+  kn_build_options_init(&o);
+  const char *shape[] = {"input=2x3x32x32"};
+  o.shapes = shape;
+  o.n_shapes = 1;
+  o.tactics = KN_TACTICS_HEURISTIC;
+  assert_int_equal(kn_model_build(m, &o, &err), KN_OK);
+  const kn_graph *g = m->ir->graph;
+  int32_t moved = 0, big = 0;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    const kn_tensor *t = g->values[v].constant;
+    if (!t || t->nbytes < ((size_t)64 << 10)) continue;
+    big++;
+    moved += !t->owned;
+  }
+  assert_true(big > 0);
+  if (!m->spill) skip(); /* no disk-backed temporary folder here */
+  assert_int_equal(moved, big);
+  assert_int_equal(kn_spill_count(m->spill), moved);
+  kn_context *c;
+  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
+  float *with = run2(c);
+  kn_context_free(c);
+  void **keep = calloc((size_t)m->n_packed + 1, sizeof *keep);
+  assert_non_null(keep);
+  for (int32_t i = 0; i < m->n_packed; i++) {
+    keep[i] = m->packed[i];
+    m->packed[i] = NULL;
+  }
+  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
+  float *without = run2(c);
+  kn_context_free(c);
+  for (int32_t i = 0; i < m->n_packed; i++) m->packed[i] = keep[i];
+  free(keep);
+  assert_memory_equal(with, without, 20 * sizeof(float));
+  free(with);
+  free(without);
+  kn_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_engine_file_not_resident),
       cmocka_unit_test(test_dropped_original_still_read),
       cmocka_unit_test(test_originals_fates),
+      cmocka_unit_test(test_build_spills_packed_originals),
   };
   return cmocka_run_group_tests(tests, make_engine, remove_engine);
 }
