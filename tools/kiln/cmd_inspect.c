@@ -197,6 +197,8 @@ static bool orig_summary_get(const kn_model *m, orig_summary *s) {
   return true;
 }
 
+static const kn_spill *model_spill(const kn_model *m) { return m->spill; }
+
 static const char *value_name(const kn_model *m, int32_t v) {
   return kn_model_ir(m)->graph->values[v].name;
 }
@@ -236,16 +238,19 @@ static void print_originals(const kn_model *m, bool engine) {
   if (!orig_summary_get(m, &s)) return;
   char a[32], b[32], c[32];
   printf("weights: packed %s for this CPU (%d steps); originals kept %s (%d tensors), "
-         "%s %s (%d tensors: every step reading them runs from its packed block)\n",
+         "not kept %s (%d tensors: every step reading them runs from its packed block)\n",
          mib(s.packed, a, sizeof a), s.blocks, mib(s.kept, b, sizeof b), s.n_kept,
-         engine ? "dropped" : "droppable in an engine", mib(s.dropped, c, sizeof c),
-         s.n_dropped);
-  if (!engine && s.n)
-    printf("  (a model built in memory keeps every original; its engine maps them and drops "
-           "these)\n");
-  else if (s.n_kept)
-    printf("  (kept ones of 64 KiB and less are copied together at load; larger ones stay "
-           "file pages, resident as far as steps read them)\n");
+         mib(s.dropped, c, sizeof c), s.n_dropped);
+  if (!s.n_dropped)
+    ;
+  else if (engine)
+    printf("  (an engine drops the pages of those not kept; kept ones of 64 KiB and less are "
+           "copied together at load, larger ones stay file pages, resident as far as steps "
+           "read them)\n");
+  else
+    printf("  (built in memory: those not kept, of 64 KiB and up, were moved to a spill "
+           "file as they were packed%s)\n",
+           kn_spill_count(model_spill(m)) ? "" : "; none were: no spill file, or all smaller");
   int32_t shown = s.n_kept < 8 ? s.n_kept : 8;
   for (int32_t k = 0; k < shown; k++)
     printf("  kept %-40.40s %10s  step %d %s: %s\n", value_name(m, s.o[k].value),
