@@ -53,7 +53,28 @@ void kn_lines_free(kn_lines *l);
  * kernel allows.  NULL when out of memory.  Freed only by kn_big_free with
  * the same size. */
 void *kn_big_alloc(size_t bytes);
+/* The same without the prefault and in small pages: zeroed, its pages made
+ * resident only as they are first written (an arena planned for larger
+ * shapes than the runs use).  Freed by kn_big_free. */
+void *kn_big_alloc_lazy(size_t bytes);
 void kn_big_free(void *p, size_t bytes);
+/* A spill file (bigmem.c): bytes moved out of the heap into an unlinked
+ * file on a disk-backed file system ($TMPDIR, /var/tmp or /tmp; never
+ * tmpfs, where they would still be memory), each copy mapped on its own and
+ * resident only while read.  kn_spill_open: NULL where no folder takes
+ * one.  kn_spill_put: a mapping holding a copy of p's bytes, valid until
+ * kn_spill_close; NULL when it cannot be written (the caller keeps p). */
+typedef struct kn_spill kn_spill;
+kn_spill *kn_spill_open(void);
+void *kn_spill_put(kn_spill *s, const void *p, size_t bytes);
+int32_t kn_spill_count(const kn_spill *s); /* copies made */
+/* Drops the resident pages of [p, p + bytes) when it lies in one of s's
+ * copies (read again, they come back from the file); else nothing. */
+void kn_spill_drop(const kn_spill *s, const void *p, size_t bytes);
+void kn_spill_close(kn_spill *s);
+/* Gives the heap's free pages back to the system where the allocator can
+ * (glibc's malloc_trim); a no-op elsewhere. */
+void kn_heap_trim(void);
 /* Drops this process's pages wholly inside [p, p + bytes) of a private
  * read-only file mapping (they fault back in from the page cache if read
  * again); a no-op off Linux. */

@@ -50,6 +50,13 @@ struct kn_model {
    * huge-page buffer (kn_big_alloc) */
   void *packed_copy;
   size_t packed_copy_bytes;
+  /* an engine's small originals that steps read as they are, copied out of
+   * the mapping into one heap block (model.c) */
+  void *small_copy;
+  /* a model built in memory: the originals its blocks stand in for, moved
+   * out of the heap as they are packed (kn_model_pack); NULL: none */
+  kn_spill *spill;
+  bool spill_tried;
   /* the machine it was built for (kn_model_build; not kept in engines) */
   kn_machine machine;
   bool has_machine;
@@ -68,6 +75,39 @@ int32_t kn_model_build_isa(const kn_model *m);
 /* Prepack the weights of every top-level step whose tactic packs them and
  * that has no block for the target ISA yet (model.c). */
 kn_status kn_model_pack(kn_model *m, kn_error *err) KN_WUR;
+/* What becomes of a top-level constant once the steps have their packed
+ * blocks (kn_model_originals).  Every fate but KN_ORIG_PACKED keeps the
+ * original where it is: in an engine, file pages that become resident
+ * when the step reads them; in a model built in memory, its heap bytes
+ * (all of them: a build keeps every original). */
+typedef enum kn_orig_fate {
+  KN_ORIG_PACKED,    /* every step reading it runs from a block standing in
+                        for it: an engine drops its pages */
+  KN_ORIG_REFERENCE, /* a step on its reference kernel reads it */
+  KN_ORIG_NO_BLOCK,  /* a step whose tactic made no packed block reads it */
+  KN_ORIG_BESIDE,    /* a packed step reads it beside its block (a bias, zero
+                        points: the block stands in for its weights only) */
+  KN_ORIG_OUTPUT,    /* it is a graph output */
+  KN_ORIG_SUBGRAPH,  /* a Loop, Scan or If body reads it */
+  KN_ORIG_UNREAD,    /* nothing reads it */
+} kn_orig_fate;
+
+typedef struct kn_original {
+  int32_t value;  /* in the top-level graph */
+  uint64_t bytes;
+  kn_orig_fate fate;
+  int32_t step;   /* the step behind the fate, or -1 */
+} kn_original;
+
+/* One entry per top-level constant (value order) into out, at most max;
+ * returns how many there are (model.c). */
+int32_t kn_model_originals(const kn_model *m, kn_original *out, int32_t max);
+/* Why a fate keeps the original, in a few words ("packed" for
+ * KN_ORIG_PACKED). */
+const char *kn_orig_fate_name(kn_orig_fate f);
+/* Bytes of the steps' packed blocks (those the runs use) and their count. */
+uint64_t kn_model_packed_bytes(const kn_model *m, int32_t *blocks);
+
 /* "1x3x224x224" (the bytes [p, end)) -> dims; false when malformed. */
 bool kn_parse_dims(const char *p, const char *end, int64_t *dims, int32_t *rank);
 /* The model input named by spec's "NAME=" prefix (eq points at its '='),

@@ -127,6 +127,7 @@ typedef struct writer {
   uint32_t n_graphs;
   kn_error *err;
   const char *path;
+  const kn_spill *spill;
 } writer;
 
 static bool add_tensor(writer *w, uint32_t graph, int32_t value, const kn_tensor *t,
@@ -324,6 +325,7 @@ static bool emit_weights(const writer *w, bool (*fn)(const void *, size_t, void 
     const wtensor *t = &w->tensors[i];
     if (t->offset > pos && !fn(kZeros, (size_t)(t->offset - pos), arg)) return false;
     if (!emit_tensor(t->t, fn, arg)) return false;
+    kn_spill_drop(w->spill, t->t->data, t->t->nbytes);
     pos = t->offset + t->size;
   }
   return true;
@@ -433,7 +435,7 @@ typedef struct wsec {
 kn_status kn_engine_write(const kn_ir_model *m, const kn_mem_plan *plan,
                           const kn_engine_config *cfg, const char *path, kn_error *err) {
   kn_status st = KN_OK;
-  writer w = {.err = err, .path = path};
+  writer w = {.err = err, .path = path, .spill = cfg ? cfg->spill : NULL};
   wbuf head = {0}, tens = {0}, planb = {0};
   XXH64_state_t *hs = NULL;
   char *tmp = NULL;

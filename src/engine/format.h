@@ -194,6 +194,9 @@ typedef struct kn_engine_config {
                                          own (kn_cpu_build_features) */
   int32_t n_packed;                   /* prepacked weights (PACKED) */
   const kn_engine_packed *packed;
+  const kn_spill *spill;              /* a build's spill file: a constant
+                                         in it leaves the resident set
+                                         once hashed or written */
 } kn_engine_config;
 
 /* What a read found besides the model (kn_engine_info_free frees it). */

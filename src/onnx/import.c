@@ -222,6 +222,16 @@ static kn_status convert_graph(import_ctx *ic, const KnOnnx__GraphProto *gp,
     st = sparse ? kn_onnx_sparse_to_dense(sp, ic->base_dir, what, t, ic->err)
                 : kn_onnx_tensor_from_proto(tp, ic->base_dir, what, t, ic->err);
     if (st) return st;
+    if (!sparse && tp->has_raw_data && tp->raw_data.data) {
+      /* the tensor has its copy: the proto's bytes go now, not with the
+       * whole model, so that an import holds one copy of the weights, not
+       * two (protobuf-c allocates each bytes field on its own) */
+      KnOnnx__TensorProto *own = gp->initializer[i];
+      free(own->raw_data.data);
+      own->raw_data.data = NULL;
+      own->raw_data.len = 0;
+      own->has_raw_data = 0;
+    }
     kn_type *ty = &g->values[idx].type;
     ty->kind = KN_KIND_TENSOR;
     ty->dtype = t->dtype;
@@ -351,13 +361,18 @@ static kn_status convert_graph(import_ctx *ic, const KnOnnx__GraphProto *gp,
   return kn_graph_finish(g, ic->label, ic->err);
 }
 
-kn_status kn_onnx_import(const void *buf, size_t size, const char *base_dir,
-                         const char *label, kn_ir_model **out, kn_error *err) {
+/* owned: buf itself, to free once parsed (NULL: the caller's). */
+static kn_status import(const void *buf, size_t size, void *owned, const char *base_dir,
+                        const char *label, kn_ir_model **out, kn_error *err) {
   *out = NULL;
   kn_status st = kn_onnx_check_nesting(buf, size, &kn_onnx__model_proto__descriptor,
                                        label, err);
-  if (st) return st;
+  if (st) {
+    free(owned);
+    return st;
+  }
   KnOnnx__ModelProto *mp = kn_onnx__model_proto__unpack(NULL, size, buf);
+  free(owned);
   if (!mp)
     return kn_fail(err, KN_ERR_PARSE,
                    "%s: not a valid ONNX model (the protobuf is truncated or corrupt)",
@@ -405,4 +420,14 @@ done:
   }
   *out = m;
   return KN_OK;
+}
+
+kn_status kn_onnx_import(const void *buf, size_t size, const char *base_dir,
+                         const char *label, kn_ir_model **out, kn_error *err) {
+  return import(buf, size, NULL, base_dir, label, out, err);
+}
+
+kn_status kn_onnx_import_take(void *buf, size_t size, const char *base_dir,
+                              const char *label, kn_ir_model **out, kn_error *err) {
+  return import(buf, size, buf, base_dir, label, out, err);
 }

@@ -13,6 +13,12 @@
 kn_status kn_onnx_import(const void *buf, size_t size, const char *base_dir,
                          const char *label, kn_ir_model **out,
                          kn_error *err) KN_WUR;
+/* The same, taking `buf` (malloc'd, as kn_read_whole_file makes it): it is
+ * freed once the protobuf is parsed, before the constants are converted,
+ * so the file's bytes are not held beside them. */
+kn_status kn_onnx_import_take(void *buf, size_t size, const char *base_dir,
+                              const char *label, kn_ir_model **out,
+                              kn_error *err) KN_WUR;
 
 /* Read a whole file into memory (size limit 4 GiB). */
 kn_status kn_read_whole_file(const char *path, void **buf, size_t *size,

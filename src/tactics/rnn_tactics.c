@@ -225,9 +225,17 @@ static kn_status rnn_run(kn_op_ctx *ctx) { return rnn_fast_run(ctx, KN_RNN_OP_RN
 static kn_status gru_run(kn_op_ctx *ctx) { return rnn_fast_run(ctx, KN_RNN_OP_GRU); }
 static kn_status lstm_run(kn_op_ctx *ctx) { return rnn_fast_run(ctx, KN_RNN_OP_LSTM); }
 
+/* The block holds W, R, B and (LSTM) the peepholes: the run reads none of
+ * them when it has it (rnn_fast). */
+static uint32_t rnn_replaces(const kn_graph *g, const kn_node *n) {
+  (void)g;
+  return (1u << 1) | (1u << 2) | (1u << 3) | (strcmp(n->op_type, "LSTM") ? 0 : 1u << 7);
+}
+
 const kn_op_tactics kn_tactics_rnn[] = {
-    {NULL, "RNN", .select = rnn_select, .pack = rnn_pack, .run = rnn_run},
-    {NULL, "GRU", .select = gru_select, .pack = gru_pack, .run = gru_run},
-    {NULL, "LSTM", .select = lstm_select, .pack = lstm_pack, .run = lstm_run},
+    {NULL, "RNN", .select = rnn_select, .pack = rnn_pack, .run = rnn_run, .replaces = rnn_replaces},
+    {NULL, "GRU", .select = gru_select, .pack = gru_pack, .run = gru_run, .replaces = rnn_replaces},
+    {NULL, "LSTM", .select = lstm_select, .pack = lstm_pack, .run = lstm_run,
+     .replaces = rnn_replaces},
     KN_TACTICS_END,
 };

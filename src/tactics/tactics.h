@@ -50,6 +50,15 @@
  *              run-time shape it does not cover, a tactic id that is not
  *              one of its own: engines name them) is handed to the op's
  *              reference run, ctx->node->op->run, unchanged.
+ *  replaces    the constant inputs (bit i: input i) whose bytes node n's
+ *              fast run does not read once it has its block, packed for
+ *              this ISA, and runs at the shapes it was packed for: what the
+ *              block holds in their place.  NULL: input 1 alone (the weight
+ *              operand: W of a convolution, B of a GEMM); the others (a
+ *              bias, zero points) are taken to be read as they are.  An
+ *              engine drops the pages of such originals (docs/MEMORY.md,
+ *              "Resident memory"); a run that hands a case over to the
+ *              reference still reads them, from the file.
  *
  * Every hook is optional.  Nodes point at their entry (kn_node.impl), set
  * with their tactic (kn_tactics_select) and when a model or engine is
@@ -128,6 +137,7 @@ typedef struct kn_op_tactics {
                         int32_t max);
   uint32_t (*precisions)(const kn_graph *g, const kn_node *n, int32_t isa);
   kn_op_fn run;
+  uint32_t (*replaces)(const kn_graph *g, const kn_node *n);
 } kn_op_tactics;
 
 #define KN_TACTICS_END {NULL, NULL}
@@ -148,6 +158,10 @@ void kn_tactics_foreach(void (*fn)(const kn_op_tactics *t, void *arg), void *arg
 static inline const kn_op_tactics *kn_tactics_of(const kn_node *n) {
   return n->impl ? n->impl : kn_tactics_for(n->domain, n->op_type);
 }
+
+/* The inputs of node n that its packed block stands in for (its entry's
+ * `replaces`, else input 1); 0 when its tactic packs nothing. */
+uint32_t kn_tactics_packed_inputs(const kn_graph *g, const kn_node *n);
 
 struct kn_ir_model;
 /* Points every node of the model (subgraphs included) at its entry

@@ -55,3 +55,9 @@ static void select_graph(kn_graph *g, int32_t isa, bool reference) {
 void kn_tactics_select(struct kn_ir_model *m, int32_t isa, bool reference) {
   select_graph(m->graph, isa, reference);
 }
+
+uint32_t kn_tactics_packed_inputs(const kn_graph *g, const kn_node *n) {
+  const kn_op_tactics *t = kn_tactics_of(n);
+  if (!n->tactic || !t || !t->pack) return 0;
+  return t->replaces ? t->replaces(g, n) : 1u << 1;
+}

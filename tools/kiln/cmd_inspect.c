@@ -2,6 +2,7 @@
  * outputs, the ONNX op histogram, parameters, FLOPs, and the steps of the
  * optimized engine with their memory plan. */
 #include "cli.h"
+#include "engine/engine.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -24,9 +25,12 @@ void kn_cmd_inspect_usage(FILE *f) {
           "machine it was built for (docs/MACHINE.md) on --threads N threads (default\n"
           "1): the time and what bounds it (compute, or the bandwidth of L1, L2, L3 or\n"
           "DRAM, or the fixed per-step overhead); --json adds the bytes moved across each\n"
-          "boundary (registers-L1, L1-L2, L2-L3, L3-DRAM).\n"
+          "boundary (registers-L1, L1-L2, L2-L3, L3-DRAM).  Last, the weights: packed\n"
+          "bytes for this CPU, and the originals kept (which, and the step that reads\n"
+          "them) and dropped.\n"
           "--json prints one JSON object instead (keys: onnx_nodes, steps, weights_bytes,\n"
-          "arena_bytes, naive_activation_bytes, lower_bound_bytes, format_version,\n"
+          "arena_bytes, naive_activation_bytes, lower_bound_bytes, packed_bytes,\n"
+          "originals_kept_bytes, originals_dropped_bytes, originals_kept, format_version,\n"
           "flops, inputs, outputs, step_list, machine).  --html FILE writes a\n"
           "self-contained dashboard page of the same data (docs/CLI.md).\n"
           "Options also take the --name=VALUE\n"
@@ -154,6 +158,108 @@ static void json_machine(FILE *f, const kn_model *m) {
   fprintf(f, "]}");
 }
 
+
+/* ---- weights in original and packed form -------------------------------- */
+
+typedef struct orig_summary {
+  uint64_t packed, kept, dropped;
+  int32_t blocks, n_kept, n_dropped, n;
+  kn_original *o; /* kept ones first, largest first */
+} orig_summary;
+
+static int by_kept_bytes(const void *a, const void *b) {
+  const kn_original *x = a, *y = b;
+  bool kx = x->fate != KN_ORIG_PACKED, ky = y->fate != KN_ORIG_PACKED;
+  if (kx != ky) return kx ? -1 : 1;
+  if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+  return x->value - y->value;
+}
+
+/* Unread constants count as dropped: nothing makes them resident. */
+static bool orig_summary_get(const kn_model *m, orig_summary *s) {
+  memset(s, 0, sizeof *s);
+  s->packed = kn_model_packed_bytes(m, &s->blocks);
+  int32_t n = kn_model_originals(m, NULL, 0);
+  s->o = calloc((size_t)n + 1, sizeof *s->o);
+  if (!s->o) return false;
+  s->n = kn_model_originals(m, s->o, n);
+  for (int32_t k = 0; k < s->n; k++)
+    if (s->o[k].fate == KN_ORIG_UNREAD) s->o[k].fate = KN_ORIG_PACKED;
+  qsort(s->o, (size_t)s->n, sizeof *s->o, by_kept_bytes);
+  for (int32_t k = 0; k < s->n; k++)
+    if (s->o[k].fate == KN_ORIG_PACKED) {
+      s->dropped += s->o[k].bytes;
+      s->n_dropped++;
+    } else {
+      s->kept += s->o[k].bytes;
+      s->n_kept++;
+    }
+  return true;
+}
+
+static const kn_spill *model_spill(const kn_model *m) { return m->spill; }
+
+static const char *value_name(const kn_model *m, int32_t v) {
+  return kn_model_ir(m)->graph->values[v].name;
+}
+
+static const char *step_name(const kn_model *m, int32_t i) {
+  return i >= 0 ? kn_model_ir(m)->graph->nodes[i].name : "-";
+}
+
+static void json_originals(FILE *f, const kn_model *m, bool engine) {
+  orig_summary s;
+  if (!orig_summary_get(m, &s)) return;
+  fprintf(f, ", \"packed_bytes\": %llu, \"packed_steps\": %d, \"originals_in_memory\": %s, "
+             "\"originals_kept_bytes\": %llu, \"originals_dropped_bytes\": %llu, "
+             "\"originals_kept\": [",
+          (unsigned long long)s.packed, s.blocks, engine ? "false" : "true",
+          (unsigned long long)s.kept, (unsigned long long)s.dropped);
+  for (int32_t k = 0; k < s.n_kept; k++) {
+    fprintf(f, "%s{\"name\": ", k ? ", " : "");
+    json_str(f, value_name(m, s.o[k].value));
+    fprintf(f, ", \"bytes\": %llu, \"why\": ", (unsigned long long)s.o[k].bytes);
+    json_str(f, kn_orig_fate_name(s.o[k].fate));
+    fprintf(f, ", \"step\": %d}", s.o[k].step);
+  }
+  fprintf(f, "]");
+  free(s.o);
+}
+
+static const char *mib(uint64_t v, char *buf, size_t n) {
+  if (v < 1048576) snprintf(buf, n, "%.1f KiB", (double)v / 1024.0);
+  else snprintf(buf, n, "%.2f MiB", (double)v / 1048576.0);
+  return buf;
+}
+
+/* The summary line and the largest originals kept. */
+static void print_originals(const kn_model *m, bool engine) {
+  orig_summary s;
+  if (!orig_summary_get(m, &s)) return;
+  char a[32], b[32], c[32];
+  printf("weights: packed %s for this CPU (%d steps); originals kept %s (%d tensors), "
+         "not kept %s (%d tensors: every step reading them runs from its packed block)\n",
+         mib(s.packed, a, sizeof a), s.blocks, mib(s.kept, b, sizeof b), s.n_kept,
+         mib(s.dropped, c, sizeof c), s.n_dropped);
+  if (!s.n_dropped)
+    ;
+  else if (engine)
+    printf("  (an engine drops the pages of those not kept; kept ones of 64 KiB and less are "
+           "copied together at load, larger ones stay file pages, resident as far as steps "
+           "read them)\n");
+  else
+    printf("  (built in memory: those not kept, of 64 KiB and up, were moved to a spill "
+           "file as they were packed%s)\n",
+           kn_spill_count(model_spill(m)) ? "" : "; none were: no spill file, or all smaller");
+  int32_t shown = s.n_kept < 8 ? s.n_kept : 8;
+  for (int32_t k = 0; k < shown; k++)
+    printf("  kept %-40.40s %10s  step %d %s: %s\n", value_name(m, s.o[k].value),
+           mib(s.o[k].bytes, a, sizeof a), s.o[k].step, step_name(m, s.o[k].step),
+           kn_orig_fate_name(s.o[k].fate));
+  if (shown < s.n_kept) printf("  ... %d more kept (--json lists them)\n", s.n_kept - shown);
+  free(s.o);
+}
+
 char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
                           const double *measured, const char *const *ops,
                           const int64_t *op_counts, int n_ops) {
@@ -184,6 +290,7 @@ char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
          "\"naive_activation_bytes\": %llu",
          (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
          (unsigned long long)st.naive_activation_bytes);
+  json_originals(f, m, engine);
   fprintf(f, ", \"inputs\": [");
   for (int32_t i = 0; i < nin; i++) {
     kn_value_info vi;
@@ -411,6 +518,7 @@ int kn_cmd_inspect(int argc, char **argv) {
   printf("memory: arena %.2f MiB, lower bound %.2f MiB, unplanned %.2f MiB\n",
          (double)st.arena_bytes / 1048576.0, (double)st.lower_bound_bytes / 1048576.0,
          (double)st.naive_activation_bytes / 1048576.0);
+  print_originals(m, engine);
 done:
   free(measured);
   for (int k = 0; k < h.n; k++) free((char *)h.op[k]);
