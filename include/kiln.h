@@ -144,6 +144,9 @@ kn_status kn_model_input_info(const kn_model *model, int32_t index,
                               kn_value_info *out);
 kn_status kn_model_output_info(const kn_model *model, int32_t index,
                                kn_value_info *out);
+/* The value input `index` is pinned to (kn_build_options.fixed), as given
+ * ("16000", "1,0,2"); NULL when it is not pinned. */
+const char *kn_model_input_fixed(const kn_model *model, int32_t index);
 
 /* Summary used by `kiln inspect`.  Dynamic dimensions count as 1. */
 typedef struct kn_model_stats {

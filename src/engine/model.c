@@ -583,6 +583,19 @@ const char *kn_model_decision(const kn_model *m, int32_t i) {
 }
 
 int32_t kn_model_input_count(const kn_model *m) { return m->n_inputs; }
+
+const char *kn_model_input_fixed(const kn_model *m, int32_t index) {
+  if (index < 0 || index >= m->n_inputs || !m->pinned || !m->pinned[index].dtype) return NULL;
+  const kn_graph *g = m->ir->graph;
+  const char *name = g->values[g->inputs[m->inputs[index]]].name;
+  for (int32_t k = 0; k < m->n_fixed; k++) {
+    const char *eq = strchr(m->fixed[k], '=');
+    if (eq && (size_t)(eq - m->fixed[k]) == strlen(name) &&
+        !strncmp(m->fixed[k], name, (size_t)(eq - m->fixed[k])))
+      return eq + 1;
+  }
+  return NULL;
+}
 int32_t kn_model_output_count(const kn_model *m) { return m->ir->graph->n_outputs; }
 
 static void fill_info(const kn_value *v, kn_value_info *out) {

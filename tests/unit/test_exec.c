@@ -440,6 +440,9 @@ static void test_fix_folds_if(void **state) {
   kn_model *e;
   assert_int_equal(kn_model_load(tmp, &e, &err), KN_OK);
   unlink(tmp);
+  assert_string_equal(kn_model_input_fixed(e, 1), "16000");
+  assert_null(kn_model_input_fixed(e, 0));
+  assert_null(kn_model_input_fixed(plain, 1));
   kn_model *ms[2] = {m, e};
   for (int k = 0; k < 2; k++) {
     float want[56], got[56];

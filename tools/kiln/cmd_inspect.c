@@ -291,7 +291,17 @@ char *kn_cli_inspect_json(const kn_model *m, const char *path, int64_t threads,
          (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
          (unsigned long long)st.naive_activation_bytes);
   json_originals(f, m, engine);
-  fprintf(f, ", \"inputs\": [");
+  fprintf(f, ", \"fixed_inputs\": {");
+  for (int32_t i = 0, k = 0; i < nin; i++) {
+    kn_value_info vi;
+    const char *fx = kn_model_input_fixed(m, i);
+    if (!fx || kn_model_input_info(m, i, &vi)) continue;
+    fprintf(f, k++ ? ", " : "");
+    json_str(f, vi.name);
+    fprintf(f, ": ");
+    json_str(f, fx);
+  }
+  fprintf(f, "}, \"inputs\": [");
   for (int32_t i = 0; i < nin; i++) {
     kn_value_info vi;
     if (kn_model_input_info(m, i, &vi)) continue;
@@ -459,6 +469,8 @@ int kn_cmd_inspect(int argc, char **argv) {
   for (int32_t i = 0; i < nin; i++) {
     kn_value_info vi;
     if (kn_model_input_info(m, i, &vi) == KN_OK) print_value(&vi);
+    const char *fx = kn_model_input_fixed(m, i);
+    if (fx) printf("    pinned to %s (kiln build --fix): other values are refused\n", fx);
   }
   printf("outputs:\n");
   for (int32_t i = 0; i < nout; i++) {
