@@ -259,6 +259,13 @@ static void test_conv_nhwc_geometry(void **state) {
       {2, 16, 9, 7, 40, 4, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, KN_ACT_LEAKYRELU, 2, false},
       {2, 12, 5, 5, 8, 4, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, KN_ACT_HARDSIGMOID, 0, true},
       {2, 8, 8, 8, 6, 2, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, true, KN_ACT_NONE, 1, false},
+      /* taps in the padding skipped per block: ASPP's dilation 12 on a
+       * 20x20 map (a quarter of the (tap, pixel) pairs read the input),
+       * dilation 3 on 5x7 with a scale, a 7x7 on 3x3, batch 2 */
+      {1, 24, 20, 20, 40, 1, 3, 3, 1, 1, 12, 12, {12, 12, 12, 12}, true, KN_ACT_RELU, 1, false},
+      {1, 9, 5, 7, 17, 1, 3, 3, 1, 1, 3, 3, {3, 3, 3, 3}, true, KN_ACT_SILU, 2, true},
+      {2, 8, 3, 3, 20, 1, 7, 7, 1, 1, 1, 1, {3, 3, 3, 3}, false, KN_ACT_NONE, 0, false},
+      {1, 16, 12, 12, 16, 2, 3, 3, 1, 1, 6, 6, {6, 6, 6, 6}, true, KN_ACT_CLIP, 0, false},
       /* depth split into blocks (panels over 256 KiB on AVX-512, 2.7k
        * depth steps on AVX2): by taps, by channels, with every epilogue */
       {1, 128, 5, 6, 80, 1, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, KN_ACT_SILU, 2, false},

@@ -63,6 +63,9 @@ static tile_budgets tile_budgets_of(const kn_caches *caches) {
 }
 /* Pixel blocks per chunk at most (pointer tables stay small). */
 #define MAX_BLOCKS 64
+/* Taps a block's list of live taps holds at most (larger kernels run
+ * every tap). */
+#define SKIP_TAPS_MAX 64
 /* Input channels up to which a kernel row is one tap (see above). */
 #define ROW_TAP_MAX_C 4
 
@@ -101,6 +104,7 @@ typedef struct plan {
   size_t zero_floats;  /* the zero row */
   size_t xp_floats;    /* row taps: the padded copy */
   size_t ptr_count;    /* pointer table entries per thread */
+  bool skip;           /* blocks drop the taps all their pixels read as padding */
   bool wscale;         /* the input-channel scale goes into a copy of the weights */
   size_t wscale_floats; /* that copy */
   size_t copy_floats;  /* scaled A rows per thread (0 with row taps or wscale) */
@@ -195,6 +199,26 @@ static void make_plan(kn_isa isa, const kn_conv2d *g, int32_t threads, bool scal
     p->xp_floats = (size_t)(g->n * g->h * p->wp * g->c);
   }
   p->ptr_count = (size_t)(cdiv(chunk, mr) * p->taps * uk->mr_max);
+  /* Taps in the padding: a dilated conv on a small map (ASPP's dilation
+   * 12 on 20x20) reads padding through most (tap, pixel) pairs; a block
+   * of pixels that reads padding through a tap with every pixel skips it.
+   * Worth the per-block check where over a quarter of the pairs are
+   * padding (a 3x3 pad-1 conv on 56x56: 2.4%). */
+  if (!p->rows && p->taps <= SKIP_TAPS_MAX) {
+    double live = 1.0;
+    int64_t dims[2][6] = {{g->h, g->oh, g->kh, g->sh, g->dh, g->pt},
+                          {g->w, g->ow, g->kw, g->sw, g->dw, g->pl}};
+    for (int k = 0; k < 2; k++) {
+      int64_t in = dims[k][0], out = dims[k][1], kk = dims[k][2], n = 0;
+      for (int64_t o = 0; o < out; o++)
+        for (int64_t t = 0; t < kk; t++) {
+          int64_t i = o * dims[k][3] - dims[k][5] + t * dims[k][4];
+          n += i >= 0 && i < in;
+        }
+      live *= out * kk > 0 ? (double)n / (double)(out * kk) : 1.0;
+    }
+    p->skip = live < 0.75;
+  }
   /* An input-channel scale (a squeeze-and-excitation gate) on one image
    * whose pixels outnumber a group's packed output channels scales a copy
    * of the weights, k x that many floats, rather than every pixel's A row,
@@ -455,7 +479,30 @@ static void conv_task(void *arg, int64_t task, int32_t thread) {
           float *c = j->y + q0 * ldy + col;
           const float *res = j->ep && j->ep->res ? j->ep->res + q0 * m + col : NULL;
           kp.res = j->kernel_res && last ? res : NULL;
-          p->uk->fn[nv - 1][rows - 1](tn, kn, t + t0 * rows, wd, c, ldy, width, &kp);
+          const float *const *tt = t + t0 * rows;
+          int64_t nt = tn;
+          const float *live_ptr[SKIP_TAPS_MAX * KN_IGEMM_MR_MAX];
+          int32_t live_tap[SKIP_TAPS_MAX];
+          kp.tap = NULL;
+          if (p->skip) {
+            /* the taps some pixel of the block reads the input through */
+            nt = 0;
+            for (int64_t q = 0; q < tn; q++) {
+              bool any = false;
+              for (int64_t r = 0; r < rows; r++) any |= tt[q * rows + r] != j->zero;
+              if (!any) continue;
+              memcpy(live_ptr + nt * rows, tt + q * rows, (size_t)rows * sizeof *live_ptr);
+              live_tap[nt++] = (int32_t)q;
+            }
+            if (nt < tn) {
+              tt = live_ptr;
+              kp.tap = live_tap;
+              kp.tap_stride = kn * nrs;
+            } else {
+              nt = tn;
+            }
+          }
+          p->uk->fn[nv - 1][rows - 1](nt, kn, tt, wd, c, ldy, width, &kp);
           if (j->post_act && last) {
             kn_epilogue e = {.act = j->ep->act, .res = j->kernel_res ? NULL : res, .ldr = m};
             kn_f32_epilogue(j->isa, &e, c, ldy, 0, rows, 0, width);

@@ -43,7 +43,9 @@ igemm_tile(const int mr, const int nv, int64_t taps, int64_t kc, const float *co
   for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) acc[r][v] = v_zero();
-  for (; taps > 0; taps--) {
+  const float *w0 = w;
+  for (int64_t t = 0; t < taps; t++) {
+    if (p->tap) w = w0 + p->tap[t] * p->tap_stride;
     const float *ap[MR];
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) ap[r] = a[r] + p->a_off;

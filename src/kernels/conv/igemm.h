@@ -34,6 +34,13 @@ typedef struct kn_igemm_params {
   bool accumulate;   /* add C's values (depth blocks after the first) */
   int64_t a_off;     /* added to every row pointer (a depth block's first channel) */
   float lo, hi;
+  /* NULL: tap t's weights follow tap t-1's (w advances through the taps);
+   * else they start at w + tap[t] * tap_stride floats: a block whose
+   * pixels all read padding through some taps is given only the others
+   * (their pointer rows and tap numbers), with the same sums in the same
+   * order minus products of zeros. */
+  const int32_t *tap;
+  int64_t tap_stride;
 } kn_igemm_params;
 
 typedef void (*kn_igemm_fn)(int64_t taps, int64_t kc, const float *const *a,
