@@ -55,7 +55,12 @@ const {readInputs, parseTensor} = require('./ort_bench.js');
 
 const ROOT = path.resolve(__dirname, '..');
 const ALL = ['resnet50', 'mobilenet_v2', 'squeezenet1_1', 'efficientnet_b0', 'bert_base',
-             'bert_tiny', 'tinycnn'];
+             'bert_tiny', 'tinycnn', 'audio_conv1d', 'video_r3d', 'vad_if', 'vad_if+fix',
+             'aspp_seg', 'resnext_grouped'];
+// Variants: a model of the cache built with extra `kiln build` options
+// (ONNX Runtime runs the same .onnx).  vad_if+fix pins the sample rate its
+// If decides on (kiln build --fix), which ORT has no counterpart for.
+const VARIANTS = {'vad_if+fix': {model: 'vad_if', build: ['--fix', 'sr=16000']}};
 
 function usage(msg) {
   console.error('side_by_side.js: ' + msg + '\nusage: node bench/side_by_side.js ' +
@@ -262,7 +267,8 @@ function benchOne(a, tool, ctx, threads, runs, warmup, round) {
 }
 
 function prepare(a, name, cache, tmp) {
-  const found = findModel(cache, name);
+  const variant = VARIANTS[name];
+  const found = findModel(cache, variant ? variant.model : name);
   if (!found) return {skip: `${name}: not in ${cache} (scripts/make_reference.sh exports it)`};
   const ctx = {name, model: found.model};
   // the same input files for both runtimes
@@ -285,10 +291,15 @@ function prepare(a, name, cache, tmp) {
   shapes.splice(0, shapes.length, ...shapes.filter((s) => !s.endsWith('=scalar')));
   ctx.engine = path.join(tmp, name + '.kiln');
   const t0 = Date.now();
-  run(a.kiln, ['build', found.model, '-o', ctx.engine, ...shapes.flatMap((s) => ['--shape', s])],
+  run(a.kiln, ['build', found.model, '-o', ctx.engine, ...shapes.flatMap((s) => ['--shape', s]),
+                ...(variant ? variant.build : [])],
       `kiln build ${name}`);
   ctx.build_ms = Date.now() - t0;
-  ctx.flops = runJson(a.kiln, ['inspect', ctx.engine, '--json'], `kiln inspect ${name}.kiln`).flops;
+  const insp = runJson(a.kiln, ['inspect', ctx.engine, '--json'], `kiln inspect ${name}.kiln`);
+  ctx.flops = insp.flops;
+  // the weights a run reads: the packed blocks for this CPU and the originals kept
+  ctx.weights = (insp.packed_bytes || 0) + (insp.originals_kept_bytes || 0) ||
+                insp.weights_bytes || 0;
   // correctness before speed
   const kout = path.join(tmp, name + '_kiln_out'), oout = path.join(tmp, name + '_ort_out');
   run(a.kiln, ['run', ctx.engine, '--input-dir', ctx.inputs, '--output-dir', kout],
@@ -388,7 +399,9 @@ function report(a, cpu, rows, skipped, started, loadStart) {
          `about ${a.seconds} s for the slower one). p50: median over rounds of each round's ` +
          'median. Startup: kiln engine load + context creation, ORT session creation. ' +
          "Peak RSS: the process's peak (kiln: getrusage; ORT: VmHWM of the node process, " +
-         "node's own ~40 MiB included, raw)." +
+         "node's own ~40 MiB included, raw); kiln's RSS over weights: its peak less the " +
+         "weights its runs read (`kiln inspect --json`: packed_bytes + originals_kept_bytes), " +
+         'the arena, code and buffers a process holds beside them.' +
          (a.pin && a.cpus
            ? ' CPUs: with fewer threads than the machine has CPUs, both runtimes of a round ' +
              'are pinned (taskset) to the same CPUs, rotating over the CPUs from round to ' +
@@ -407,14 +420,14 @@ function report(a, cpu, rows, skipped, started, loadStart) {
     if (!rs.length) continue;
     L.push(`## ${t} thread${t > 1 ? 's' : ''}`, '');
     L.push('| model | inputs | kiln p50 ms | ORT p50 ms | speed-up (ORT/kiln) | kiln GFLOP/s | ' +
-           '% of limit | ORT GFLOP/s | kiln RSS MiB | ORT RSS MiB | kiln startup ms | ' +
-           'ORT startup ms | N | outputs |');
-    L.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+           '% of limit | ORT GFLOP/s | kiln RSS MiB | kiln RSS over weights MiB | ORT RSS MiB | ' +
+           'kiln startup ms | ORT startup ms | N | outputs |');
+    L.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
     const ups = [], byPrec = {};
     for (const r of rs) {
       if (r.error) {
         L.push(`| ${r.name} | ${r.shapes || ''} | failed: ${r.error.replace(/\|/g, '/')} ` +
-               '| | | | | | | | | | | |');
+               '| | | | | | | | | | | | |');
         continue;
       }
       const k = r.m.kiln, o = r.m.ort, up = o.p50 / k.p50;
@@ -423,7 +436,8 @@ function report(a, cpu, rows, skipped, started, loadStart) {
       const kg = r.flops / (k.p50 * 1e6), og = r.flops / (o.p50 * 1e6);
       L.push(`| ${r.name} | ${r.shapes} | ${f1(k.p50)} | ${f1(o.p50)} | ${up.toFixed(2)}× | ` +
              `${f1(kg)} | ${((100 * kg) / (a.limit * t)).toFixed(0)}% | ${f1(og)} | ` +
-             `${mib(k.rss)} | ${mib(o.rss)} | ${f1(k.load)} | ${f1(o.load)} | ${r.m.runs} | ` +
+             `${mib(k.rss)} | ${mib(k.rss - (r.weights || 0))} | ${mib(o.rss)} | ` +
+             `${f1(k.load)} | ${f1(o.load)} | ${r.m.runs} | ` +
              `${r.check.ok ? 'match' : 'DIFFER'} (${r.check.text}) |`);
     }
     const geomean = (xs) => Math.exp(xs.reduce((s, x) => s + Math.log(x), 0) / xs.length);
@@ -486,6 +500,7 @@ function main() {
       for (const t of a.threads) for (const job of jobs) {
         const name = job.label;
         const row = {name, prec: job.prec, threads: t, shapes: ctx.shapes, flops: ctx.flops,
+                     weights: ctx.weights,
                      check: job.check};
         try {
           row.m = measure(a, {...ctx, engine: job.engine}, t);
