@@ -35,6 +35,12 @@ typedef struct trials {
   const int64_t *labels;
   int64_t n_labels;
   bool recorded;             /* the candidates are known (the requested build ran) */
+  /* "NAME=fp32" for every step the requested build ran in fp32: the trial
+   * builds name them too, so that a step the requested build left in fp32
+   * (its reduced precision timed slower, say) never runs reduced in a trial:
+   * with every candidate in fp32 a trial is then the fp32 engine */
+  char **keep32;
+  int32_t n_keep32;
   kn_budget_report *r;       /* the candidates and the trials */
   char data_text[256];       /* "542 samples from DIR" */
 } trials;
@@ -66,6 +72,8 @@ static void trials_close(trials *t) {
   free(t->inputs);
   free(t->ref);
   free(t->ov);
+  for (int32_t i = 0; i < t->n_keep32; i++) free(t->keep32[i]);
+  free(t->keep32);
 }
 
 /* Top-1 accuracy (percent) of output 0 of every sample against the labels. */
@@ -174,6 +182,7 @@ static kn_status trials_open(trials *t, const char *model, const kn_build_option
   rb.n_shapes = bo->n_shapes;
   rb.no_optimize = 1;
   rb.machine = bo->machine;
+  rb.tactics = KN_TACTICS_HEURISTIC; /* deterministic, as kn_validate's */
   if ((st = kn_model_build(m, &rb, err))) goto done;
   t->ref = kn_calloc((size_t)t->n_samples * (size_t)t->nout + 1, sizeof *t->ref);
   if (!t->ref) {
@@ -239,9 +248,21 @@ static kn_status record_steps(trials *t, const kn_model *m, kn_error *err) {
   if (!r->steps || !r->patterns || !r->precisions || !ov)
     return kn_fail(err, KN_ERR_OOM, "out of memory");
   t->recorded = true;
+  t->keep32 = kn_calloc((size_t)n + 1, sizeof *t->keep32);
+  if (!t->keep32) return kn_fail(err, KN_ERR_OOM, "out of memory");
   for (int32_t i = 0; i < n; i++) {
     kn_step_info si;
     if (kn_model_step_info(m, i, &si)) continue;
+    if (si.precision == KN_PRECISION_FP32) {
+      char *pat = exact_pattern(si.name);
+      size_t len = pat ? strlen(pat) + 6 : 0;
+      char *keep = pat ? kn_malloc(len) : NULL;
+      if (keep) snprintf(keep, len, "%s=fp32", pat);
+      free(pat);
+      if (!keep) return kn_fail(err, KN_ERR_OOM, "out of memory");
+      t->keep32[t->n_keep32++] = keep;
+      continue;
+    }
     if (si.precision != KN_PRECISION_BF16 && si.precision != KN_PRECISION_FP16 &&
         si.precision != KN_PRECISION_INT8)
       continue;
@@ -314,6 +335,7 @@ static kn_status trial(trials *t, int32_t phase, int32_t step, const bool *fp32,
       snprintf(owned[i], len, "%s=%s", r->patterns[i], p);
       t->ov[n_ov++] = owned[i];
     }
+    for (int32_t i = 0; i < t->n_keep32; i++) t->ov[n_ov++] = t->keep32[i];
   }
   bo.layer_precisions = t->ov;
   bo.n_layer_precisions = n_ov;

@@ -303,6 +303,10 @@ static kn_status reference_phase(gate_state *s, kn_error *err) {
   bo.n_shapes = o->n_shapes;
   bo.no_optimize = 1;
   bo.machine = o->machine;
+  /* the first-choice tactics, not timed ones: timing lets the machine's
+   * load pick a step's kernel, and two reference builds could then round
+   * differently (the accuracy search's reference is built the same way) */
+  bo.tactics = KN_TACTICS_HEURISTIC;
   if ((st = kn_model_build(m, &bo, err))) goto done; /* fixes shapes only */
   if ((st = check_signature(s, m, err))) goto done;
   if ((st = kn_context_create(m, &ctx, err)) || (st = set_threads(ctx, o->threads, err)))

@@ -365,6 +365,19 @@ static void test_budget_search(void **state) {
   assert_int_equal(r.trials[1].phase, KN_TRIAL_ALL_FP32);
   assert_true(r.trials[1].pass);
   assert_int_equal(r.trials[1].n_fp32, n);
+  {
+    /* the all-fp32 point is the fp32 engine: every step the requested
+     * build left in fp32 (a reduced precision timed slower, say) stays in
+     * fp32 in every trial, whatever that trial's own timings say */
+    kn_model *m32 = NULL;
+    kn_build_options b32;
+    kn_build_options_init(&b32);
+    b32.tactics = KN_TACTICS_HEURISTIC;
+    assert_int_equal(kn_model_load(TINY, &m32, &err), KN_OK);
+    assert_int_equal(kn_model_build(m32, &b32, &err), KN_OK);
+    assert_true(fabs(r.trials[1].cosine - cosine_of(m32)) < 1e-9);
+    kn_model_free(m32);
+  }
   int32_t sens = 0, bis = 0;
   for (int32_t k = 0; k < r.n_trials; k++) {
     sens += r.trials[k].phase == KN_TRIAL_SENSITIVITY;

@@ -61,6 +61,11 @@ void kn_cmd_build_usage(FILE *f) {
           "                             per step the fastest the IO model predicts among\n"
           "                             those this machine has instructions for\n"
           "  --calibration CALIB        int8 activation ranges (`kiln calibrate`)\n"
+          "  --data DIR (alone, with a reduced precision): check the engine against the\n"
+          "                             reference path on DIR's samples (the calibration\n"
+          "                             data, say); below cosine 0.99 a warning names the\n"
+          "                             steps to blame and the --layer-precision flags that\n"
+          "                             restore it; the engine written is the one asked for\n"
           "  --layer-precision PATTERN=PRECISION\n"
           "                             run the steps whose name or covered ONNX nodes\n"
           "                             match PATTERN (a name or a glob) in PRECISION;\n"
@@ -280,6 +285,76 @@ done:
   return rc;
 }
 
+/* A reduced-precision build given --data and no limits: the engine built
+ * as asked, checked against the reference path on the samples; below
+ * cosine 0.99 a warning names the steps to blame (the sensitivity search's
+ * ranking, each step alone in reduced precision) and the overrides that
+ * would restore it.  The engine written is the one asked for. */
+#define ADVISORY_COSINE 0.99
+static int build_advisory(const char *model_path, const char *save_path,
+                          const kn_build_options *bo, const kn_cli_gates *g) {
+  kn_budget_search_options so;
+  kn_budget_search_options_init(&so);
+  so.budget = (kn_accuracy_budget){.has_min_cosine = true, .min_cosine = ADVISORY_COSINE};
+  so.search = KN_SEARCH_SENSITIVITY;
+  so.threads = (int32_t)g->threads;
+  so.time_runs = 0;
+  so.label = "kiln build";
+  kn_budget_report r;
+  memset(&r, 0, sizeof r);
+  kn_cli_data d;
+  kn_model *fin = NULL;
+  kn_error err = {0};
+  char rt[256], dt[4200];
+  int rc = kn_cli_budget_data(model_path, "kiln build", g, &d);
+  if (rc) return rc;
+  data_text(&d.s, dt, sizeof dt);
+  kn_status st = kn_model_build_budgeted(model_path, bo, &d.s, &so, &fin, &r, &err);
+  const kn_budget_trial *req = r.n_trials ? &r.trials[0] : NULL;
+  if (req) {
+    kn_cli_trial_text(req, false, rt, sizeof rt);
+    printf("precision %s: %d step%s in reduced precision; against the reference path on %s: %s\n",
+           precision_text(bo), r.n_steps, r.n_steps == 1 ? "" : "s", dt, rt);
+  }
+  if (req && !req->pass) {
+    fprintf(stderr, "kiln build: warning: the %s engine's cosine to fp32 on %s is %.6f, below "
+            "%.2f\n", precision_text(bo), dt, req->cosine, ADVISORY_COSINE);
+    int shown = 0;
+    for (int32_t i = 0; r.order && i < r.n_steps && shown < 5; i++) {
+      const kn_budget_trial *x = NULL;
+      for (int32_t k = 0; k < r.n_trials && !x; k++)
+        if (r.trials[k].phase == KN_TRIAL_SENSITIVITY && r.trials[k].step == r.order[i])
+          x = &r.trials[k];
+      if (!x) continue;
+      if (!shown++)
+        fprintf(stderr, "  the steps to blame (each alone in %s, the others in fp32):\n",
+                precision_text(bo));
+      kn_cli_trial_text(x, false, rt, sizeof rt);
+      fprintf(stderr, "    %-32s %s\n", r.steps[r.order[i]], rt);
+    }
+    if (!st && r.fp32) {
+      fprintf(stderr, "  %d of %d in fp32 reach %.2f:", r.n_fp32, r.n_steps, ADVISORY_COSINE);
+      for (int32_t j = 0; j < r.n_steps; j++) {
+        if (!r.fp32[r.order[j]]) continue;
+        char spec[1200], q[2600];
+        snprintf(spec, sizeof spec, "%s=fp32", r.patterns[r.order[j]]);
+        kn_cli_shell_quote(spec, q, sizeof q);
+        fprintf(stderr, " --layer-precision %s", q);
+      }
+      fprintf(stderr, "\n  (or build with --min-cosine %.2f --data DIR, which applies them)\n",
+              ADVISORY_COSINE);
+    } else if (st == KN_ERR_LIMIT) {
+      fprintf(stderr, "  %s\n", err.msg);
+    }
+  }
+  kn_model_free(fin);
+  kn_budget_report_release(&r);
+  kn_cli_data_close(&d);
+  if (st && st != KN_ERR_LIMIT) return kn_cli_error(&err);
+  /* the engine asked for */
+  return build_engine(model_path, save_path, save_path, bo);
+}
+
 /* With limits: the engine is built in a child process and saved beside
  * ENGINE, checked here, and renamed to ENGINE only when every limit passes.
  * The child keeps the build's memory (the ONNX model, packing, tactic
@@ -435,10 +510,13 @@ int kn_cmd_build(int argc, char **argv) {
   }
   if (!model_path) return kn_cli_usage(cmd, "MODEL is required");
   if (!out_path) return kn_cli_usage(cmd, "-o ENGINE is required");
-  if (gates.run_opts_given && !kn_cli_gates_any(&gates))
-    return kn_cli_usage(cmd, "--data, --labels, --runs, --warmup and --seed are for the limits: "
-                             "give --max-p99-ms, --max-rss, --max-abs-error, --min-cosine or "
-                             "--max-accuracy-drop");
+  bool reduced_build = bo.precision != KN_PRECISION_FP32 || n_layer_prec > 0;
+  bool advisory = gates.data && reduced_build && !kn_cli_gates_any(&gates) && !gates.labels;
+  if (gates.run_opts_given && !kn_cli_gates_any(&gates) && !advisory)
+    return kn_cli_usage(cmd, "--data, --labels, --runs, --warmup and --seed are for the limits "
+                             "(or, with a reduced precision, --data alone for its accuracy "
+                             "check): give --max-p99-ms, --max-rss, --max-abs-error, "
+                             "--min-cosine or --max-accuracy-drop");
   if (gates.labels && !gates.has_drop)
     return kn_cli_usage(cmd, "--labels is for --max-accuracy-drop");
   bo.shapes = shapes;
@@ -475,6 +553,9 @@ static int build_with(const char *model_path, const char *out_path, const char *
     else if (kn_machine_load(machine_path, &machine, &err)) return kn_cli_error(&err);
     bo.machine = &machine;
   }
+  bool reduced = bo.precision != KN_PRECISION_FP32 || bo.n_layer_precisions > 0;
+  if (!kn_cli_gates_any(&gates) && gates.data && reduced)
+    return build_advisory(model_path, out_path, &bo, &gates);
   if (!kn_cli_gates_any(&gates)) return build_engine(model_path, out_path, out_path, &bo);
   gates.engine = NULL; /* set below */
   gates.label = out_path;
@@ -483,7 +564,6 @@ static int build_with(const char *model_path, const char *out_path, const char *
   gates.n_shapes = n_shapes;
   gates.threads = bo.threads;
   /* a reduced precision under an accuracy budget falls back to fp32 where it must */
-  bool reduced = bo.precision != KN_PRECISION_FP32 || bo.n_layer_precisions > 0;
   bool budget = gates.has_abs || gates.has_cos || gates.has_drop;
   return build_gated(model_path, out_path, &bo, &gates, reduced && budget);
 }
