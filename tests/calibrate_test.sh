@@ -14,7 +14,9 @@
 # clip it far, mse a little) and none widens a range; --max-samples and the single-folder
 # layout; usage errors exit 2; bad samples and files exit 1 with one line
 # on stderr naming the sample; a failed run leaves an existing cache as it
-# was.  Prints "ok NAME" or "FAIL NAME: why" per case.
+# was; a reduced-precision build with --data alone checks its cosine and
+# warns, naming the steps to blame, when a saturating calibration breaks
+# it.  Prints "ok NAME" or "FAIL NAME: why" per case.
 set -u
 
 if [ $# -ne 2 ]; then
@@ -289,6 +291,32 @@ expect failed_run_keeps_cache 1 "sample_3_extra" calibrate "$MODEL" --data "$TMP
   -o "$TMP/keep.calib"
 check cache_untouched "the cache changed after a failed run" \
   cmp -s "$TMP/keep.calib" "$TMP/keep.orig"
+
+# the accuracy check of a reduced-precision build given --data alone: a good
+# calibration says the cosine and warns of nothing; one whose ranges are
+# 1/20 of the measured ones saturates the int8 steps: a warning names the
+# steps to blame and the flags that restore the cosine, and the engine asked
+# for is still written
+# (the three seeded samples: sample_10's outliers are no data to judge int8 by)
+mkdir -p "$TMP/plain"
+for k in 1 2 3; do cp -r "$DATA/sample_$k" "$TMP/plain/"; done
+kiln calibrate "$MODEL" --data "$TMP/plain" -o "$TMP/plain.calib" --method minmax
+kiln build "$MODEL" -o "$TMP/i8.kiln" --precision int8 --calibration "$TMP/plain.calib" \
+  --data "$TMP/plain" --tactics heuristic
+if [ "$rc" -ne 0 ] || ! grep -q "against the reference path on .* cosine" "$OUT" ||
+  grep -q "warning" "$ERR" || [ ! -f "$TMP/i8.kiln" ]; then
+  fail int8_check_clean "exit $rc, or no cosine line, or a warning, or no engine"
+else pass int8_check_clean; fi
+awk '$1 == "kiln-calibration" || $1 == "method" || $1 == "samples" || $1 == "end" || /^#/ { print; next }
+     NF == 4 { printf "%s %.9g %.9g %.9g\n", $1, $2 / 20, $3 / 20, $4 / 20; next } { print }' \
+  "$TMP/plain.calib" >"$TMP/bad.calib"
+kiln build "$MODEL" -o "$TMP/i8bad.kiln" --precision int8 --calibration "$TMP/bad.calib" \
+  --data "$TMP/plain" --tactics heuristic
+if [ "$rc" -ne 0 ] || ! grep -q "warning: the int8 engine's cosine to fp32 on .* below 0.99" "$ERR" ||
+  ! grep -q "the steps to blame" "$ERR" || ! grep -q -- "--layer-precision" "$ERR" ||
+  [ ! -f "$TMP/i8bad.kiln" ]; then
+  fail int8_check_warns "exit $rc, or the warning, the steps or the flags missing, or no engine: $(head -c 400 "$ERR")"
+else pass int8_check_warns; fi
 
 echo "calibrate: $n_ok passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]
