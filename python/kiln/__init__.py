@@ -160,7 +160,8 @@ class Engine(_kiln.Engine):
         min_ms, mean_ms, p50_ms, p90_ms, p99_ms, max_ms (percentiles interpolated
         linearly between order statistics), throughput_qps (runs / their summed time),
         wall_s, threads, runs, warmup, inputs, peak_rss_bytes, load_ms, model_load_ms,
-        build_ms, first_run_ms.  Inputs not given are generated (floats uniform in
+        build_ms, first_run_ms, and the census of reference kernels (reference_share,
+        reference_steps: from a few more runs timed per step).  Inputs not given are generated (floats uniform in
         [-1, 1), integers 0, bools True)."""
         if runs is not None and duration is not None:
             raise InvalidArgumentError("kiln: bench: runs and duration exclude each other")
@@ -191,7 +192,33 @@ class Engine(_kiln.Engine):
             "model_load_ms": times["load_ms"],
             "build_ms": times["build_ms"],
             "first_run_ms": r["first_run_ms"],
+            **self._census(feed, min(max(n, 3), 10), threads or 0),
         }
+
+    _CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
+
+    def _reference_share(self, step_us, nthreads) -> Dict[str, Any]:
+        # as the CLI's census: steps on the reference kernel by time, control-flow
+        # steps (their bodies have kernels of their own) not counted
+        total = float(sum(step_us))
+        ref, n_ref = 0.0, 0
+        for i, us in enumerate(step_us):
+            si = self._step_info(i, nthreads)
+            if (si["tactic"] and si["tactic"] != "reference") or si["op"] in self._CONTROL_FLOW:
+                continue
+            ref += us
+            n_ref += 1
+        return {"reference_share": ref / total if total > 0 else 0.0, "reference_steps": n_ref}
+
+    def _census(self, feed, runs: int, threads: int) -> Dict[str, Any]:
+        r = self._profile_runs(feed, runs=runs, warmup=0, threads=threads)
+        sp = r["spans"]
+        main = sp[sp[:, 2] == 0]
+        us = []
+        for i in range(self.step_count):
+            mine = main[main[:, 1] == i]
+            us.append(float(((mine[:, 4] - mine[:, 3]) * 1e-3).mean()) if len(mine) else 0.0)
+        return self._reference_share(us, r["threads"])
 
     def profile(self, inputs: Optional[Mapping[str, np.ndarray]] = None, *, runs: int = 20,
                 warmup: int = 3, threads: Optional[int] = None,
@@ -259,7 +286,9 @@ class Engine(_kiln.Engine):
                            "p90": _percentile(ms, 0.9), "p99": _percentile(ms, 0.99),
                            "min": float(ms[0]), "max": float(ms[-1])},
             "steps_total_us": total_mean, "steps_total_median_us": total_median,
-            "steps_cover": cover, "steps": steps,
+            "steps_cover": cover,
+            **self._reference_share([x["mean_us"] for x in steps], nthreads),
+            "steps": steps,
             "memory": {"arena_bytes": st["arena_bytes"], "weights_bytes": st["param_bytes"],
                        "peak_rss_bytes": _kiln._peak_rss(), "timeline": timeline},
         }
