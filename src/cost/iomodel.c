@@ -233,6 +233,7 @@ static void finish(const kn_machine *mach, int32_t threads, double compute_scale
   }
   out->time_s[KN_IO_BOUNDARIES + 1] = over;
   out->roofline_s = worst;
+  out->threads = threads;
   out->factor = factor;
   if (over > factor * worst) out->bound = KN_IO_BOUNDARIES + 1;
   out->predicted_s = factor * worst + over;

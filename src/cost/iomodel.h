@@ -62,6 +62,7 @@ typedef struct kn_io_step {
   double predicted_s;  /* factor x roofline + overhead */
   int32_t bound;       /* 0 compute, 1 + boundary index (1 = L1 ... 4 = DRAM),
                           5 overhead */
+  int32_t threads;     /* the threads predicted for: 1 for a step too small to split */
   bool modelled;       /* from the op's loop nest; false: streamed bytes */
   uint32_t unfit;      /* bit b: the live tiles do not fit the nearer level of
                           boundary b (a row epilogue's whole rows too long) */
