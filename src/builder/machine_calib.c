@@ -2,7 +2,7 @@
  * kiln probe's calibration runs: the IO model's per-family factors
  * (kn_machine.factors, docs/MACHINE.md) fitted on this machine.
  *
- * Two small graphs are made in code, built for the machine just probed
+ * Three small graphs are made in code, built for the machine just probed
  * (its factors still unset, so every prediction is the bare roofline plus
  * the step overhead) and run here with per-step timing:
  *  - a convolutional stack in the shapes of ResNet's and MobileNet's
@@ -10,6 +10,8 @@
  *    a stride-2 one on the implicit GEMM), a depthwise 3x3, max and global
  *    average pooling, the channels-last transpose of the input, and a
  *    classifier GEMM;
+ *  - MobileNet's inverted residual blocks: 1x1 expansions and projections
+ *    on 28x28 to 7x7 maps, depthwise 3x3 at stride 1 and 2;
  *  - a transformer block: four projections and a feed-forward pair on the
  *    packed GEMM, streamed attention, a layer norm, a softmax, a transpose
  *    and an elementwise chain.
@@ -199,6 +201,36 @@ static void make_cnn(gb *b) {
   gb_output(b, x);
 }
 
+/* Inverted residual blocks in MobileNet's shapes: 1x1 expansions and
+ * projections on small maps, depthwise 3x3 at stride 1 and 2, residual
+ * adds, a wide 1x1 and the classifier. */
+static int32_t gb_block(gb *b, int32_t x, int64_t cin, int64_t cexp, int64_t cout,
+                        int64_t stride) {
+  int32_t y = gb_conv(b, x, cin, cexp, 1, 1, 1, true);
+  y = gb_conv(b, y, cexp, cexp, 3, stride, cexp, true);
+  y = gb_conv(b, y, cexp, cout, 1, 1, 1, false);
+  return stride == 1 && cin == cout ? gb_op(b, "Add", 2, (int32_t[]){x, y}) : y;
+}
+
+static void make_mobile(gb *b) {
+  int32_t x = gb_input(b, "image", 4, (int64_t[]){1, 24, 56, 56});
+  x = gb_block(b, x, 24, 144, 32, 2);
+  x = gb_block(b, x, 32, 192, 32, 1);
+  x = gb_block(b, x, 32, 192, 64, 2);
+  x = gb_block(b, x, 64, 384, 64, 1);
+  x = gb_block(b, x, 64, 384, 160, 2);
+  x = gb_block(b, x, 160, 960, 160, 1);
+  x = gb_conv(b, x, 160, 1280, 1, 1, 1, true);
+  x = gb_op(b, "GlobalAveragePool", 1, &x);
+  x = gb_op(b, "Flatten", 1, &x);
+  int32_t w = gb_const(b, 2, (int64_t[]){1000, 1280}, 0.05f);
+  int32_t bias = gb_const(b, 1, (int64_t[]){1000}, 0.1f);
+  kn_node *n;
+  x = gb_node(b, "Gemm", "", 3, (int32_t[]){x, w, bias}, &n);
+  if (n && !kn_node_set_int(n, "transB", 1)) b->failed = true;
+  gb_output(b, x);
+}
+
 /* x [1, s, d] times a [d, e] weight plus a bias. */
 static int32_t gb_linear(gb *b, int32_t x, int64_t d, int64_t e) {
   int32_t w = gb_const(b, 2, (int64_t[]){d, e}, 0.05f);
@@ -350,9 +382,14 @@ kn_status kn_machine_calibrate(kn_machine *m, int32_t threads, kn_error *err) {
     make_cnn(&b);
     st = calibrate_graph(&b, &plain, threads, s, &ns, err);
   }
+  if (!st) st = gb_new(&b, "calibration mobile", err);
+  if (!st) {
+    make_mobile(&b);
+    st = calibrate_graph(&b, &plain, threads, s, &ns, err);
+  }
   if (!st) st = gb_new(&b, "calibration transformer", err);
   if (!st) {
-    make_transformer(&b, 128, 256, 4);
+    make_transformer(&b, 128, 512, 8);
     st = calibrate_graph(&b, &plain, threads, s, &ns, err);
   }
   if (st) {
