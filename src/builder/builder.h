@@ -36,8 +36,9 @@ kn_status kn_random_input(const kn_value_info *vi, const char *const *shapes, in
 /* ---- the IO model's factors (machine_calib.c) ------------------------------
  * Fit m's per-family factors (kn_machine.factors) from calibration runs on
  * this machine, on 1 and `threads` threads, and record where and when.
- * The rest of m must describe this machine (kn_machine_probe calls it
- * last).  About a second. */
+ * The rest of m must describe this machine: `kiln probe` calls it after
+ * kn_machine_probe (which cannot: the runs are builds, and a build may
+ * probe).  About half a second. */
 kn_status kn_machine_calibrate(kn_machine *m, int32_t threads, kn_error *err) KN_WUR;
 
 /* ---- comparing an output with its reference (accuracy.c) ------------------ */

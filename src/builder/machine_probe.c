@@ -20,7 +20,6 @@
  *    the two rates.  The OS's figure stands when the two agree within 2x.
  */
 #define _GNU_SOURCE
-#include "builder.h"
 #include "core/cpu.h"
 #include "core/machine.h"
 #include "kernels/probe/probe.h"
@@ -348,9 +347,6 @@ kn_status kn_machine_probe(int32_t threads, kn_machine *out, kn_error *err) {
       m.levels[i].read_gbs[1] = m.levels[i].read_gbs[0];
       m.levels[i].write_gbs[1] = m.levels[i].write_gbs[0];
     }
-  /* the IO model's factors, from calibration runs on the rates just
-   * measured (machine_calib.c) */
-  if ((st = kn_machine_calibrate(&m, all, err))) return st;
   snprintf(m.source, sizeof m.source, "probe");
   m.probe_seconds = now_s() - t0;
   *out = m;
