@@ -5,20 +5,24 @@
  * Three small graphs are made in code, built for the machine just probed
  * (its factors still unset, so every prediction is the bare roofline plus
  * the step overhead) and run here with per-step timing:
- *  - a convolutional stack in the shapes of ResNet's and MobileNet's
- *    stages: 1x1 and 3x3 convolutions (the 3x3 stride-1 ones on Winograd,
- *    a stride-2 one on the implicit GEMM), a depthwise 3x3, max and global
- *    average pooling, the channels-last transpose of the input, and a
- *    classifier GEMM;
+ *  - a convolutional stack in the shapes of ResNet's four stages: a
+ *    bottleneck block (1x1, 3x3, 1x1 with the residual) at 56x56 to 7x7
+ *    with 256 to 2048 channels, stride-2 projections between them, a
+ *    stride-2 3x3, a depthwise 3x3, max and global average pooling, the
+ *    channels-last transpose of the input, and a classifier GEMM;
  *  - MobileNet's inverted residual blocks: 1x1 expansions and projections
  *    on 28x28 to 7x7 maps, depthwise 3x3 at stride 1 and 2;
- *  - a transformer block: four projections and a feed-forward pair on the
- *    packed GEMM, streamed attention, a layer norm, a softmax, a transpose
+ *  - a transformer block in BERT-base's shapes (128 tokens, 768 features,
+ *    12 heads): four projections and a feed-forward pair on the packed GEMM, streamed attention, a layer norm, a softmax, a transpose
  *    and an elementwise chain.
  * Each step's time is the median of RUNS runs after WARMUP, on one thread
  * and on all; the steps of each family and thread count give its factor
- * (src/cost/iofit.c: the least-squares fit of log times).  About a second
- * on the 2-core machines here.
+ * (src/cost/iofit.c: the least-squares fit of log times).  The shapes are
+ * those of the common CNN stages and transformer layers, because a
+ * kernel's efficiency depends on them (a 1x1 convolution on a 7x7 map
+ * with 2048 channels runs nearer its peak than one on a 14x14 map with 64);
+ * the weights, about 85 MB in all, come from memory as a real model's do.
+ * About a second on the 2-core machines here.
  */
 #define _GNU_SOURCE
 #include "builder.h"
@@ -176,25 +180,41 @@ static int32_t gb_conv(gb *b, int32_t x, int64_t cin, int64_t cout, int64_t k, i
   return relu ? gb_op(b, "Relu", 1, &y) : y;
 }
 
-/* The convolutional stack (the file's comment). */
+/* A bottleneck block: 1x1 down to `mid` channels, 3x3, 1x1 back up, the
+ * residual added (into the last conv's epilogue), Relu. */
+static int32_t gb_bottleneck(gb *b, int32_t x, int64_t c, int64_t mid) {
+  int32_t y = gb_conv(b, x, c, mid, 1, 1, 1, true);
+  y = gb_conv(b, y, mid, mid, 3, 1, 1, true);
+  y = gb_conv(b, y, mid, c, 1, 1, 1, false);
+  y = gb_op(b, "Add", 2, (int32_t[]){x, y});
+  return gb_op(b, "Relu", 1, &y);
+}
+
+/* The convolutional stack (the file's comment): a stem, max pooling, a
+ * bottleneck block at each of ResNet's four scales joined by stride-2 1x1
+ * projections and a stride-2 3x3, a depthwise 3x3, global average pooling
+ * and the classifier. */
 static void make_cnn(gb *b) {
-  int32_t x = gb_input(b, "image", 4, (int64_t[]){1, 64, 56, 56});
-  x = gb_conv(b, x, 64, 64, 1, 1, 1, true);
-  x = gb_conv(b, x, 64, 64, 3, 1, 1, true);
-  x = gb_conv(b, x, 64, 256, 1, 1, 1, true);
+  int32_t x = gb_input(b, "image", 4, (int64_t[]){1, 32, 112, 112});
+  x = gb_conv(b, x, 32, 64, 1, 1, 1, true);
   kn_node *n;
   x = gb_node(b, "MaxPool", "", 1, &x, &n);
   gb_ints(b, n, "kernel_shape", 3, 2);
   gb_ints(b, n, "strides", 2, 2);
   gb_ints(b, n, "pads", 1, 4);
-  x = gb_conv(b, x, 256, 128, 1, 1, 1, true);
-  x = gb_conv(b, x, 128, 128, 3, 1, 1, true);
-  x = gb_conv(b, x, 128, 256, 3, 2, 1, true);
-  x = gb_conv(b, x, 256, 256, 3, 1, 256, true);
-  x = gb_conv(b, x, 256, 512, 1, 1, 1, true);
+  x = gb_conv(b, x, 64, 256, 1, 1, 1, true);
+  x = gb_bottleneck(b, x, 256, 64);
+  x = gb_conv(b, x, 256, 512, 1, 2, 1, true);
+  x = gb_bottleneck(b, x, 512, 128);
+  x = gb_conv(b, x, 512, 1024, 1, 2, 1, true);
+  x = gb_bottleneck(b, x, 1024, 256);
+  x = gb_conv(b, x, 1024, 512, 3, 2, 1, true);
+  x = gb_conv(b, x, 512, 512, 3, 1, 512, true);
+  x = gb_conv(b, x, 512, 2048, 1, 1, 1, true);
+  x = gb_bottleneck(b, x, 2048, 512);
   x = gb_op(b, "GlobalAveragePool", 1, &x);
   x = gb_op(b, "Flatten", 1, &x);
-  int32_t w = gb_const(b, 2, (int64_t[]){1000, 512}, 0.05f);
+  int32_t w = gb_const(b, 2, (int64_t[]){1000, 2048}, 0.05f);
   int32_t bias = gb_const(b, 1, (int64_t[]){1000}, 0.1f);
   x = gb_node(b, "Gemm", "", 3, (int32_t[]){x, w, bias}, &n);
   if (n && !kn_node_set_int(n, "transB", 1)) b->failed = true;
@@ -389,7 +409,7 @@ kn_status kn_machine_calibrate(kn_machine *m, int32_t threads, kn_error *err) {
   }
   if (!st) st = gb_new(&b, "calibration transformer", err);
   if (!st) {
-    make_transformer(&b, 128, 512, 8);
+    make_transformer(&b, 128, 768, 12);
     st = calibrate_graph(&b, &plain, threads, s, &ns, err);
   }
   if (st) {
