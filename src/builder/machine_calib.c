@@ -326,7 +326,7 @@ static kn_status calibrate_graph(gb *b, const kn_machine *plain, int32_t all, kn
     return st;
   }
   if ((st = kn_model_from_ir(b->m, &model, err))) return st;
-  kn_build_options o = {.machine = plain, .tactics = KN_TACTICS_HEURISTIC, .threads = 1};
+  kn_build_options o = {.machine = plain, .tactics = KN_TACTICS_TIMED, .threads = 1};
   if ((st = kn_model_build(model, &o, err))) goto out;
   if ((st = kn_context_create(model, &ctx, err))) goto out;
   uint64_t rng = kn_rng_seed(3);
