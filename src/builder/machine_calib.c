@@ -10,8 +10,9 @@
  *    with 256 to 2048 channels, stride-2 projections between them, a
  *    stride-2 3x3, a depthwise 3x3, max and global average pooling, the
  *    channels-last transpose of the input, and a classifier GEMM;
- *  - MobileNet's inverted residual blocks: 1x1 expansions and projections
- *    on 28x28 to 7x7 maps, depthwise 3x3 at stride 1 and 2;
+ *  - MobileNet's stem and inverted residual blocks: a 3x3 convolution of
+ *    the 3-channel image, 1x1 expansions and projections on 112x112 to 7x7
+ *    maps, depthwise 3x3 at stride 1 and 2;
  *  - a transformer block in BERT-base's shapes (128 tokens, 768 features,
  *    12 heads): four projections and a feed-forward pair on the packed GEMM, streamed attention, a layer norm, a softmax, a transpose
  *    and an elementwise chain.
@@ -234,7 +235,11 @@ static int32_t gb_block(gb *b, int32_t x, int64_t cin, int64_t cexp, int64_t cou
 }
 
 static void make_mobile(gb *b) {
-  int32_t x = gb_input(b, "image", 4, (int64_t[]){1, 24, 56, 56});
+  int32_t x = gb_input(b, "image", 4, (int64_t[]){1, 3, 224, 224});
+  x = gb_conv(b, x, 3, 32, 3, 2, 1, true); /* the stem: 3 channels in */
+  x = gb_conv(b, x, 32, 32, 3, 1, 32, true);
+  x = gb_conv(b, x, 32, 16, 1, 1, 1, false);
+  x = gb_block(b, x, 16, 96, 24, 2);
   x = gb_block(b, x, 24, 144, 32, 2);
   x = gb_block(b, x, 32, 192, 32, 1);
   x = gb_block(b, x, 32, 192, 64, 2);
