@@ -182,6 +182,7 @@ void kn_model_op_histogram(const kn_model *model,
  * thread (one core), [1] all threads together.  A rate of 0 means "not
  * available" (no such instruction, or not measured). */
 #define KN_MACHINE_MAX_LEVELS 6
+#define KN_MACHINE_FAMILIES 8 /* kernel families with a fitted factor */
 typedef struct kn_mem_level {
   char name[8];         /* "L1", "L2", "L3", "DRAM" (caches are data caches) */
   uint64_t bytes;       /* capacity of one instance (DRAM: physical memory) */
@@ -206,6 +207,18 @@ typedef struct kn_machine {
   kn_mem_level levels[KN_MACHINE_MAX_LEVELS];
   char source[16];          /* "probe" or "fallback" (where the numbers came from) */
   double probe_seconds;     /* how long the probe took (0: not probed) */
+  /* Per kernel family (docs/MACHINE.md lists them), what a step of the
+   * family takes on this machine over the IO model's roofline time for it
+   * (its arithmetic at the peak or its bytes at the bandwidths, whichever
+   * is longer), one thread and all threads: `kiln probe` fits them from
+   * calibration runs.  0: not measured (the model then uses 1). */
+  double factors[KN_MACHINE_FAMILIES][2];
+  /* Where and when the factors were fitted (factors_cpu empty: never). */
+  char factors_cpu[64];     /* the CPU's model name */
+  int32_t factors_family, factors_model; /* its family and model numbers */
+  char factors_isa[16];     /* the kernels' ISA: "avx512", "avx2", ... */
+  char factors_when[24];    /* UTC, "2026-12-08T01:40:00Z" */
+  double factors_seconds;   /* how long the calibration runs took */
 } kn_machine;
 
 /* Measure the machine running this call: topology and capacities from the
@@ -391,7 +404,9 @@ kn_status kn_model_set_report_shapes(kn_model *model, int32_t n, const kn_value_
 typedef struct kn_step_io {
   double flops;
   double bytes[4];      /* registers<->L1, L1<->L2, L2<->L3, L3<->DRAM */
-  double predicted_us;  /* max(compute, each boundary) + a per-step overhead */
+  double predicted_us;  /* factor x max(compute, each boundary) + a per-step overhead */
+  double time_us[6];    /* compute, each boundary (as bytes[]), the overhead */
+  double factor;        /* the machine's factor for the step's kernel family (1: none) */
   const char *bound;    /* what limits it: "compute", "L1", "L2", "L3", "DRAM",
                            "overhead" */
   int32_t modelled;     /* 1: from the op's loop nest; 0: its tensors streamed once */

@@ -33,6 +33,14 @@ static inline uint64_t kn_rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A
 kn_status kn_random_input(const kn_value_info *vi, const char *const *shapes, int32_t n_shapes,
                           uint64_t *rng, kn_tensor *t, kn_error *err) KN_WUR;
 
+/* ---- the IO model's factors (machine_calib.c) ------------------------------
+ * Fit m's per-family factors (kn_machine.factors) from calibration runs on
+ * this machine, on 1 and `threads` threads, and record where and when.
+ * The rest of m must describe this machine: `kiln probe` calls it after
+ * kn_machine_probe (which cannot: the runs are builds, and a build may
+ * probe).  About half a second. */
+kn_status kn_machine_calibrate(kn_machine *m, int32_t threads, kn_error *err) KN_WUR;
+
 /* ---- comparing an output with its reference (accuracy.c) ------------------ */
 
 double kn_elem_f64(const kn_tensor *t, int64_t i); /* NAN for non-numeric dtypes */

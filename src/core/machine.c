@@ -207,6 +207,20 @@ void kn_machine_caches(const kn_machine *m, int32_t threads, size_t *l1d, size_t
   }
 }
 
+/* ---- the IO model's factors ------------------------------------------------ */
+
+const char *kn_machine_family_name(int32_t family) {
+  static const char *const names[KN_MACHINE_FAMILIES] = {
+      "gemm", "conv", "winograd", "depthwise", "attention", "pool", "eltwise", "copy"};
+  return family >= 0 && family < KN_MACHINE_FAMILIES ? names[family] : NULL;
+}
+
+double kn_machine_factor(const kn_machine *m, int32_t family, int32_t threads) {
+  if (family < 0 || family >= KN_MACHINE_FAMILIES) return 1.0;
+  double f = m->factors[family][threads > 1 ? 1 : 0];
+  return f > 0 ? f : 1.0;
+}
+
 /* ---- JSON ------------------------------------------------------------------ */
 
 static double round1(double v) { return round(v * 10) / 10; }
@@ -265,6 +279,29 @@ static char *to_json(const kn_machine *m, bool pretty) {
     cJSON_AddItemToObject(o, "read_gbs", pair(l->read_gbs));
     cJSON_AddItemToObject(o, "write_gbs", pair(l->write_gbs));
     cJSON_AddItemToArray(lv, o);
+  }
+  if (m->factors_cpu[0]) {
+    cJSON *fo = cJSON_AddObjectToObject(root, "factors");
+    cJSON *on = fo ? cJSON_AddObjectToObject(fo, "cpu") : NULL;
+    if (on) {
+      cJSON_AddStringToObject(on, "model", m->factors_cpu);
+      cJSON_AddNumberToObject(on, "family", m->factors_family);
+      cJSON_AddNumberToObject(on, "model_number", m->factors_model);
+      cJSON_AddStringToObject(on, "isa", m->factors_isa);
+    }
+    if (fo) {
+      cJSON_AddStringToObject(fo, "measured", m->factors_when);
+      cJSON_AddNumberToObject(fo, "seconds", round(m->factors_seconds * 100) / 100);
+    }
+    cJSON *fam = fo ? cJSON_AddObjectToObject(fo, "families") : NULL;
+    for (int32_t k = 0; fam && k < KN_MACHINE_FAMILIES; k++) {
+      if (!(m->factors[k][0] > 0) && !(m->factors[k][1] > 0)) continue;
+      cJSON *o = cJSON_CreateObject();
+      if (!o) break;
+      cJSON_AddNumberToObject(o, "one", round(m->factors[k][0] * 1000) / 1000);
+      cJSON_AddNumberToObject(o, "all", round(m->factors[k][1] * 1000) / 1000);
+      cJSON_AddItemToObject(fam, kn_machine_family_name(k), o);
+    }
   }
   char *text = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
@@ -361,6 +398,40 @@ static kn_status jpair(jreader *r, const cJSON *o, const char *name, const char 
   st = jnum(r, v, "one", field, lo, 1e9, &out[0]);
   if (!st) st = jnum(r, v, "all", field, lo, 1e9, &out[1]);
   return st;
+}
+
+/* The optional "factors" object (descriptions written before it existed
+ * have none: every factor stays 0, which the IO model reads as 1).  A
+ * family this kiln does not know is skipped, as feature names are. */
+static kn_status read_factors(jreader *r, const cJSON *fo, kn_machine *m) {
+  if (!fo) return KN_OK;
+  if (!cJSON_IsObject(fo)) return jbad(r, "factors", "an object");
+  const cJSON *on = jfield(fo, "cpu");
+  if (!cJSON_IsObject(on)) return jbad(r, "factors.cpu", "an object");
+  int64_t i64;
+  kn_status st = jstr(r, on, "model", "factors.cpu", m->factors_cpu, sizeof m->factors_cpu);
+  if (!st) st = jint(r, on, "family", "factors.cpu", 0, 1e6, &i64);
+  if (!st) m->factors_family = (int32_t)i64;
+  if (!st) st = jint(r, on, "model_number", "factors.cpu", 0, 1e6, &i64);
+  if (!st) m->factors_model = (int32_t)i64;
+  if (!st) st = jstr(r, on, "isa", "factors.cpu", m->factors_isa, sizeof m->factors_isa);
+  if (!st) st = jstr(r, fo, "measured", "factors", m->factors_when, sizeof m->factors_when);
+  if (!st) st = jnum(r, fo, "seconds", "factors", 0, 1e6, &m->factors_seconds);
+  if (st) return st;
+  const cJSON *fam = jfield(fo, "families");
+  if (!cJSON_IsObject(fam)) return jbad(r, "factors.families", "an object");
+  for (int32_t k = 0; k < KN_MACHINE_FAMILIES; k++) {
+    const char *name = kn_machine_family_name(k);
+    if (!jfield(fam, name)) continue;
+    const cJSON *o = jfield(fam, name);
+    char field[96];
+    snprintf(field, sizeof field, "factors.families.%s", name);
+    if (!cJSON_IsObject(o)) return jbad(r, field, "an object {\"one\": N, \"all\": N}");
+    if ((st = jnum(r, o, "one", field, 0, 100, &m->factors[k][0]))) return st;
+    if ((st = jnum(r, o, "all", field, 0, 100, &m->factors[k][1]))) return st;
+  }
+  if (!m->factors_cpu[0]) return jbad(r, "factors.cpu.model", "the CPU's name");
+  return KN_OK;
 }
 
 kn_status kn_machine_from_json(const char *text, size_t len, const char *label,
@@ -485,6 +556,7 @@ kn_status kn_machine_from_json(const char *text, size_t len, const char *label,
     st = jbad(&r, field, "\"DRAM\" (the last level is main memory)");
     goto done;
   }
+  if ((st = read_factors(&r, jfield(root, "factors"), &m))) goto done;
   *out = m;
 done:
   cJSON_Delete(root);

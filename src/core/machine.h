@@ -11,6 +11,29 @@
 /* JSON format version this kiln writes and reads. */
 #define KN_MACHINE_FORMAT 1
 
+/* The kernel families the IO model fits a factor to (kn_machine.factors),
+ * by their tactics (src/ops/tactics.inc; src/cost/iomodel.c maps them). */
+enum {
+  KN_FAM_GEMM,      /* packed GEMMs: MatMul, Gemm, FusedGemm, MatMulInteger, RNN gates */
+  KN_FAM_CONV,      /* convolutions as (implicit) GEMMs, NCHW and channels-last */
+  KN_FAM_WINOGRAD,  /* Winograd F(4,3) and F(2,3) 3x3 convolutions */
+  KN_FAM_DEPTHWISE, /* depthwise convolutions, and the expand-then-depthwise bands */
+  KN_FAM_ATTENTION, /* streamed attention */
+  KN_FAM_POOL,      /* pooling */
+  KN_FAM_ELTWISE,   /* elementwise chains, softmax, normalisations, resize */
+  KN_FAM_COPY,      /* transposes, concats, slices, gathers: blocked copies */
+};
+/* A step on its op's reference kernel (tactic 0, which is also every step
+ * before tactics are chosen: the passes' predictions) has no family. */
+_Static_assert(KN_FAM_COPY + 1 == KN_MACHINE_FAMILIES, "kn_machine.factors' families");
+
+/* The family's name in machine.json ("gemm", ...); NULL out of range. */
+const char *kn_machine_family_name(int32_t family);
+
+/* The factor the IO model applies to a step of `family` on `threads`
+ * threads: the fitted one, 1 where none was fitted. */
+double kn_machine_factor(const kn_machine *m, int32_t family, int32_t threads);
+
 /* Fill identity (vendor, model, family, features), topology (cores, SMT,
  * each cache's capacity, line and sharing, DRAM's capacity) as the CPU
  * and OS report them; rates are left 0.  Caches the OS does not report

@@ -211,7 +211,7 @@ static void count_moves(const kn_loopnest *l, const kn_machine *mach, int32_t th
 /* Time from flops and the bytes read and written across each boundary:
  * arithmetic at the peak, each boundary at the farther level's bandwidth
  * (reads and writes at their own rates), plus the overhead. */
-static void finish(const kn_machine *mach, int32_t threads, double compute_scale,
+static void finish(const kn_machine *mach, int32_t threads, double compute_scale, double factor,
                    const double *in_b, const double *out_b, double over, kn_io_step *out) {
   int32_t ti = threads > 1 ? 1 : 0;
   int32_t nb = mach->n_levels < KN_IO_BOUNDARIES ? mach->n_levels : KN_IO_BOUNDARIES;
@@ -232,8 +232,39 @@ static void finish(const kn_machine *mach, int32_t threads, double compute_scale
     }
   }
   out->time_s[KN_IO_BOUNDARIES + 1] = over;
-  if (over > worst) out->bound = KN_IO_BOUNDARIES + 1;
-  out->predicted_s = worst + over;
+  out->roofline_s = worst;
+  out->threads = threads;
+  out->factor = factor;
+  if (over > factor * worst) out->bound = KN_IO_BOUNDARIES + 1;
+  out->predicted_s = factor * worst + over;
+}
+
+int32_t kn_io_family(int32_t tactic) {
+  switch (tactic) {
+  case KN_TACTIC_gemm_packed:
+  case KN_TACTIC_gemm:
+  case KN_TACTIC_qgemm_integer:
+  case KN_TACTIC_rnn_gemm: return KN_FAM_GEMM;
+  case KN_TACTIC_conv_gemm:
+  case KN_TACTIC_conv_igemm_nhwc:
+  case KN_TACTIC_conv_transpose_gemm:
+  case KN_TACTIC_conv_gemm_positions: return KN_FAM_CONV;
+  case KN_TACTIC_conv_winograd:
+  case KN_TACTIC_conv_winograd_nhwc:
+  case KN_TACTIC_conv_winograd_f23_nhwc: return KN_FAM_WINOGRAD;
+  case KN_TACTIC_conv_depthwise:
+  case KN_TACTIC_conv_depthwise_nhwc:
+  case KN_TACTIC_conv_expand_dw_nhwc: return KN_FAM_DEPTHWISE;
+  case KN_TACTIC_attention_streamed: return KN_FAM_ATTENTION;
+  case KN_TACTIC_pool:
+  case KN_TACTIC_pool_nhwc: return KN_FAM_POOL;
+  case KN_TACTIC_eltwise:
+  case KN_TACTIC_softmax:
+  case KN_TACTIC_layernorm:
+  case KN_TACTIC_resize: return KN_FAM_ELTWISE;
+  case KN_TACTIC_copy: return KN_FAM_COPY;
+  default: return -1;
+  }
 }
 
 /* A loop nest's bytes per boundary, split into reads and writes. */
@@ -266,7 +297,7 @@ void kn_io_predict_nest(const kn_ir_model *m, const kn_loopnest *l, const kn_mac
   }
   if (threads > 1 && !kn_pool_would_split(l->flops, io)) threads = 1;
   nest_bytes(l, mach, threads, weights_bytes(m->graph), in_b, out_b, &out->unfit);
-  finish(mach, threads, 1.0, in_b, out_b, overhead_s(threads), out);
+  finish(mach, threads, 1.0, 1.0, in_b, out_b, overhead_s(threads), out);
 }
 
 /* Bytes per weight element a step of precision p streams. */
@@ -366,8 +397,11 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
    * step's precision label */
   scale *= precision_compute_scale(
       mach, threads, n->tactic == KN_TACTIC_qgemm_integer ? KN_PRECISION_INT8 : n->precision);
-  double over = n->op && n->op->inplace == KN_INPLACE_ALIAS ? OVERHEAD_ALIAS_S : overhead_s(threads);
-  finish(mach, threads, scale, in_b, out_b, over, out);
+  bool alias = n->op && n->op->inplace == KN_INPLACE_ALIAS;
+  double over = alias ? OVERHEAD_ALIAS_S : overhead_s(threads);
+  /* the family's fitted factor; an aliasing step moves nothing */
+  double factor = alias ? 1.0 : kn_machine_factor(mach, kn_io_family(n->tactic), threads);
+  finish(mach, threads, scale, factor, in_b, out_b, over, out);
 }
 
 /* ---- diagrams ------------------------------------------------------------- */

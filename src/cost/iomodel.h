@@ -57,9 +57,12 @@ typedef struct kn_io_step {
   double flops;
   double bytes[KN_IO_BOUNDARIES]; /* moved across each boundary */
   double time_s[KN_IO_BOUNDARIES + 2]; /* compute, each boundary, overhead */
-  double predicted_s;  /* max(compute, boundaries) + overhead */
+  double roofline_s;   /* max(compute, boundaries) */
+  double factor;       /* the machine's factor for the step's family (1: none) */
+  double predicted_s;  /* factor x roofline + overhead */
   int32_t bound;       /* 0 compute, 1 + boundary index (1 = L1 ... 4 = DRAM),
                           5 overhead */
+  int32_t threads;     /* the threads predicted for: 1 for a step too small to split */
   bool modelled;       /* from the op's loop nest; false: streamed bytes */
   uint32_t unfit;      /* bit b: the live tiles do not fit the nearer level of
                           boundary b (a row epilogue's whole rows too long) */
@@ -73,6 +76,11 @@ typedef struct kn_io_step {
  * "overhead". */
 const char *kn_io_bound_name(int32_t bound);
 
+/* The kernel family of a tactic (KN_FAM_*, core/machine.h), whose factor
+ * (kn_machine.factors) scales its steps' roofline time; -1 for the
+ * reference kernels (tactic 0) and tactics of no family: factor 1. */
+int32_t kn_io_family(int32_t tactic);
+
 /* Predict node i of m's top-level graph on machine `mach` with `threads`
  * threads (1: one core's peak and bandwidths; more: the all-threads
  * figures).  Weights (constants) start in DRAM, or in L3 when all the
@@ -82,7 +90,8 @@ void kn_io_predict(const kn_ir_model *m, int32_t i, const kn_machine *mach, int3
                    kn_io_step *out);
 
 /* The same for a step described by its loop nest alone (a fusion the
- * passes are weighing, not yet in the graph), with m's weights. */
+ * passes are weighing, not yet in the graph), with m's weights; no
+ * tactic yet, so no family's factor (as for the passes' other steps). */
 void kn_io_predict_nest(const kn_ir_model *m, const kn_loopnest *l, const kn_machine *mach,
                         int32_t threads, kn_io_step *out);
 

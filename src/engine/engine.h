@@ -22,6 +22,11 @@ typedef struct kn_timing_report {
 
 void kn_timing_report_free(kn_timing_report *r);
 
+/* A model from an IR graph made in code (finished: kn_graph_finish), as
+ * kn_model_load makes one from an ONNX file: its ops resolved, ready for
+ * kn_model_build.  Takes ir (freed on failure). */
+kn_status kn_model_from_ir(kn_ir_model *ir, kn_model **out, kn_error *err) KN_WUR;
+
 struct kn_model {
   kn_ir_model *ir;
   int32_t n_inputs;  /* graph inputs not backed by an initializer */

@@ -149,6 +149,11 @@ static kn_status finish_model(kn_ir_model *ir, kn_model **out, kn_error *err) {
   return KN_OK;
 }
 
+kn_status kn_model_from_ir(kn_ir_model *ir, kn_model **out, kn_error *err) {
+  *out = NULL;
+  return finish_model(ir, out, err);
+}
+
 kn_status kn_model_load_buffer(const void *data, size_t size, const char *base_dir,
                                const char *label, kn_model **out, kn_error *err) {
   *out = NULL;

@@ -207,6 +207,8 @@ kn_status kn_model_step_io(const kn_model *model, int32_t i, int32_t threads, kn
   out->flops = s.flops;
   for (int b = 0; b < 4; b++) out->bytes[b] = s.bytes[b];
   out->predicted_us = s.predicted_s * 1e6;
+  for (int k = 0; k < 6; k++) out->time_us[k] = s.time_s[k] * 1e6;
+  out->factor = s.factor;
   out->bound = kn_io_bound_name(s.bound);
   out->modelled = s.modelled;
   for (int b = 3; b >= 0; b--)

@@ -270,8 +270,10 @@ int kn_cmd_bench(int argc, char **argv) {
         kn_cli_json_str(stdout, si.op);
         printf(", \"tactic\": ");
         kn_cli_json_str(stdout, si.tactic);
-        printf(", \"median_us\": %.3f, \"predicted_us\": %.3f, \"bound\": \"%s\"}", step_us[i],
-               io.predicted_us, io.bound);
+        printf(", \"median_us\": %.3f, \"predicted_us\": %.3f, \"bound\": \"%s\", "
+               "\"factor\": %.3f, \"times_us\": [%.3f, %.3f, %.3f, %.3f, %.3f, %.3f]}",
+               step_us[i], io.predicted_us, io.bound, io.factor, io.time_us[0], io.time_us[1],
+               io.time_us[2], io.time_us[3], io.time_us[4], io.time_us[5]);
       }
       printf("\n]");
     }

@@ -1,5 +1,6 @@
 /* kiln probe: measure this machine and save its description (kn_machine). */
 #include "cli.h"
+#include "builder/builder.h"
 #include "core/machine.h"
 
 #include <errno.h>
@@ -13,7 +14,9 @@ void kn_cmd_probe_usage(FILE *f) {
           "Measures this machine once (a few seconds; run it on a quiet machine): cores\n"
           "and SMT; fp32, bf16 and int8 peaks on 1 thread and on all; each memory\n"
           "level's capacity, line size and sustained read and write bandwidth on 1\n"
-          "thread and on all. Prints a table and saves the description as JSON\n"
+          "thread and on all; then fits the IO model's factor for each kernel family\n"
+          "(measured over predicted step time) from calibration runs on 1 thread and\n"
+          "on all. Prints a table and saves the description as JSON\n"
           "(docs/MACHINE.md), by default to the cache that `kiln build` reads:\n"
           "$XDG_CACHE_HOME/kiln/machine.json or ~/.cache/kiln/machine.json.\n\n"
           "  -o, --output FILE  write the description here instead\n"
@@ -76,6 +79,19 @@ static void print_table(const kn_machine *m) {
   rate(m->dram_copy_gbs[0], "GB/s", a, sizeof a);
   rate(m->dram_copy_gbs[1], "GB/s", b, sizeof b);
   printf("\nDRAM memcpy (read + write bytes): %s on 1 thread, %s on %d\n", a, b, all);
+  if (m->factors_cpu[0]) {
+    printf("\nIO model factors (measured / roofline time), fitted on %s (%s) at %s in %.1f s\n",
+           m->factors_cpu, m->factors_isa, m->factors_when, m->factors_seconds);
+    printf("%-12s %9s %12s\n", "family", "1 thread", "all threads");
+    for (int32_t f = 0; f < KN_MACHINE_FAMILIES; f++) {
+      char *cell[2] = {b, c};
+      for (int t = 0; t < 2; t++) {
+        if (m->factors[f][t] > 0) snprintf(cell[t], sizeof b, "%.2f", m->factors[f][t]);
+        else snprintf(cell[t], sizeof b, "-");
+      }
+      printf("%-12s %9s %12s\n", kn_machine_family_name(f), b, c);
+    }
+  }
   if (m->probe_seconds > 0) printf("probed in %.1f s\n", m->probe_seconds);
 }
 
@@ -158,6 +174,11 @@ int kn_cmd_probe(int argc, char **argv) {
   else {
     if (!json) fprintf(stderr, "probing this machine (a few seconds) ...\n");
     if (kn_machine_probe((int32_t)threads, &m, &err)) return kn_cli_error(&err);
+    /* the IO model's factors, fitted on the rates just measured */
+    if (kn_machine_calibrate(&m, threads > 0 ? (int32_t)threads : m.cores * m.threads_per_core,
+                             &err))
+      return kn_cli_error(&err);
+    m.probe_seconds += m.factors_seconds;
   }
   if (kn_machine_save(&m, output, &err)) return kn_cli_error(&err);
   if (json) return print_json(output);

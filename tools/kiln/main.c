@@ -16,7 +16,7 @@ static const kn_cli_cmd commands[] = {
      kn_cmd_bench, kn_cmd_bench_usage},
     {"profile", "time every step: table, JSON, Chrome trace, memory sweep, HTML report",
      kn_cmd_profile, kn_cmd_profile_usage},
-    {"probe", "measure this machine (peaks, caches, bandwidths) for the IO model",
+    {"probe", "measure this machine (peaks, caches, bandwidths, kernel factors) for the IO model",
      kn_cmd_probe, kn_cmd_probe_usage},
     {"ops", "list the operators kiln implements", kn_cmd_ops, kn_cmd_ops_usage},
     {"trace", "merge Chrome traces of several processes or hosts, with a summary",
