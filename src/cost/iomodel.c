@@ -261,7 +261,8 @@ int32_t kn_io_family(int32_t tactic) {
   case KN_TACTIC_eltwise:
   case KN_TACTIC_softmax:
   case KN_TACTIC_layernorm:
-  case KN_TACTIC_resize: return KN_FAM_ELTWISE;
+  case KN_TACTIC_resize:
+  case KN_TACTIC_reduce: return KN_FAM_ELTWISE;
   case KN_TACTIC_copy: return KN_FAM_COPY;
   default: return -1;
   }
