@@ -9,7 +9,7 @@
 
 void kn_cmd_probe_usage(FILE *f) {
   fprintf(f,
-          "usage: kiln probe [--output FILE] [--threads N] [--json] [--fallback]\n"
+          "usage: kiln probe [--output FILE] [--threads N] [--json] [--fallback] [--no-factors]\n"
           "       kiln probe --show FILE [--json]\n\n"
           "Measures this machine once (a few seconds; run it on a quiet machine): cores\n"
           "and SMT; fp32, bf16 and int8 peaks on 1 thread and on all; each memory\n"
@@ -26,6 +26,8 @@ void kn_cmd_probe_usage(FILE *f) {
           "  --fallback         the shipped description builds use with probing off\n"
           "                     (KILN_PROBE=0), instead of measuring; printed, and\n"
           "                     written only with --output\n"
+          "  --no-factors       measure the rates only, not the IO model's factors (as a\n"
+          "                     probe a build makes on its own; the model then uses 1)\n"
           "  --show FILE        print a saved description; measures and writes nothing\n\n"
           "kiln build --machine FILE builds for a described machine.\n");
 }
@@ -105,7 +107,7 @@ static int print_json(const char *path) {
   return KN_EXIT_OK;
 }
 
-enum { OPT_OUTPUT = 1, OPT_THREADS, OPT_JSON, OPT_FALLBACK, OPT_SHOW };
+enum { OPT_OUTPUT = 1, OPT_THREADS, OPT_JSON, OPT_FALLBACK, OPT_SHOW, OPT_NO_FACTORS };
 
 int kn_cmd_probe(int argc, char **argv) {
   const kn_cli_cmd *cmd = kn_cli_find("probe");
@@ -114,12 +116,13 @@ int kn_cmd_probe(int argc, char **argv) {
                                     {"json", 0, false, OPT_JSON},
                                     {"fallback", 0, false, OPT_FALLBACK},
                                     {"show", 0, true, OPT_SHOW},
+                                    {"no-factors", 0, false, OPT_NO_FACTORS},
                                     {NULL, 0, false, 0}};
   kn_cli_args args;
   kn_cli_args_init(&args, cmd, opts, argc, argv);
   const char *output = NULL, *show = NULL;
   int64_t threads = 0;
-  bool json = false, fallback = false;
+  bool json = false, fallback = false, no_factors = false;
   for (int id; (id = kn_cli_next(&args)) != KN_CLI_END;) {
     switch (id) {
     case KN_CLI_BAD: return KN_EXIT_USAGE;
@@ -131,6 +134,7 @@ int kn_cmd_probe(int argc, char **argv) {
     case OPT_JSON: json = true; break;
     case OPT_FALLBACK: fallback = true; break;
     case OPT_SHOW: show = args.arg; break;
+    case OPT_NO_FACTORS: no_factors = true; break;
     }
   }
   kn_error err = {0};
@@ -175,10 +179,10 @@ int kn_cmd_probe(int argc, char **argv) {
     if (!json) fprintf(stderr, "probing this machine (a few seconds) ...\n");
     if (kn_machine_probe((int32_t)threads, &m, &err)) return kn_cli_error(&err);
     /* the IO model's factors, fitted on the rates just measured */
-    if (kn_machine_calibrate(&m, threads > 0 ? (int32_t)threads : m.cores * m.threads_per_core,
+    if (!no_factors && kn_machine_calibrate(&m, threads > 0 ? (int32_t)threads : m.cores * m.threads_per_core,
                              &err))
       return kn_cli_error(&err);
-    m.probe_seconds += m.factors_seconds;
+    if (!no_factors) m.probe_seconds += m.factors_seconds;
   }
   if (kn_machine_save(&m, output, &err)) return kn_cli_error(&err);
   if (json) return print_json(output);
