@@ -334,7 +334,10 @@ function prepare(a, name, cache, tmp) {
       extra.push('--calibration', cal);
     }
     run(a.kiln, ['build', found.model, '-o', v.engine, ...shapes.flatMap((s) => ['--shape', s]),
-                 ...extra], `kiln build ${name} --precision ${prec}`);
+                 ...extra, ...(variant ? variant.build : [])],
+        `kiln build ${name} --precision ${prec}`);
+    const vi = runJson(a.kiln, ['inspect', v.engine, '--json'], `kiln inspect ${name} ${prec}`);
+    v.weights = (vi.packed_bytes || 0) + (vi.originals_kept_bytes || 0) || vi.weights_bytes || 0;
     const vout = path.join(tmp, `${name}_${prec}_out`);
     run(a.kiln, ['run', v.engine, '--input-dir', ctx.inputs, '--output-dir', vout],
         `kiln run ${name} ${prec}`);
@@ -496,11 +499,12 @@ function main() {
       if (a.precisions.includes('fp32'))
         jobs.push({label: name, prec: 'fp32', engine: ctx.engine, check: ctx.check});
       for (const v of ctx.variants)
-        jobs.push({label: `${name} (${v.prec})`, prec: v.prec, engine: v.engine, check: v.check});
+        jobs.push({label: `${name} (${v.prec})`, prec: v.prec, engine: v.engine, check: v.check,
+                   weights: v.weights});
       for (const t of a.threads) for (const job of jobs) {
         const name = job.label;
         const row = {name, prec: job.prec, threads: t, shapes: ctx.shapes, flops: ctx.flops,
-                     weights: ctx.weights,
+                     weights: job.weights !== undefined ? job.weights : ctx.weights,
                      check: job.check};
         try {
           row.m = measure(a, {...ctx, engine: job.engine}, t);
