@@ -956,13 +956,7 @@ kn_status kn_context_set_input_slot(kn_context *c, int32_t i, const kn_slot *s,
   if (pin && (s->kind != KN_KIND_TENSOR || s->t.dtype != pin->dtype ||
               kn_tensor_numel(&s->t) != kn_tensor_numel(pin) ||
               memcmp(s->t.data, pin->data, pin->nbytes))) {
-    const char *spec = NULL;
-    for (int32_t k = 0; k < m->n_fixed && !spec; k++) {
-      const char *eq = strchr(m->fixed[k], '=');
-      if (eq && (size_t)(eq - m->fixed[k]) == strlen(v->name) &&
-          !strncmp(m->fixed[k], v->name, (size_t)(eq - m->fixed[k])))
-        spec = eq + 1;
-    }
+    const char *spec = kn_model_input_fixed(m, i);
     char got[64] = "another value";
     if (s->kind == KN_KIND_TENSOR && kn_tensor_numel(&s->t) == 1 && s->t.dtype != KN_DTYPE_STRING)
       snprintf(got, sizeof got, "%.17g", kn_load_f64(s->t.data, s->t.dtype, 0));
