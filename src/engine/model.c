@@ -717,7 +717,9 @@ kn_status kn_model_apply_fix(kn_model *m, const char *spec, bool fold, kn_error 
                    kn_shape_str(v->type.rank, v->type.dims, shp, sizeof shp),
                    (long long)kn_shape_numel(v->type.rank, v->type.dims));
   }
-  if (fold) {
+  /* an input that is also a graph output stays one (the pin is still
+   * checked); every other reader reads the constant */
+  if (fold && !v->is_output) {
     kn_tensor c;
     if (kn_tensor_copy(&c, &t, err)) {
       kn_tensor_release(&t);
