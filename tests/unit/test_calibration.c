@@ -193,6 +193,23 @@ static void test_entropy_direct(void **state) {
   }
 }
 
+/* Fewer non-zero values than bins (a pooled vector of one sample): the
+ * entropy method takes the MSE rule's threshold, not KL's over a sparse
+ * histogram, which clipped such a vector at a tenth of its max. */
+static void test_entropy_sparse(void **state) {
+  (void)state;
+  rng r = {9};
+  enum { NV = 512 };
+  float x[NV];
+  for (int i = 0; i < NV; i++) x[i] = (float)(fabs(gaussian(&r)) * 0.1); /* ReLU'd features */
+  x[7] = 0.85f;
+  kn_hist h = hist_of(x, NV, 2048);
+  double e = kn_hist_threshold(&h, KN_CALIB_ENTROPY, 0), m = kn_hist_threshold(&h, KN_CALIB_MSE, 0);
+  assert_true(e == m);
+  assert_true(e > 0.2); /* KL over 2048 bins of 512 values: about 0.07 */
+  kn_hist_free(&h);
+}
+
 static void test_percentile_known(void **state) {
   (void)state;
   /* |x| uniform over 1 .. 10000 in steps of 1: the P-th percentile is
@@ -617,6 +634,7 @@ int main(void) {
       cmocka_unit_test(test_uniform),
       cmocka_unit_test(test_gaussian_outliers),
       cmocka_unit_test(test_entropy_direct),
+      cmocka_unit_test(test_entropy_sparse),
       cmocka_unit_test(test_percentile_known),
       cmocka_unit_test(test_histogram_merging),
       cmocka_unit_test(test_edge_histograms),
