@@ -67,6 +67,33 @@ static float *run2(kn_context *ctx) {
   return out;
 }
 
+/* m's runs on 1 thread give the same bits with its packed blocks and
+ * without them (the steps then read their originals: from the file, the
+ * small-constant block or the spill). */
+static void same_without_blocks(kn_model *m) {
+  kn_error err;
+  kn_context *c;
+  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
+  float *with = run2(c);
+  kn_context_free(c);
+  void **keep = calloc((size_t)m->n_packed + 1, sizeof *keep);
+  assert_non_null(keep);
+  for (int32_t i = 0; i < m->n_packed; i++) {
+    keep[i] = m->packed[i];
+    m->packed[i] = NULL;
+  }
+  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
+  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
+  float *without = run2(c);
+  kn_context_free(c);
+  for (int32_t i = 0; i < m->n_packed; i++) m->packed[i] = keep[i];
+  free(keep);
+  assert_memory_equal(with, without, 20 * sizeof(float));
+  free(with);
+  free(without);
+}
+
 static char engine_path[64];
 
 static int make_engine(void **state) {
@@ -140,26 +167,7 @@ static void test_dropped_original_still_read(void **state) {
   kn_error err;
   kn_model *m;
   assert_int_equal(kn_model_load(engine_path, &m, &err), KN_OK);
-  kn_context *c;
-  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
-  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
-  float *with = run2(c);
-  kn_context_free(c);
-  void **keep = calloc((size_t)m->n_packed + 1, sizeof *keep);
-  assert_non_null(keep);
-  for (int32_t i = 0; i < m->n_packed; i++) {
-    keep[i] = m->packed[i];
-    m->packed[i] = NULL;
-  }
-  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
-  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
-  float *without = run2(c);
-  kn_context_free(c);
-  for (int32_t i = 0; i < m->n_packed; i++) m->packed[i] = keep[i];
-  free(keep);
-  assert_memory_equal(with, without, 20 * sizeof(float));
-  free(with);
-  free(without);
+  same_without_blocks(m);
   kn_model_free(m);
 }
 
@@ -229,26 +237,7 @@ static void test_build_spills_packed_originals(void **state) {
   if (!m->spill) skip(); /* no disk-backed temporary folder here */
   assert_int_equal(moved, big);
   assert_int_equal(kn_spill_count(m->spill), moved);
-  kn_context *c;
-  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
-  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
-  float *with = run2(c);
-  kn_context_free(c);
-  void **keep = calloc((size_t)m->n_packed + 1, sizeof *keep);
-  assert_non_null(keep);
-  for (int32_t i = 0; i < m->n_packed; i++) {
-    keep[i] = m->packed[i];
-    m->packed[i] = NULL;
-  }
-  assert_int_equal(kn_context_create(m, &c, &err), KN_OK);
-  assert_int_equal(kn_context_set_threads(c, 1, &err), KN_OK);
-  float *without = run2(c);
-  kn_context_free(c);
-  for (int32_t i = 0; i < m->n_packed; i++) m->packed[i] = keep[i];
-  free(keep);
-  assert_memory_equal(with, without, 20 * sizeof(float));
-  free(with);
-  free(without);
+  same_without_blocks(m);
   kn_model_free(m);
 }
 
